@@ -1,0 +1,40 @@
+package loader
+
+import (
+	"github.com/ebitengine/purego"
+)
+
+type dlSource struct {
+	handle uintptr
+	getPA  uintptr
+}
+
+func systemSource() source { return &dlSource{} }
+
+// libcuda.so.1 is the name the driver package installs; libcuda.so is usually only a
+// development symlink (or a stub), so it is the second choice.
+func (*dlSource) defaultPaths() []string { return []string{"libcuda.so.1", "libcuda.so"} }
+
+func (s *dlSource) open(paths []string) (string, error) {
+	le := &LoadError{}
+	for _, p := range paths {
+		// RTLD_NOW surfaces unresolved dependencies here rather than at a later call.
+		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL)
+		if err == nil {
+			s.handle = h
+			s.getPA, _ = purego.Dlsym(h, "cuGetProcAddress_v2")
+			return p, nil
+		}
+		le.Tried = append(le.Tried, p)
+		le.Reasons = append(le.Reasons, err.Error())
+	}
+	return "", le
+}
+
+func (s *dlSource) lookup(name string) (uintptr, error) { return purego.Dlsym(s.handle, name) }
+
+func (s *dlSource) hasGetProcAddress() bool { return s.getPA != 0 }
+
+func (s *dlSource) getProcAddress(name string, version int, flags uint64) (uintptr, int32, int32) {
+	return callGetProcAddress(s.getPA, name, version, flags)
+}
