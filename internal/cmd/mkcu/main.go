@@ -508,13 +508,45 @@ func (w *writer) header(version int) {
 	w.p("")
 }
 
-// doc writes a doc comment of a description and an optional deprecation note.
-func (w *writer) doc(indent, desc, note string) {
-	w.p("%s// %s.", indent, desc)
-	if note != "" {
-		w.p("%s//", indent)
-		w.p("%s// Deprecated: %s", indent, note)
+// doc writes the doc comment of e: its description, and a "Deprecated:" paragraph (which
+// tools such as staticcheck and gopls look for) when e is deprecated. A description that
+// only says "Deprecated, ..." is left out as the note repeats it; an alias shows the
+// description of its primary instead.
+func (w *writer) doc(e *enumerator, descs map[string]string, goName func(string) string) {
+	desc := descs[e.name]
+	note := linkNames(deprecationNote(e, desc, goName), descs, goName)
+	if note != "" && deprecatedLead.MatchString(desc) {
+		desc = ""
+		if !e.isPrimary() && !deprecatedLead.MatchString(descs[e.primary]) {
+			desc = descs[e.primary]
+		}
 	}
+	if desc != "" {
+		if !strings.HasSuffix(desc, "...") {
+			desc += "."
+		}
+		desc = linkNames(desc, descs, goName)
+		w.p("\t// %s", desc)
+		if note != "" {
+			w.p("\t//")
+		}
+	}
+	if note != "" {
+		w.p("\t// Deprecated: %s", note)
+	}
+}
+
+var upperNameRE = regexp.MustCompile(`\b[A-Z][A-Z0-9_]+\b`)
+
+// linkNames turns the C names of enumerators (the keys of descs) mentioned in text into Go
+// doc links to their constants.
+func linkNames(text string, descs map[string]string, goName func(string) string) string {
+	return upperNameRE.ReplaceAllStringFunc(text, func(name string) string {
+		if _, ok := descs[name]; !ok {
+			return name
+		}
+		return "[" + goName(name) + "]"
+	})
 }
 
 func (w *writer) gofmt() ([]byte, error) {
@@ -543,6 +575,9 @@ func emitResults(version int, entries []*enumerator) ([]byte, error) {
 	var w writer
 	w.header(version)
 	w.p("// Result codes of the driver API, one per CUresult enumerator: the C name less %q.", prefix)
+	for _, e := range entries {
+		descs[e.name] = description(e, true)
+	}
 	w.p("const (")
 	for _, e := range entries {
 		if !strings.HasPrefix(e.name, prefix) {
@@ -551,8 +586,7 @@ func emitResults(version int, entries []*enumerator) ([]byte, error) {
 		if err := checkUnique(used, goName(e.name), e.name); err != nil {
 			return nil, err
 		}
-		descs[e.name] = description(e, true)
-		w.doc("\t", descs[e.name], deprecationNote(e, descs[e.name], goName))
+		w.doc(e, descs, goName)
 		w.p("\t%s Result = %d", goName(e.name), e.value)
 	}
 	w.p(")")
@@ -607,6 +641,9 @@ func emitAttributes(version int, entries []*enumerator) ([]byte, error) {
 	var w writer
 	w.header(version)
 	w.p("// Device attributes, one per CUdevice_attribute enumerator: the C name less %q.", prefix)
+	for _, e := range attrs {
+		descs[e.name] = description(e, false)
+	}
 	w.p("const (")
 	for _, e := range attrs {
 		if !strings.HasPrefix(e.name, prefix) {
@@ -615,8 +652,7 @@ func emitAttributes(version int, entries []*enumerator) ([]byte, error) {
 		if err := checkUnique(used, goName(e.name), e.name); err != nil {
 			return nil, err
 		}
-		descs[e.name] = description(e, false)
-		w.doc("\t", descs[e.name], deprecationNote(e, descs[e.name], goName))
+		w.doc(e, descs, goName)
 		w.p("\t%s DeviceAttribute = %d", goName(e.name), e.value)
 	}
 	w.p(")")

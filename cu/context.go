@@ -1,0 +1,113 @@
+package cu
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"unsafe"
+)
+
+// Context is a device's primary context, retained. Calls that need a current context run
+// through it: each makes the context current on a locked OS thread for its duration, so the
+// calling goroutine never carries thread-bound state and never exits locked.
+type Context struct {
+	dev Device
+	h   uintptr // CUcontext
+
+	mu       sync.Mutex
+	released bool
+	shared   bool // from Device.Primary: never released
+}
+
+// PrimaryContext retains d's primary context (cuDevicePrimaryCtxRetain). Release it with
+// Release; most programs use [Device.Primary] instead, which is retained once per process.
+func (d Device) PrimaryContext() (*Context, error) {
+	if err := Init(); err != nil {
+		return nil, err
+	}
+	o := getOut()
+	defer putOut(o)
+	o.u64[0] = 0
+	if err := call(procDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(d)); err != nil {
+		return nil, wrap(err, "cuDevicePrimaryCtxRetain", "%d", d)
+	}
+	return &Context{dev: d, h: uintptr(o.u64[0])}, nil
+}
+
+var primaries sync.Map // Device -> *primaryEntry
+
+type primaryEntry struct {
+	once sync.Once
+	ctx  *Context
+	err  error
+}
+
+// Primary returns d's primary context, retained on first use and kept for the life of the
+// process (as the CUDA runtime does). Its Release does nothing.
+func (d Device) Primary() (*Context, error) {
+	v, _ := primaries.LoadOrStore(d, &primaryEntry{})
+	e := v.(*primaryEntry)
+	e.once.Do(func() {
+		e.ctx, e.err = d.PrimaryContext()
+		if e.ctx != nil {
+			e.ctx.shared = true
+		}
+	})
+	return e.ctx, e.err
+}
+
+// Device returns the context's device.
+func (c *Context) Device() Device { return c.dev }
+
+// Release drops the reference taken by PrimaryContext (cuDevicePrimaryCtxRelease_v2). It is
+// idempotent; the shared context of Device.Primary is never released.
+func (c *Context) Release() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released || c.shared {
+		return nil
+	}
+	if err := call(procDevicePrimaryCtxRelease, uintptr(c.dev)); err != nil {
+		return wrap(err, "cuDevicePrimaryCtxRelease", "%d", c.dev)
+	}
+	c.released = true
+	return nil
+}
+
+func (c *Context) closed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.released
+}
+
+// Do runs f with the context current on a locked OS thread. f must not start goroutines that
+// rely on the context: they run on other threads.
+func (c *Context) Do(f func() error) error {
+	if c == nil || c.closed() {
+		return fmt.Errorf("cu: context: %w", ErrContextReleased)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := call(procCtxSetCurrent, c.h); err != nil {
+		return wrap(err, "cuCtxSetCurrent", "device %d", c.dev)
+	}
+	return f()
+}
+
+// Synchronize waits for all work of the context (cuCtxSynchronize).
+func (c *Context) Synchronize() error {
+	return c.Do(func() error { return wrap(call(procCtxSynchronize), "cuCtxSynchronize", "device %d", c.dev) })
+}
+
+// CurrentContext returns the CUcontext current on the calling OS thread, 0 for none. It is
+// only meaningful with the goroutine locked to its thread; tests use it to check that cu
+// leaves no context behind where it should not.
+func CurrentContext() (uintptr, error) {
+	o := getOut()
+	defer putOut(o)
+	o.u64[0] = 0
+	if err := call(procCtxGetCurrent, uintptr(unsafe.Pointer(&o.u64[0]))); err != nil {
+		return 0, wrap(err, "cuCtxGetCurrent", "")
+	}
+	return uintptr(o.u64[0]), nil
+}

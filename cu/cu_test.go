@@ -1,0 +1,141 @@
+package cu
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/loader"
+	"github.com/stretchr/testify/require"
+)
+
+// These run everywhere: nothing here may need a working driver.
+
+func TestUnknownHandleNeverReachesDriver(t *testing.T) {
+	bogus := MemHandle(0xdeadbeef)
+	for name, f := range map[string]func() error{
+		"map":           func() error { return MemMap(0x7f0000000000, 2<<20, 0, bogus, 0) },
+		"properties":    func() error { _, err := MemGetAllocationPropertiesFromHandle(bogus); return err },
+		"export fd":     func() error { _, err := MemExportToFD(bogus); return err },
+		"export fabric": func() error { _, err := MemExportToFabric(bogus); return err },
+		"release":       func() error { return MemRelease(bogus) },
+		"mc add":        func() error { return MulticastAddDevice(bogus, 0) },
+		"mc bind":       func() error { return MulticastBindMem(bogus, 0, bogus, 0, 2<<20, 0) },
+		"mc bindaddr":   func() error { return MulticastBindAddr(bogus, 0, 0x7f0000000000, 2<<20, 0) },
+		"mc unbind":     func() error { return MulticastUnbind(bogus, 0, 0, 2<<20) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := f()
+			require.ErrorIs(t, err, ErrUnknownHandle)
+			require.Contains(t, err.Error(), "0xdeadbeef")
+			var ce *Error
+			require.ErrorAs(t, err, &ce)
+			require.NotEmpty(t, ce.Op)
+		})
+	}
+}
+
+func TestHandleTableRefcounts(t *testing.T) {
+	var tab = handleTable{m: map[MemHandle]*handleEntry{}}
+	h := MemHandle(0x1234)
+	tab.add(h, kindMemory)
+	tab.add(h, kindMemory) // a retain of the same allocation
+	calls := 0
+	rel := func() error { calls++; return nil }
+	require.NoError(t, tab.release(h, rel))
+	unlock, err := tab.acquire(h)
+	require.NoError(t, err, "one reference left")
+	unlock()
+	require.NoError(t, tab.release(h, rel))
+	_, err = tab.acquire(h)
+	require.ErrorIs(t, err, ErrUnknownHandle)
+	require.ErrorIs(t, tab.release(h, rel), ErrUnknownHandle)
+	require.Equal(t, 2, calls, "the driver is not called for an unknown handle")
+
+	// A failed driver release keeps the reference.
+	tab.add(h, kindMemory)
+	require.ErrorIs(t, tab.release(h, func() error { return ERROR_INVALID_VALUE }), ERROR_INVALID_VALUE)
+	u, err := tab.acquire(h)
+	require.NoError(t, err)
+	u()
+}
+
+func TestHandleTableConcurrent(t *testing.T) {
+	var tab = handleTable{m: map[MemHandle]*handleEntry{}}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				h := MemHandle(g*1000 + i)
+				tab.add(h, kindMemory)
+				u, err := tab.acquire(h)
+				if err == nil {
+					u()
+				}
+				_ = tab.release(h, func() error { return nil })
+			}
+		}()
+	}
+	wg.Wait()
+	require.Empty(t, tab.m)
+}
+
+func TestArgumentErrors(t *testing.T) {
+	c := &Context{dev: 0, h: 1}
+	err := c.CopyHtoD(0x1000, nil)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+	require.ErrorIs(t, err, ERROR_INVALID_VALUE)
+	require.Contains(t, err.Error(), "cuMemcpyHtoD")
+	require.ErrorIs(t, c.CopyDtoH([]byte{}, 0x1000), ErrInvalidArgument)
+	require.ErrorIs(t, c.CopyDtoD(0x1000, 0x2000, 0), ErrInvalidArgument)
+	require.ErrorIs(t, c.MemsetD8(0x1000, 1, 0), ErrInvalidArgument)
+	require.ErrorIs(t, c.MemsetD32(0x1000, 1, 0), ErrInvalidArgument)
+	_, err = c.MemAlloc(0)
+	require.ErrorIs(t, err, ErrInvalidArgument)
+
+	var nilCtx *Context
+	require.ErrorIs(t, nilCtx.Synchronize(), ErrContextReleased)
+	released := &Context{released: true}
+	require.ErrorIs(t, released.Synchronize(), ErrContextReleased)
+	require.NoError(t, released.Release(), "Release is idempotent")
+}
+
+func TestErrorFormat(t *testing.T) {
+	err := wrap(ERROR_INVALID_VALUE, "cuMemMap", "%#x, %d", 0x302000000, 2<<20)
+	require.Equal(t, "cu: cuMemMap(0x302000000, 2097152): "+ERROR_INVALID_VALUE.Error(), err.Error())
+	require.ErrorIs(t, err, ErrInvalidValue)
+	r, ok := ResultOf(fmt.Errorf("outer: %w", err))
+	require.True(t, ok)
+	require.Equal(t, ERROR_INVALID_VALUE, r)
+	_, ok = ResultOf(errors.New("plain"))
+	require.False(t, ok)
+}
+
+func TestMissingSymbolMatchesBothSentinels(t *testing.T) {
+	err := symbolErr(&loader.SymbolError{Name: "cuMulticastCreate", Version: 12010, Status: loader.VersionNotSufficient})
+	require.ErrorIs(t, err, loader.ErrNotSupported)
+	require.ErrorIs(t, err, ERROR_NOT_SUPPORTED)
+	require.Contains(t, err.Error(), "cuMulticastCreate")
+	noDriver := symbolErr(&loader.SymbolError{Name: "cuInit", Status: loader.DriverNotLoaded, Err: &loader.LoadError{Tried: []string{"x"}, Reasons: []string{"y"}}})
+	require.ErrorIs(t, noDriver, loader.ErrNoDriver)
+	require.NotErrorIs(t, noDriver, ERROR_NOT_SUPPORTED)
+}
+
+func TestUUIDString(t *testing.T) {
+	u := UUID{0x6f, 0x1a, 0x2b, 0x3c, 0x4d, 0x5e, 0x6f, 0x70, 0x81, 0x92, 0xa3, 0xb4, 0xc5, 0xd6, 0xe7, 0xf8}
+	require.Equal(t, "GPU-6f1a2b3c-4d5e-6f70-8192-a3b4c5d6e7f8", u.String())
+}
+
+func TestEveryProcDeclaredOnce(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range Symbols() {
+		s := p.Symbol()
+		require.False(t, seen[s.Name], "declared twice: %s", s.Name)
+		seen[s.Name] = true
+		require.Greater(t, s.Version, 1000, s.Name)
+	}
+	require.True(t, seen["cuMemCreate"] && seen["cuMulticastCreate"] && seen["cuMemRetainAllocationHandle"])
+}

@@ -1,0 +1,154 @@
+package cu
+
+import (
+	"bytes"
+	"fmt"
+	"unsafe"
+)
+
+// Device is a CUdevice: the driver's handle of one GPU, obtained from [DeviceGet].
+type Device int32
+
+// P2PAttribute is a CUdevice_P2PAttribute.
+type P2PAttribute int32
+
+const (
+	DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK                     P2PAttribute = 0x01
+	DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED                     P2PAttribute = 0x02
+	DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED              P2PAttribute = 0x03
+	DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED          P2PAttribute = 0x04
+	DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED P2PAttribute = 0x05
+)
+
+// UUID is a device's 16-byte CUuuid.
+type UUID [16]byte
+
+// String formats u as nvidia-smi does: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+func (u UUID) String() string {
+	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// DeviceCount returns the number of CUDA devices, initializing the driver if needed.
+func DeviceCount() (int, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	o := getOut()
+	defer putOut(o)
+	o.u64[0] = 0
+	if err := call(procDeviceGetCount, uintptr(unsafe.Pointer(&o.u64[0]))); err != nil {
+		return 0, wrap(err, "cuDeviceGetCount", "")
+	}
+	return int(int32(uint32(o.u64[0]))), nil
+}
+
+// DeviceGet returns the device of an ordinal in [0, DeviceCount()).
+func DeviceGet(ordinal int) (Device, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	if ordinal < 0 || ordinal > 1<<30 {
+		return 0, wrap(ERROR_INVALID_DEVICE, "cuDeviceGet", "%d", ordinal)
+	}
+	o := getOut()
+	defer putOut(o)
+	o.u64[0] = 0
+	if err := call(procDeviceGet, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(ordinal)); err != nil {
+		return 0, wrap(err, "cuDeviceGet", "%d", ordinal)
+	}
+	return Device(int32(uint32(o.u64[0]))), nil
+}
+
+// Name returns the device's product name.
+func (d Device) Name() (string, error) {
+	buf := make([]byte, 256)
+	if err := call(procDeviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d)); err != nil {
+		return "", wrap(err, "cuDeviceGetName", "%d", d)
+	}
+	return cstring(buf), nil
+}
+
+// UUID returns the device's UUID (cuDeviceGetUuid_v2: the same value nvidia-smi shows, also
+// under MIG).
+func (d Device) UUID() (UUID, error) {
+	var u *UUID = new(UUID)
+	if err := call(procDeviceGetUuid, uintptr(unsafe.Pointer(u)), uintptr(d)); err != nil {
+		return UUID{}, wrap(err, "cuDeviceGetUuid", "%d", d)
+	}
+	return *u, nil
+}
+
+// PCIBusID returns the device's PCI address, domain:bus:device.function.
+func (d Device) PCIBusID() (string, error) {
+	buf := make([]byte, 64)
+	if err := call(procDeviceGetPCIBusId, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d)); err != nil {
+		return "", wrap(err, "cuDeviceGetPCIBusId", "%d", d)
+	}
+	return cstring(buf), nil
+}
+
+// TotalMem returns the device's memory in bytes.
+func (d Device) TotalMem() (uint64, error) {
+	o := getOut()
+	defer putOut(o)
+	o.u64[0] = 0
+	if err := call(procDeviceTotalMem, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(d)); err != nil {
+		return 0, wrap(err, "cuDeviceTotalMem", "%d", d)
+	}
+	return o.u64[0], nil
+}
+
+// Attribute returns one device attribute.
+func (d Device) Attribute(a DeviceAttribute) (int, error) {
+	o := getOut()
+	defer putOut(o)
+	o.u64[0] = 0
+	if err := call(procDeviceGetAttribute, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(a), uintptr(d)); err != nil {
+		return 0, wrap(err, "cuDeviceGetAttribute", "%v, device %d", a, d)
+	}
+	return int(int32(uint32(o.u64[0]))), nil
+}
+
+// Flag returns a boolean attribute: true when its value is non-zero.
+func (d Device) Flag(a DeviceAttribute) (bool, error) {
+	v, err := d.Attribute(a)
+	return v != 0, err
+}
+
+// ComputeCapability returns the device's major and minor compute capability.
+func (d Device) ComputeCapability() (major, minor int, err error) {
+	if major, err = d.Attribute(DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR); err != nil {
+		return 0, 0, err
+	}
+	minor, err = d.Attribute(DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+	return major, minor, err
+}
+
+// CanAccessPeer reports whether d can access memory of peer (cuDeviceCanAccessPeer).
+func (d Device) CanAccessPeer(peer Device) (bool, error) {
+	o := getOut()
+	defer putOut(o)
+	o.u64[0] = 0
+	if err := call(procDeviceCanAccessPeer, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(d), uintptr(peer)); err != nil {
+		return false, wrap(err, "cuDeviceCanAccessPeer", "%d, %d", d, peer)
+	}
+	return int32(uint32(o.u64[0])) != 0, nil
+}
+
+// P2PAttribute returns an attribute of the link from d to dst (cuDeviceGetP2PAttribute).
+func (d Device) P2PAttribute(a P2PAttribute, dst Device) (int, error) {
+	o := getOut()
+	defer putOut(o)
+	o.u64[0] = 0
+	if err := call(procDeviceGetP2PAttribute, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(a), uintptr(d), uintptr(dst)); err != nil {
+		return 0, wrap(err, "cuDeviceGetP2PAttribute", "%d, %d -> %d", a, d, dst)
+	}
+	return int(int32(uint32(o.u64[0]))), nil
+}
+
+func cstring(b []byte) string {
+	if i := bytes.IndexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return string(b)
+}

@@ -1,0 +1,22 @@
+// Package cu is the typed CUDA driver API that cuvmm needs: results as Go errors, devices
+// and their attributes, primary contexts, synchronous copies, and the virtual memory
+// management calls, all through the run-time loader (no cgo).
+//
+// Every driver entry point this package calls is declared once, in procs.go, with the ABI
+// version it is called with; a missing one fails only its own calls, with an error that
+// matches both [loader.ErrNotSupported] and [ERROR_NOT_SUPPORTED].
+//
+// # Contexts
+//
+// The VMM calls (create, reserve, map, set access, ...) need no current context and run on
+// any goroutine. Copies, memsets and synchronization do; they run through a [Context], which
+// makes the device's primary context current on a locked OS thread for the call and unlocks
+// it afterwards, so callers never manage thread-bound state.
+//
+// # Handle safety
+//
+// The driver dereferences a CUmemGenericAllocationHandle it does not know and kills the
+// process. Every [MemHandle] this package hands out is recorded with its reference count
+// (created, imported, retained, multicast), and a call with any other value returns
+// [ErrUnknownHandle] instead of reaching the driver.
+package cu

@@ -1,0 +1,30 @@
+package cu
+
+import "errors"
+
+var (
+	// ErrUnknownHandle is returned, instead of calling the driver, for a MemHandle that this
+	// process never obtained from the driver or has already released: the driver would
+	// dereference it and crash the process.
+	ErrUnknownHandle = errors.New("cu: unknown or released allocation handle")
+	// ErrContextReleased is returned by calls through a Context after its Release.
+	ErrContextReleased = errors.New("cu: context released")
+	// ErrInvalidArgument matches argument errors caught before the driver is called (empty
+	// buffers, sizes that do not fit). It also matches ERROR_INVALID_VALUE.
+	ErrInvalidArgument error = &argError{}
+)
+
+type argError struct{ msg string }
+
+func (e *argError) Error() string {
+	if e.msg == "" {
+		return "cu: invalid argument"
+	}
+	return e.msg
+}
+
+func (e *argError) Is(target error) bool {
+	return target == ErrInvalidArgument || target == ERROR_INVALID_VALUE
+}
+
+func invalidArg(msg string) error { return &argError{msg: msg} }

@@ -1,0 +1,199 @@
+//go:build gpu
+
+package cu
+
+import (
+	"bytes"
+	"errors"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/cuvmm/cuvmm/loader"
+	"github.com/stretchr/testify/require"
+)
+
+// requireDriver skips when no driver can be loaded, so gpu-tagged binaries run cleanly
+// anywhere.
+func requireDriver(tb testing.TB) {
+	tb.Helper()
+	if err := Init(); err != nil {
+		if errors.Is(err, loader.ErrNoDriver) {
+			tb.Skipf("no CUDA driver: %v", err)
+		}
+		tb.Fatalf("cuInit: %v", err)
+	}
+	if n, err := DeviceCount(); err != nil || n == 0 {
+		tb.Skipf("no CUDA device (%d, %v)", n, err)
+	}
+}
+
+func TestGPUResolveEverySymbol(t *testing.T) {
+	requireDriver(t)
+	t.Logf("driver library %s, cuGetProcAddress_v2: %v", LibraryPath(), lib.UsesGetProcAddress())
+	require.True(t, lib.UsesGetProcAddress())
+	for _, p := range Symbols() {
+		require.NoError(t, p.Find(), p.Symbol().Name)
+	}
+}
+
+func TestGPUMissingSymbol(t *testing.T) {
+	requireDriver(t)
+	p := lib.NewProc(loader.Symbol{Name: "cuvmmNoSuchEntryPoint", Version: 12000})
+	err := call(p)
+	require.ErrorIs(t, err, loader.ErrNotSupported)
+	require.ErrorIs(t, err, ERROR_NOT_SUPPORTED)
+	require.Contains(t, err.Error(), "cuvmmNoSuchEntryPoint")
+	// Asking for an ABI newer than any driver has.
+	q := lib.NewProc(loader.Symbol{Name: "cuMemCreate", Version: 99000})
+	_, err = q.Addr()
+	t.Logf("cuMemCreate@99000: %v", err)
+	// and the rest keeps working
+	_, err = DriverVersion()
+	require.NoError(t, err)
+}
+
+func TestGPUDevice0(t *testing.T) {
+	requireDriver(t)
+	v, err := DriverVersion()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, v, 12000)
+	n, err := DeviceCount()
+	require.NoError(t, err)
+	d, err := DeviceGet(0)
+	require.NoError(t, err)
+	name, err := d.Name()
+	require.NoError(t, err)
+	uuid, err := d.UUID()
+	require.NoError(t, err)
+	pci, err := d.PCIBusID()
+	require.NoError(t, err)
+	mem, err := d.TotalMem()
+	require.NoError(t, err)
+	maj, min, err := d.ComputeCapability()
+	require.NoError(t, err)
+	t.Logf("driver %d, %d devices; 0: %s %s %s %d MiB sm_%d%d", v, n, name, uuid, pci, mem>>20, maj, min)
+	require.NotEmpty(t, name)
+	require.NotEqual(t, UUID{}, uuid)
+	require.Greater(t, mem, uint64(1<<30))
+	for _, a := range []DeviceAttribute{DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING} {
+		ok, err := d.Flag(a)
+		require.NoError(t, err)
+		require.True(t, ok, a.String())
+	}
+	for _, a := range DeviceAttributes() {
+		v, err := d.Attribute(a)
+		if err != nil {
+			t.Logf("%v: %v", a, err)
+			continue
+		}
+		_ = v
+	}
+	_, err = DeviceGet(n + 7)
+	require.ErrorIs(t, err, ERROR_INVALID_DEVICE)
+	require.Contains(t, err.Error(), "cuDeviceGet")
+	_, err = Device(n + 7).Name()
+	require.Error(t, err)
+	ok, err := d.CanAccessPeer(d)
+	t.Logf("CanAccessPeer(0,0) = %v, %v", ok, err)
+}
+
+func TestGPUContextAndCopies(t *testing.T) {
+	requireDriver(t)
+	d, _ := DeviceGet(0)
+	ctx, err := d.Primary()
+	require.NoError(t, err)
+	free, total, err := ctx.MemGetInfo()
+	require.NoError(t, err)
+	require.LessOrEqual(t, free, total)
+	p, err := ctx.MemAlloc(1 << 20)
+	require.NoError(t, err)
+	src := make([]byte, 1<<20)
+	for i := range src {
+		src[i] = byte(i * 7)
+	}
+	require.NoError(t, ctx.CopyHtoD(p, src))
+	q, err := ctx.MemAlloc(1 << 20)
+	require.NoError(t, err)
+	require.NoError(t, ctx.CopyDtoD(q, p, 1<<20))
+	dst := make([]byte, 1<<20)
+	require.NoError(t, ctx.CopyDtoH(dst, q))
+	require.True(t, bytes.Equal(src, dst))
+	require.NoError(t, ctx.MemsetD32(q, 0x01020304, 1<<18))
+	require.NoError(t, ctx.CopyDtoH(dst[:8], q))
+	require.Equal(t, []byte{4, 3, 2, 1, 4, 3, 2, 1}, dst[:8])
+	require.NoError(t, ctx.MemsetD8(q, 0xab, 3))
+	require.NoError(t, ctx.Synchronize())
+	// a copy larger than the allocation: the driver's error, not a crash
+	err = ctx.CopyDtoD(q, p, 1<<30)
+	require.Error(t, err)
+	t.Logf("oversized DtoD: %v", err)
+	require.NoError(t, ctx.MemFree(p))
+	require.NoError(t, ctx.MemFree(q))
+
+	// A retained context released twice: once is the driver's, then nothing.
+	c2, err := d.PrimaryContext()
+	require.NoError(t, err)
+	require.NoError(t, c2.Release())
+	require.NoError(t, c2.Release())
+	require.ErrorIs(t, c2.Synchronize(), ErrContextReleased)
+}
+
+// VMM calls need no current context; copies do (201 without one).
+func TestGPUContextRequirements(t *testing.T) {
+	requireDriver(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	require.NoError(t, call(procCtxSetCurrent, 0))
+	prop := &MemAllocationProp{Type: MEM_ALLOCATION_TYPE_PINNED, Location: MemLocation{Type: MEM_LOCATION_TYPE_DEVICE, ID: 0}}
+	g, err := MemGetAllocationGranularity(prop, MEM_ALLOC_GRANULARITY_MINIMUM)
+	require.NoError(t, err)
+	h, err := MemCreate(g, prop, 0)
+	require.NoError(t, err)
+	va, err := MemAddressReserve(g, 0, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, MemMap(va, g, 0, h, 0))
+	require.NoError(t, MemSetAccess(va, g, []MemAccessDesc{{Location: prop.Location, Flags: MEM_ACCESS_FLAGS_PROT_READWRITE}}))
+	cur, err := CurrentContext()
+	require.NoError(t, err)
+	require.Zero(t, cur, "VMM calls made no context current")
+	buf := make([]byte, 64)
+	err = call(procMemcpyHtoD, uintptr(va), uintptr(unsafe.Pointer(&buf[0])), 64)
+	require.ErrorIs(t, err, ERROR_INVALID_CONTEXT)
+	require.NoError(t, MemUnmap(va, g))
+	require.NoError(t, MemRelease(h))
+	require.NoError(t, MemAddressFree(va, g))
+	require.ErrorIs(t, MemRelease(h), ErrUnknownHandle)
+}
+
+func BenchmarkGPUDriverGetVersion(b *testing.B) {
+	requireDriver(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := DriverVersion(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGPUDeviceGetAttribute(b *testing.B) {
+	requireDriver(b)
+	d, _ := DeviceGet(0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := d.Attribute(DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkGPUMemGetAllocationGranularity(b *testing.B) {
+	requireDriver(b)
+	prop := &MemAllocationProp{Type: MEM_ALLOCATION_TYPE_PINNED, Location: MemLocation{Type: MEM_LOCATION_TYPE_DEVICE}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := MemGetAllocationGranularity(prop, MEM_ALLOC_GRANULARITY_MINIMUM); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

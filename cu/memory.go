@@ -1,0 +1,108 @@
+package cu
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// DevicePtr is a CUdeviceptr: an address in the unified virtual address space.
+type DevicePtr uint64
+
+func (p DevicePtr) String() string { return fmt.Sprintf("%#x", uint64(p)) }
+
+// CopyHtoD copies src to device memory at dst (cuMemcpyHtoD_v2, synchronous).
+func (c *Context) CopyHtoD(dst DevicePtr, src []byte) error {
+	if len(src) == 0 {
+		return wrap(invalidArg("empty host buffer"), "cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
+	}
+	return c.Do(func() error {
+		return wrap(call(procMemcpyHtoD, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))),
+			"cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
+	})
+}
+
+// CopyDtoH copies len(dst) bytes of device memory at src into dst (cuMemcpyDtoH_v2).
+func (c *Context) CopyDtoH(dst []byte, src DevicePtr) error {
+	if len(dst) == 0 {
+		return wrap(invalidArg("empty host buffer"), "cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
+	}
+	return c.Do(func() error {
+		return wrap(call(procMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst))),
+			"cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
+	})
+}
+
+// CopyDtoD copies size bytes from src to dst, both device addresses (cuMemcpyDtoD_v2).
+func (c *Context) CopyDtoD(dst, src DevicePtr, size uint64) error {
+	if size == 0 {
+		return wrap(invalidArg("zero size"), "cuMemcpyDtoD", "%v <- %v, 0 bytes", dst, src)
+	}
+	return c.Do(func() error {
+		return wrap(call(procMemcpyDtoD, uintptr(dst), uintptr(src), uintptr(size)),
+			"cuMemcpyDtoD", "%v <- %v, %d bytes", dst, src, size)
+	})
+}
+
+// MemsetD8 sets n bytes at dst to v (cuMemsetD8_v2, synchronous with respect to the host
+// for device memory).
+func (c *Context) MemsetD8(dst DevicePtr, v uint8, n uint64) error {
+	if n == 0 {
+		return wrap(invalidArg("zero count"), "cuMemsetD8", "%v, %#x, 0", dst, v)
+	}
+	return c.Do(func() error {
+		return wrap(call(procMemsetD8, uintptr(dst), uintptr(v), uintptr(n)), "cuMemsetD8", "%v, %#x, %d", dst, v, n)
+	})
+}
+
+// MemsetD32 sets n 32-bit words at dst (4-byte aligned) to v (cuMemsetD32_v2).
+func (c *Context) MemsetD32(dst DevicePtr, v uint32, n uint64) error {
+	if n == 0 {
+		return wrap(invalidArg("zero count"), "cuMemsetD32", "%v, %#x, 0", dst, v)
+	}
+	return c.Do(func() error {
+		return wrap(call(procMemsetD32, uintptr(dst), uintptr(v), uintptr(n)), "cuMemsetD32", "%v, %#x, %d", dst, v, n)
+	})
+}
+
+// MemGetInfo returns the free and total memory of the context's device (cuMemGetInfo_v2).
+func (c *Context) MemGetInfo() (free, total uint64, err error) {
+	o := getOut()
+	defer putOut(o)
+	o.u64[0], o.u64[1] = 0, 0
+	err = c.Do(func() error {
+		return wrap(call(procMemGetInfo, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.u64[1]))), "cuMemGetInfo", "device %d", c.dev)
+	})
+	return o.u64[0], o.u64[1], err
+}
+
+// MemAlloc allocates size bytes of ordinary device memory (cuMemAlloc_v2): the classic
+// allocator, here for baselines and comparisons with VMM. Free it with MemFree.
+func (c *Context) MemAlloc(size uint64) (DevicePtr, error) {
+	if size == 0 {
+		return 0, wrap(invalidArg("zero size"), "cuMemAlloc", "0")
+	}
+	o := getOut()
+	defer putOut(o)
+	o.u64[0] = 0
+	err := c.Do(func() error {
+		return wrap(call(procMemAlloc, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(size)), "cuMemAlloc", "%d", size)
+	})
+	return DevicePtr(o.u64[0]), err
+}
+
+// MemFree frees memory from MemAlloc (cuMemFree_v2).
+func (c *Context) MemFree(p DevicePtr) error {
+	return c.Do(func() error { return wrap(call(procMemFree, uintptr(p)), "cuMemFree", "%v", p) })
+}
+
+// MemGetAddressRange returns the base and size of the allocation or mapping containing p
+// (cuMemGetAddressRange_v2). It needs no context for VMM mappings.
+func MemGetAddressRange(p DevicePtr) (base DevicePtr, size uint64, err error) {
+	o := getOut()
+	defer putOut(o)
+	o.u64[0], o.u64[1] = 0, 0
+	if err := call(procMemGetAddressRange, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.u64[1])), uintptr(p)); err != nil {
+		return 0, 0, wrap(err, "cuMemGetAddressRange", "%v", p)
+	}
+	return DevicePtr(o.u64[0]), o.u64[1], nil
+}

@@ -1,0 +1,87 @@
+package cu
+
+import (
+	"unsafe"
+)
+
+// Multicast objects (CUDA 12.1). Creating one on a shared multi-GPU host can put the GPUs
+// out of service for everyone: callers decide; this package only forwards.
+
+// MulticastGetGranularity returns the granularity of multicast objects with prop.
+func MulticastGetGranularity(prop *MulticastObjectProp, option MulticastGranularityFlags) (uint64, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	if prop == nil {
+		return 0, wrap(invalidArg("nil properties"), "cuMulticastGetGranularity", "nil, %d", option)
+	}
+	o := getOut()
+	defer putOut(o)
+	o.u64[0], o.mc = 0, *prop
+	if err := call(procMulticastGetGranularity, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.mc)), uintptr(option)); err != nil {
+		return 0, wrap(err, "cuMulticastGetGranularity", "%+v, %d", *prop, option)
+	}
+	return o.u64[0], nil
+}
+
+// MulticastCreate creates a multicast object (cuMulticastCreate). Release it with MemRelease.
+func MulticastCreate(prop *MulticastObjectProp) (MemHandle, error) {
+	if err := Init(); err != nil {
+		return 0, err
+	}
+	if prop == nil {
+		return 0, wrap(invalidArg("nil properties"), "cuMulticastCreate", "nil")
+	}
+	o := getOut()
+	defer putOut(o)
+	o.u64[0], o.mc = 0, *prop
+	if err := call(procMulticastCreate, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.mc))); err != nil {
+		return 0, wrap(err, "cuMulticastCreate", "%+v", *prop)
+	}
+	h := MemHandle(o.u64[0])
+	handles.add(h, kindMulticast)
+	return h, nil
+}
+
+// MulticastAddDevice adds a device to a multicast object (cuMulticastAddDevice).
+func MulticastAddDevice(mc MemHandle, dev Device) error {
+	unlock, err := handles.acquire(mc)
+	if err != nil {
+		return wrap(err, "cuMulticastAddDevice", "%v, device %d", mc, dev)
+	}
+	defer unlock()
+	return wrap(call(procMulticastAddDevice, uintptr(mc), uintptr(dev)), "cuMulticastAddDevice", "%v, device %d", mc, dev)
+}
+
+// MulticastBindMem binds size bytes of mem, from memOffset, to mc at mcOffset.
+func MulticastBindMem(mc MemHandle, mcOffset uint64, mem MemHandle, memOffset, size uint64, flags uint64) error {
+	unlock, err := handles.acquire2(mc, mem)
+	if err != nil {
+		return wrap(err, "cuMulticastBindMem", "%v+%d, %v+%d, %d", mc, mcOffset, mem, memOffset, size)
+	}
+	defer unlock()
+	return wrap(call(procMulticastBindMem, uintptr(mc), uintptr(mcOffset), uintptr(mem), uintptr(memOffset), uintptr(size), uintptr(flags)),
+		"cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
+}
+
+// MulticastBindAddr binds the memory mapped at ptr to mc at mcOffset.
+func MulticastBindAddr(mc MemHandle, mcOffset uint64, ptr DevicePtr, size uint64, flags uint64) error {
+	unlock, err := handles.acquire(mc)
+	if err != nil {
+		return wrap(err, "cuMulticastBindAddr", "%v+%d, %v, %d", mc, mcOffset, ptr, size)
+	}
+	defer unlock()
+	return wrap(call(procMulticastBindAddr, uintptr(mc), uintptr(mcOffset), uintptr(ptr), uintptr(size), uintptr(flags)),
+		"cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
+}
+
+// MulticastUnbind unbinds dev's memory from mc at [mcOffset, mcOffset+size).
+func MulticastUnbind(mc MemHandle, dev Device, mcOffset, size uint64) error {
+	unlock, err := handles.acquire(mc)
+	if err != nil {
+		return wrap(err, "cuMulticastUnbind", "%v, device %d, %d, %d", mc, dev, mcOffset, size)
+	}
+	defer unlock()
+	return wrap(call(procMulticastUnbind, uintptr(mc), uintptr(dev), uintptr(mcOffset), uintptr(size)),
+		"cuMulticastUnbind", "%v, device %d, %d, %d", mc, dev, mcOffset, size)
+}
