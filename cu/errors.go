@@ -6,7 +6,8 @@ var (
 	// ErrUnknownHandle is returned, instead of calling the driver, for a MemHandle that this
 	// process never obtained from the driver or has already released: the driver would
 	// dereference it and crash the process.
-	ErrUnknownHandle = errors.New("cu: unknown or released allocation handle")
+	// It matches ERROR_INVALID_VALUE, the result a driver that checked would return.
+	ErrUnknownHandle error = &argError{msg: "cu: unknown or released allocation handle"}
 	// ErrContextReleased is returned by calls through a Context after its Release.
 	ErrContextReleased = errors.New("cu: context released")
 	// ErrInvalidArgument matches argument errors caught before the driver is called (empty
@@ -25,6 +26,15 @@ func (e *argError) Error() string {
 
 func (e *argError) Is(target error) bool {
 	return target == ErrInvalidArgument || target == ERROR_INVALID_VALUE
+}
+
+// As lets ResultOf and errors.As(err, &res) see ERROR_INVALID_VALUE.
+func (e *argError) As(target any) bool {
+	if r, ok := target.(*Result); ok {
+		*r = ERROR_INVALID_VALUE
+		return true
+	}
+	return false
 }
 
 func invalidArg(msg string) error { return &argError{msg: msg} }

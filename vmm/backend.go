@@ -1,0 +1,90 @@
+package vmm
+
+import (
+	"github.com/cuvmm/cuvmm/cu"
+)
+
+// Backend is the driver's virtual memory management surface, one method per driver call.
+// The real driver implements it ([CUDA]) and so does the simulator (package sim). Every
+// error a Backend returns for a driver failure wraps the driver's [cu.Result], so
+// cu.ResultOf and errors.Is(err, cu.ERROR_INVALID_VALUE) work the same on both.
+//
+// Devices are named by ordinal. Handle values are those the backend returned; a Backend
+// rejects any other value with an error matching cu.ERROR_INVALID_VALUE instead of
+// passing it on (the real driver would crash). Implementations are safe for concurrent use.
+//
+// Most programs use the typed layer, [Manager], rather than a Backend directly.
+type Backend interface {
+	// Name is "cuda" for the real driver, "sim" for the simulator.
+	Name() string
+	// DriverVersion is the CUDA version the driver supports (13000 for 13.0).
+	DriverVersion() (int, error)
+
+	DeviceCount() (int, error)
+	Device(ordinal int) (DeviceInfo, error)
+	Attribute(ordinal int, a cu.DeviceAttribute) (int, error)
+	CanAccessPeer(ordinal, peer int) (bool, error)
+	P2PAttribute(a cu.P2PAttribute, src, dst int) (int, error)
+
+	// Granularity is cuMemGetAllocationGranularity.
+	Granularity(prop *cu.MemAllocationProp, option cu.MemAllocationGranularityFlags) (uint64, error)
+	// Create is cuMemCreate.
+	Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.MemHandle, error)
+	// Release is cuMemRelease.
+	Release(h cu.MemHandle) error
+	// Retain is cuMemRetainAllocationHandle.
+	Retain(addr cu.DevicePtr) (cu.MemHandle, error)
+	// Properties is cuMemGetAllocationPropertiesFromHandle.
+	Properties(h cu.MemHandle) (cu.MemAllocationProp, error)
+
+	// Reserve is cuMemAddressReserve.
+	Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (cu.DevicePtr, error)
+	// Free is cuMemAddressFree.
+	Free(ptr cu.DevicePtr, size uint64) error
+	// Map is cuMemMap.
+	Map(ptr cu.DevicePtr, size, offset uint64, h cu.MemHandle, flags uint64) error
+	// Unmap is cuMemUnmap.
+	Unmap(ptr cu.DevicePtr, size uint64) error
+	// SetAccess is cuMemSetAccess.
+	SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) error
+	// GetAccess is cuMemGetAccess.
+	GetAccess(loc cu.MemLocation, ptr cu.DevicePtr) (cu.MemAccessFlags, error)
+	// AddressRange is cuMemGetAddressRange.
+	AddressRange(ptr cu.DevicePtr) (base cu.DevicePtr, size uint64, err error)
+
+	// ExportFD is cuMemExportToShareableHandle for POSIX file descriptors; the caller owns
+	// the descriptor.
+	ExportFD(h cu.MemHandle) (int, error)
+	// ImportFD is cuMemImportFromShareableHandle for POSIX file descriptors; the descriptor
+	// stays the caller's.
+	ImportFD(fd int) (cu.MemHandle, error)
+	ExportFabric(h cu.MemHandle) (cu.MemFabricHandle, error)
+	ImportFabric(fh cu.MemFabricHandle) (cu.MemHandle, error)
+	// ExportWin32 and ImportWin32 take MEM_HANDLE_TYPE_WIN32 or MEM_HANDLE_TYPE_WIN32_KMT.
+	ExportWin32(h cu.MemHandle, t cu.MemHandleType) (uintptr, error)
+	ImportWin32(handle uintptr, t cu.MemHandleType) (cu.MemHandle, error)
+
+	MulticastGranularity(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) (uint64, error)
+	MulticastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, error)
+	MulticastAddDevice(mc cu.MemHandle, ordinal int) error
+	MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error
+	MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error
+	MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) error
+
+	// Synchronous copies and memset, issued from the primary context of device ordinal.
+	CopyHtoD(ordinal int, dst cu.DevicePtr, src []byte) error
+	CopyDtoH(ordinal int, dst []byte, src cu.DevicePtr) error
+	CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error
+	MemsetD8(ordinal int, dst cu.DevicePtr, v uint8, n uint64) error
+}
+
+// DeviceInfo describes one device.
+type DeviceInfo struct {
+	Ordinal      int
+	Name         string
+	UUID         cu.UUID
+	PCIBusID     string
+	TotalMem     uint64
+	ComputeMajor int
+	ComputeMinor int
+}

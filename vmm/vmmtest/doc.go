@@ -1,0 +1,23 @@
+// Package vmmtest is the conformance suite of vmm.Backend implementations: it drives a
+// backend through the whole VMM API, happy paths with data checks and every error case we
+// know of, and asserts the results the real driver returned when the suite was recorded on
+// a real GPU (testdata/expectations.json, with the driver version and device it came from).
+//
+// Any backend must pass it with no per-backend expectations: differences between machines
+// are declared as [Capabilities] (multicast, fabric handles, several devices) and the cases
+// that need a capability are skipped without it.
+//
+// Use it from a test of your own backend:
+//
+//	func TestMain(m *testing.M) {
+//		vmmtest.RunChildIfRequested(newBackend) // the cross-process case re-executes the test binary
+//		os.Exit(m.Run())
+//	}
+//
+//	func TestConformance(t *testing.T) {
+//		vmmtest.Run(t, newBackend, vmmtest.Capabilities{CrossProcess: true})
+//	}
+//
+// To record new expectations on a real GPU, set CUVMM_VMMTEST_RECORD to a file path: the
+// suite then writes what the backend returned instead of asserting it.
+package vmmtest

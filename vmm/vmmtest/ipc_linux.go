@@ -1,0 +1,157 @@
+package vmmtest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// EnvChild marks the re-executed test binary as the child of the cross-process case.
+const EnvChild = "CUVMM_VMMTEST_CHILD"
+
+// RunChildIfRequested makes the test binary act as the child of the cross-process case
+// when it was started as one, and exits; otherwise it returns at once. Call it first in
+// TestMain. open returns the backend the child imports into.
+func RunChildIfRequested(open func() (vmm.Backend, error)) {
+	if os.Getenv(EnvChild) == "" {
+		return
+	}
+	if err := child(open); err != nil {
+		fmt.Fprintln(os.Stderr, "vmmtest child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// child receives {size, seed} and one descriptor on fd 3, imports it, checks the parent's
+// bytes and writes its own for the parent to check.
+func child(open func() (vmm.Backend, error)) error {
+	b, err := open()
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 16)
+	oob := make([]byte, unix.CmsgSpace(4))
+	n, oobn, _, _, err := unix.Recvmsg(3, buf, oob, 0)
+	if err != nil {
+		return fmt.Errorf("recvmsg: %w", err)
+	}
+	if n != 16 {
+		return fmt.Errorf("header of %d bytes", n)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return fmt.Errorf("control message: %v (%d)", err, len(msgs))
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		return fmt.Errorf("rights: %v (%d)", err, len(fds))
+	}
+	defer unix.Close(fds[0])
+	size := binary.LittleEndian.Uint64(buf[:8])
+	seed := byte(binary.LittleEndian.Uint64(buf[8:]))
+
+	h, err := b.ImportFD(fds[0])
+	if err != nil {
+		return err
+	}
+	defer b.Release(h)
+	va, err := b.Reserve(size, 0, 0, 0)
+	if err != nil {
+		return err
+	}
+	defer b.Free(va, size)
+	if err := b.Map(va, size, 0, h, 0); err != nil {
+		return err
+	}
+	defer b.Unmap(va, size)
+	if err := b.SetAccess(va, size, rw(0)); err != nil {
+		return err
+	}
+	got := make([]byte, size)
+	if err := b.CopyDtoH(0, got, va); err != nil {
+		return err
+	}
+	want := pattern(seed, int(size))
+	for i := range want {
+		if got[i] != want[i] {
+			return fmt.Errorf("byte %d of %d: got %#x, want %#x", i, size, got[i], want[i])
+		}
+	}
+	return b.CopyHtoD(0, va, pattern(seed+1, 4096))
+}
+
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
+}
+
+func testIPC(t *testing.T, e *env) {
+	if !e.caps.CrossProcess {
+		t.Skip("not declared: Capabilities.CrossProcess")
+	}
+	if !e.posixFD() {
+		t.Skip("device 0 has no POSIX file descriptor handles")
+	}
+	fdsBefore := openFDs(t)
+	func() {
+		j := newJanitor(t, e.b)
+		p := e.prop(0)
+		p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+		size := 2 * e.g
+		h := j.mustCreate(size, p)
+		va := j.mustReserve(size)
+		j.mustMap(va, size, 0, h)
+		require.NoError(t, e.b.SetAccess(va, size, rw(0)))
+		const seed = 42
+		require.NoError(t, e.b.CopyHtoD(0, va, pattern(seed, int(size))))
+
+		fd, err := e.b.ExportFD(h)
+		require.NoError(t, err)
+		defer unix.Close(fd)
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+		require.NoError(t, err)
+		parent := os.NewFile(uintptr(pair[0]), "parent")
+		childEnd := os.NewFile(uintptr(pair[1]), "child")
+		defer parent.Close()
+
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), EnvChild+"=1")
+		cmd.ExtraFiles = []*os.File{childEnd} // fd 3 in the child
+		out := &limitedBuffer{max: 1 << 16}
+		cmd.Stdout, cmd.Stderr = out, out
+		require.NoError(t, cmd.Start())
+		childEnd.Close()
+
+		hdr := make([]byte, 16)
+		binary.LittleEndian.PutUint64(hdr, size)
+		binary.LittleEndian.PutUint64(hdr[8:], seed)
+		require.NoError(t, unix.Sendmsg(pair[0], hdr, unix.UnixRights(fd), nil, 0))
+		err = cmd.Wait()
+		require.NoError(t, err, "child: %s", out.String())
+		requireBytes(t, e.b, 0, va, pattern(seed+1, 4096))
+	}()
+	require.Equal(t, fdsBefore, openFDs(t), "descriptors leaked")
+}
+
+type limitedBuffer struct {
+	max int
+	b   []byte
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string { return string(l.b) }

@@ -1,0 +1,132 @@
+package vmmtest
+
+import (
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/stretchr/testify/require"
+)
+
+// Capabilities declares what the machine behind a backend can do that another may not. A
+// case needing a capability that is not declared is skipped, never guessed.
+type Capabilities struct {
+	// Multicast exercises multicast objects. Never set it on shared multi-GPU machines: a
+	// multicast object can put their GPUs out of service for everyone.
+	Multicast bool
+	// Fabric says an IMEX channel is present, so fabric handles can be created and shared.
+	// Without it the suite checks that creating one is refused.
+	Fabric bool
+	// CrossProcess runs the case that sends an exported file descriptor to a child process
+	// (Linux only; the test binary must call RunChildIfRequested from TestMain).
+	CrossProcess bool
+	// Dangerous runs the cases that make the device fault (a copy into memory the device
+	// may only read). On a real GPU they can leave the context unusable, so they run last.
+	Dangerous bool
+}
+
+// NewBackend opens a fresh backend for one test.
+type NewBackend func(t testing.TB) vmm.Backend
+
+// LiveCounter is implemented by backends that can count the handles they hold, so that the
+// suite can prove it leaked none.
+type LiveCounter interface {
+	LiveHandles() int
+}
+
+// env is what every case gets.
+type env struct {
+	b    vmm.Backend
+	c    *checker
+	caps Capabilities
+	ndev int
+	g    uint64 // minimum granularity of device 0
+	gRec uint64 // recommended granularity of device 0
+}
+
+func (e *env) prop(dev int) *cu.MemAllocationProp {
+	return &cu.MemAllocationProp{
+		Type:     cu.MEM_ALLOCATION_TYPE_PINNED,
+		Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)},
+	}
+}
+
+func rw(dev int) []cu.MemAccessDesc {
+	return []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}
+}
+
+// Run drives b through the whole API. newBackend is called once.
+func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
+	exp, err := Recorded()
+	require.NoError(t, err)
+	recordPath := os.Getenv(EnvRecord)
+	c := &checker{exp: exp, record: recordPath != "", seen: map[string]string{}}
+
+	b := newBackend(t)
+	n, err := b.DeviceCount()
+	require.NoError(t, err)
+	if n == 0 {
+		t.Skip("vmmtest: backend has no device")
+	}
+	info, err := b.Device(0)
+	require.NoError(t, err)
+	if ok, err := b.Attribute(0, cu.DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED); err != nil || ok == 0 {
+		t.Skipf("vmmtest: device 0 (%s) has no VMM support (%d, %v)", info.Name, ok, err)
+	}
+	e := &env{b: b, c: c, caps: caps, ndev: n}
+	e.g, err = b.Granularity(e.prop(0), cu.MEM_ALLOC_GRANULARITY_MINIMUM)
+	require.NoError(t, err)
+	e.gRec, err = b.Granularity(e.prop(0), cu.MEM_ALLOC_GRANULARITY_RECOMMENDED)
+	require.NoError(t, err)
+	driver, _ := b.DriverVersion()
+	t.Logf("vmmtest: backend %s, driver %d, %d device(s), device 0 %s, granularity %d/%d, caps %+v, record=%v",
+		b.Name(), driver, n, info.Name, e.g, e.gRec, caps, c.record)
+
+	before := -1
+	if lc, ok := b.(LiveCounter); ok {
+		before = lc.LiveHandles()
+	}
+
+	groups := []struct {
+		name string
+		run  func(t *testing.T, e *env)
+	}{
+		{"device", testDevice},
+		{"granularity", testGranularity},
+		{"data", testData},
+		{"create", testCreate},
+		{"release", testRelease},
+		{"reserve", testReserve},
+		{"free", testFree},
+		{"map", testMap},
+		{"unmap", testUnmap},
+		{"access", testAccess},
+		{"retain", testRetain},
+		{"share", testShare},
+		{"fabric", testFabric},
+		{"peer", testPeer},
+		{"multicast", testMulticast},
+		{"ipc", testIPC},
+		{"copy", testCopy},
+		{"dangerous", testDangerous},
+	}
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) { g.run(t, e) })
+	}
+
+	if lc, ok := b.(LiveCounter); ok {
+		require.Equal(t, before, lc.LiveHandles(), "the suite leaked handles")
+	}
+	if c.record {
+		require.NoError(t, c.write(recordPath, driver, info.Name))
+		t.Logf("vmmtest: recorded %d results to %s", len(c.seen), recordPath)
+	}
+}
+
+func needLinux(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("POSIX file descriptors: Linux only")
+	}
+}
