@@ -1,0 +1,107 @@
+package vmm
+
+import (
+	"github.com/cuvmm/cuvmm/cu"
+)
+
+// Allocation is physical memory: created, imported or retained. Close releases this
+// reference; memory still mapped stays until its last mapping is closed.
+type Allocation struct {
+	m    *Manager
+	h    cu.MemHandle
+	size uint64
+	c    once
+}
+
+// Create allocates size bytes (a multiple of the granularity) of physical memory.
+func (m *Manager) Create(size uint64, p Props) (*Allocation, error) {
+	h, err := m.b.Create(size, p.driver(), 0)
+	if err != nil {
+		return nil, opErr(err, "create", "%s on %s", Size(size), locString(p.Location))
+	}
+	return &Allocation{m: m, h: h, size: size}, nil
+}
+
+// Retain returns a new reference to the memory mapped at addr.
+func (m *Manager) Retain(addr cu.DevicePtr) (*Allocation, error) {
+	h, err := m.b.Retain(addr)
+	if err != nil {
+		return nil, opErr(err, "retain", "%v", addr)
+	}
+	p, err := m.b.Properties(h)
+	_ = p
+	size := uint64(0)
+	if err == nil {
+		if _, sz, err := m.b.AddressRange(addr); err == nil {
+			size = sz
+		}
+	}
+	return &Allocation{m: m, h: h, size: size}, nil
+}
+
+// ImportFD imports memory exported by another process (or this one) as a POSIX file
+// descriptor. The descriptor stays the caller's to close; the import does not need it
+// afterwards. size is the allocation's size, as the exporter says it (the driver does not).
+func (m *Manager) ImportFD(fd int, size uint64) (*Allocation, error) {
+	h, err := m.b.ImportFD(fd)
+	if err != nil {
+		return nil, opErr(err, "import", "fd %d", fd)
+	}
+	return &Allocation{m: m, h: h, size: size}, nil
+}
+
+// ImportFabric imports memory from a fabric handle.
+func (m *Manager) ImportFabric(fh cu.MemFabricHandle, size uint64) (*Allocation, error) {
+	h, err := m.b.ImportFabric(fh)
+	if err != nil {
+		return nil, opErr(err, "import", "fabric handle")
+	}
+	return &Allocation{m: m, h: h, size: size}, nil
+}
+
+// Handle is the backend's handle value, for calls the typed layer does not cover.
+func (a *Allocation) Handle() cu.MemHandle { return a.h }
+
+// Size is the allocation's size in bytes (0 when unknown, for retained memory on a backend
+// that cannot tell).
+func (a *Allocation) Size() uint64 { return a.size }
+
+// Properties returns what the allocation was created with, as the driver reports it.
+func (a *Allocation) Properties() (cu.MemAllocationProp, error) {
+	if a.c.closed() {
+		return cu.MemAllocationProp{}, opErr(ErrClosed, "properties", "%v", a.h)
+	}
+	p, err := a.m.b.Properties(a.h)
+	return p, opErr(err, "properties", "%v", a.h)
+}
+
+// Compressible reports whether the driver really made the memory compressible (asking is
+// only a hint).
+func (a *Allocation) Compressible() (bool, error) {
+	p, err := a.Properties()
+	return p.CompressionType == cu.MEM_ALLOCATION_COMP_GENERIC, err
+}
+
+// ExportFD exports the allocation as a POSIX file descriptor, which the caller owns and
+// must close. The allocation must have been created with MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.
+func (a *Allocation) ExportFD() (int, error) {
+	if a.c.closed() {
+		return -1, opErr(ErrClosed, "export", "%v as fd", a.h)
+	}
+	fd, err := a.m.b.ExportFD(a.h)
+	return fd, opErr(err, "export", "%v as fd", a.h)
+}
+
+// ExportFabric exports the allocation as a fabric handle (MEM_HANDLE_TYPE_FABRIC).
+func (a *Allocation) ExportFabric() (cu.MemFabricHandle, error) {
+	if a.c.closed() {
+		return cu.MemFabricHandle{}, opErr(ErrClosed, "export", "%v as fabric handle", a.h)
+	}
+	fh, err := a.m.b.ExportFabric(a.h)
+	return fh, opErr(err, "export", "%v as fabric handle", a.h)
+}
+
+// Close releases this reference. It is idempotent.
+func (a *Allocation) Close() error {
+	return a.c.do(func() error { return opErr(a.m.b.Release(a.h), "release", "%v", a.h) })
+}

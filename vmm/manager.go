@@ -1,0 +1,159 @@
+package vmm
+
+import (
+	"sync"
+
+	"github.com/cuvmm/cuvmm/cu"
+)
+
+// Manager is the typed, safe layer over a Backend: physical allocations, reservations and
+// mappings are values with an idempotent Close, and errors name the operation and its
+// arguments. A Manager is safe for concurrent use.
+type Manager struct {
+	b Backend
+}
+
+// New returns a Manager over b.
+func New(b Backend) *Manager { return &Manager{b: b} }
+
+// Backend returns the backend the manager drives.
+func (m *Manager) Backend() Backend { return m.b }
+
+// Location says where physical memory lives.
+type Location = cu.MemLocation
+
+// OnDevice is memory of device ordinal dev.
+func OnDevice(dev int) Location {
+	return Location{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}
+}
+
+// OnHost is host memory (CUDA 12.2+ drivers and devices with host VMM support).
+func OnHost() Location { return Location{Type: cu.MEM_LOCATION_TYPE_HOST} }
+
+// OnHostNUMA is host memory of one NUMA node.
+func OnHostNUMA(node int) Location {
+	return Location{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA, ID: int32(node)}
+}
+
+// OnHostNUMACurrent is host memory of the calling thread's NUMA node.
+func OnHostNUMACurrent() Location { return Location{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA_CURRENT} }
+
+// Props describes physical memory to create.
+type Props struct {
+	Location Location
+	// HandleTypes are the shareable handle kinds the memory may be exported as.
+	HandleTypes cu.MemHandleType
+	// Compressible asks for generically compressible memory; it is a hint, see
+	// Allocation.Compressible.
+	Compressible bool
+	// GPUDirectRDMA asks for memory usable by third-party devices through GPUDirect RDMA.
+	GPUDirectRDMA bool
+	// Usage are MEM_CREATE_USAGE_* bits.
+	Usage uint16
+}
+
+// DeviceProps is the common case: plain memory of device dev.
+func DeviceProps(dev int) Props { return Props{Location: OnDevice(dev)} }
+
+func (p Props) driver() *cu.MemAllocationProp {
+	d := &cu.MemAllocationProp{
+		Type:                 cu.MEM_ALLOCATION_TYPE_PINNED,
+		RequestedHandleTypes: p.HandleTypes,
+		Location:             p.Location,
+		Usage:                p.Usage,
+	}
+	if p.Compressible {
+		d.CompressionType = cu.MEM_ALLOCATION_COMP_GENERIC
+	}
+	if p.GPUDirectRDMA {
+		d.GPUDirectRDMACapable = 1
+	}
+	return d
+}
+
+// Granularity returns the minimum (or recommended) size and alignment of allocations with
+// props p.
+func (m *Manager) Granularity(p Props, recommended bool) (uint64, error) {
+	opt := cu.MEM_ALLOC_GRANULARITY_MINIMUM
+	if recommended {
+		opt = cu.MEM_ALLOC_GRANULARITY_RECOMMENDED
+	}
+	g, err := m.b.Granularity(p.driver(), opt)
+	return g, opErr(err, "granularity", "%s recommended=%v", locString(p.Location), recommended)
+}
+
+// ReadWrite grants read-write access to each device in devs.
+func ReadWrite(devs ...int) []cu.MemAccessDesc { return access(cu.MEM_ACCESS_FLAGS_PROT_READWRITE, devs) }
+
+// ReadOnly grants read access to each device in devs.
+func ReadOnly(devs ...int) []cu.MemAccessDesc { return access(cu.MEM_ACCESS_FLAGS_PROT_READ, devs) }
+
+// NoAccess revokes the access of each device in devs.
+func NoAccess(devs ...int) []cu.MemAccessDesc { return access(cu.MEM_ACCESS_FLAGS_PROT_NONE, devs) }
+
+func access(f cu.MemAccessFlags, devs []int) []cu.MemAccessDesc {
+	d := make([]cu.MemAccessDesc, len(devs))
+	for i, dev := range devs {
+		d[i] = cu.MemAccessDesc{Location: OnDevice(dev), Flags: f}
+	}
+	return d
+}
+
+// CopyIn writes src at device address dst, from device dev's context.
+func (m *Manager) CopyIn(dev int, dst cu.DevicePtr, src []byte) error {
+	return opErr(m.b.CopyHtoD(dev, dst, src), "copy in", "%v+%s device %d", dst, Size(uint64(len(src))), dev)
+}
+
+// CopyOut reads len(dst) bytes at device address src, from device dev's context.
+func (m *Manager) CopyOut(dev int, dst []byte, src cu.DevicePtr) error {
+	return opErr(m.b.CopyDtoH(dev, dst, src), "copy out", "%v+%s device %d", src, Size(uint64(len(dst))), dev)
+}
+
+func locString(l Location) string {
+	switch l.Type {
+	case cu.MEM_LOCATION_TYPE_DEVICE:
+		return "device " + itoa(int(l.ID))
+	case cu.MEM_LOCATION_TYPE_HOST:
+		return "host"
+	case cu.MEM_LOCATION_TYPE_HOST_NUMA:
+		return "host NUMA node " + itoa(int(l.ID))
+	case cu.MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+		return "host NUMA current"
+	}
+	return "location type " + itoa(int(l.Type)) + " id " + itoa(int(l.ID))
+}
+
+func itoa(i int) string {
+	if i < 0 {
+		return "-" + itoa(-i)
+	}
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}
+
+// once is an idempotent close: the first call runs f, later calls return nil.
+type once struct {
+	mu   sync.Mutex
+	done bool
+}
+
+func (o *once) do(f func() error) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.done {
+		return nil
+	}
+	if err := f(); err != nil {
+		return err
+	}
+	o.done = true
+	return nil
+}
+
+func (o *once) closed() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.done
+}

@@ -1,0 +1,137 @@
+package vmm
+
+import (
+	"sync"
+
+	"github.com/cuvmm/cuvmm/cu"
+)
+
+// Reservation is a range of virtual addresses. Close unmaps whatever is still mapped in it
+// and frees it.
+type Reservation struct {
+	m    *Manager
+	base cu.DevicePtr
+	size uint64
+	c    once
+
+	mu   sync.Mutex
+	maps map[*Mapping]struct{}
+}
+
+// ReserveOption adjusts Reserve.
+type ReserveOption func(*reserveOpts)
+
+type reserveOpts struct {
+	align uint64
+	hint  cu.DevicePtr
+}
+
+// WithAlignment asks for an alignment larger than the granularity (a power of two).
+func WithAlignment(a uint64) ReserveOption { return func(o *reserveOpts) { o.align = a } }
+
+// At asks for a fixed address. The driver may choose another; check Base.
+func At(addr cu.DevicePtr) ReserveOption { return func(o *reserveOpts) { o.hint = addr } }
+
+// Reserve reserves size bytes (a multiple of the granularity) of virtual address space.
+func (m *Manager) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
+	var o reserveOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	va, err := m.b.Reserve(size, o.align, o.hint, 0)
+	if err != nil {
+		return nil, opErr(err, "reserve", "%s alignment %d hint %v", Size(size), o.align, o.hint)
+	}
+	return &Reservation{m: m, base: va, size: size, maps: map[*Mapping]struct{}{}}, nil
+}
+
+// Base is the first address of the reservation.
+func (r *Reservation) Base() cu.DevicePtr { return r.base }
+
+// Size is the reservation's size in bytes.
+func (r *Reservation) Size() uint64 { return r.size }
+
+// Map maps size bytes of a, from allocOffset, at offset off of the reservation.
+func (r *Reservation) Map(off uint64, a *Allocation, allocOffset, size uint64) (*Mapping, error) {
+	addr := r.base + cu.DevicePtr(off)
+	args := func() string {
+		return addr.String() + "+" + Size(size) + " offset " + itoa(int(allocOffset))
+	}
+	if r.c.closed() {
+		return nil, &Error{Op: "map", Args: args(), Err: ErrClosed}
+	}
+	if a.c.closed() {
+		return nil, &Error{Op: "map", Args: args(), Err: ErrClosed}
+	}
+	if off > r.size || size > r.size-off {
+		return nil, &Error{Op: "map", Args: args(), Err: ErrOutOfRange}
+	}
+	if err := r.m.b.Map(addr, size, allocOffset, a.h, 0); err != nil {
+		return nil, &Error{Op: "map", Args: args(), Err: err}
+	}
+	mp := &Mapping{r: r, addr: addr, size: size}
+	r.mu.Lock()
+	r.maps[mp] = struct{}{}
+	r.mu.Unlock()
+	return mp, nil
+}
+
+// Close unmaps every mapping still open in the reservation and frees it. It is idempotent.
+func (r *Reservation) Close() error {
+	return r.c.do(func() error {
+		r.mu.Lock()
+		open := make([]*Mapping, 0, len(r.maps))
+		for mp := range r.maps {
+			open = append(open, mp)
+		}
+		r.mu.Unlock()
+		for _, mp := range open {
+			if err := mp.Close(); err != nil {
+				return err
+			}
+		}
+		return opErr(r.m.b.Free(r.base, r.size), "free", "%v+%s", r.base, Size(r.size))
+	})
+}
+
+// Mapping is a mapped range. Close unmaps it.
+type Mapping struct {
+	r    *Reservation
+	addr cu.DevicePtr
+	size uint64
+	c    once
+}
+
+// Addr is the mapping's first address.
+func (mp *Mapping) Addr() cu.DevicePtr { return mp.addr }
+
+// Size is the mapping's size.
+func (mp *Mapping) Size() uint64 { return mp.size }
+
+// SetAccess sets the access of each descriptor's location to the whole mapping, in one
+// driver call (see ReadWrite, ReadOnly, NoAccess).
+func (mp *Mapping) SetAccess(desc ...cu.MemAccessDesc) error {
+	if mp.c.closed() {
+		return opErr(ErrClosed, "set access", "%v+%s", mp.addr, Size(mp.size))
+	}
+	return opErr(mp.r.m.b.SetAccess(mp.addr, mp.size, desc), "set access", "%v+%s %v", mp.addr, Size(mp.size), desc)
+}
+
+// Access returns the access device dev has to the mapping.
+func (mp *Mapping) Access(dev int) (cu.MemAccessFlags, error) {
+	f, err := mp.r.m.b.GetAccess(OnDevice(dev), mp.addr)
+	return f, opErr(err, "get access", "%v device %d", mp.addr, dev)
+}
+
+// Close unmaps the mapping. It is idempotent.
+func (mp *Mapping) Close() error {
+	return mp.c.do(func() error {
+		if err := mp.r.m.b.Unmap(mp.addr, mp.size); err != nil {
+			return opErr(err, "unmap", "%v+%s", mp.addr, Size(mp.size))
+		}
+		mp.r.mu.Lock()
+		delete(mp.r.maps, mp)
+		mp.r.mu.Unlock()
+		return nil
+	})
+}
