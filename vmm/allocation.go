@@ -28,13 +28,11 @@ func (m *Manager) Retain(addr cu.DevicePtr) (*Allocation, error) {
 	if err != nil {
 		return nil, opErr(err, "retain", "%v", addr)
 	}
-	p, err := m.b.Properties(h)
-	_ = p
+	// The driver reports no size for a handle; the range mapped at addr is the whole
+	// allocation, since mappings cover whole allocations.
 	size := uint64(0)
-	if err == nil {
-		if _, sz, err := m.b.AddressRange(addr); err == nil {
-			size = sz
-		}
+	if _, sz, err := m.b.AddressRange(addr); err == nil {
+		size = sz
 	}
 	return &Allocation{m: m, h: h, size: size}, nil
 }
