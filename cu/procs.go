@@ -8,7 +8,6 @@ import "github.com/cuvmm/cuvmm/loader"
 var (
 	lib = loader.Default()
 
-	procGetErrorName     = lib.NewProc(loader.Symbol{Name: "cuGetErrorName", Version: 6000})
 	procInit             = lib.NewProc(loader.Symbol{Name: "cuInit", Version: 2000})
 	procDriverGetVersion = lib.NewProc(loader.Symbol{Name: "cuDriverGetVersion", Version: 2020})
 
