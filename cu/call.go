@@ -6,28 +6,39 @@ import (
 	"sync"
 
 	"github.com/cuvmm/cuvmm/loader"
-	"github.com/ebitengine/purego"
 )
 
 // call invokes a driver entry point and turns its CUresult into an error. A symbol that
 // did not resolve returns its *loader.SymbolError, joined with ERROR_NOT_SUPPORTED so that
 // callers who only know cu's results can still test for it.
 //
-// Pointers passed as arguments must point to memory that stays put for the call: heap
-// objects, which uintptrescapes keeps alive. Out-parameters come from outPool so that the
-// fast calls allocate nothing.
-//
-//go:uintptrescapes
+// call allocates nothing: it goes through syscall6 (see syscall.go), whose fast path keeps
+// the arguments on the stack, and args is only read, so its backing array stays in the
+// caller's frame. The price is that call is not //go:uintptrescapes: pointer arguments must
+// point to heap memory the caller keeps alive for the call, and never to the stack. Every
+// out-parameter comes from outPool (getOut, alive until putOut). Pointers into memory that
+// cu does not control, or that the compiler could place on the stack (a user's slice, a
+// result made with new), go through callKeep instead.
 func call(p *loader.Proc, args ...uintptr) error {
 	addr, err := p.Addr()
 	if err != nil {
 		return symbolErr(err)
 	}
-	r, _, _ := purego.SyscallN(addr, args...)
-	if uint32(r) != 0 {
+	if r := syscallN(addr, args); uint32(r) != 0 {
 		return Result(int32(uint32(r)))
 	}
 	return nil
+}
+
+// callKeep is call for pointer arguments that do not point to pooled scratch memory. Being
+// //go:uintptrescapes, it makes the compiler move the pointee of every
+// uintptr(unsafe.Pointer(x)) argument to the heap and keep it alive until callKeep returns,
+// as for syscall.Syscall. That costs an allocation for the arguments (and for the pointee,
+// if it would otherwise have lived on the stack), so only the calls on user memory use it.
+//
+//go:uintptrescapes
+func callKeep(p *loader.Proc, args ...uintptr) error {
+	return call(p, args...)
 }
 
 func symbolErr(err error) error {

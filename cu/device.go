@@ -62,7 +62,7 @@ func DeviceGet(ordinal int) (Device, error) {
 // Name returns the device's product name.
 func (d Device) Name() (string, error) {
 	buf := make([]byte, 256)
-	if err := call(procDeviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d)); err != nil {
+	if err := callKeep(procDeviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d)); err != nil {
 		return "", wrap(err, "cuDeviceGetName", "%d", d)
 	}
 	return cstring(buf), nil
@@ -72,7 +72,7 @@ func (d Device) Name() (string, error) {
 // under MIG).
 func (d Device) UUID() (UUID, error) {
 	var u *UUID = new(UUID)
-	if err := call(procDeviceGetUuid, uintptr(unsafe.Pointer(u)), uintptr(d)); err != nil {
+	if err := callKeep(procDeviceGetUuid, uintptr(unsafe.Pointer(u)), uintptr(d)); err != nil {
 		return UUID{}, wrap(err, "cuDeviceGetUuid", "%d", d)
 	}
 	return *u, nil
@@ -81,7 +81,7 @@ func (d Device) UUID() (UUID, error) {
 // PCIBusID returns the device's PCI address, domain:bus:device.function.
 func (d Device) PCIBusID() (string, error) {
 	buf := make([]byte, 64)
-	if err := call(procDeviceGetPCIBusId, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d)); err != nil {
+	if err := callKeep(procDeviceGetPCIBusId, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d)); err != nil {
 		return "", wrap(err, "cuDeviceGetPCIBusId", "%d", d)
 	}
 	return cstring(buf), nil

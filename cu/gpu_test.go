@@ -158,7 +158,7 @@ func TestGPUContextRequirements(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, cur, "VMM calls made no context current")
 	buf := make([]byte, 64)
-	err = call(procMemcpyHtoD, uintptr(va), uintptr(unsafe.Pointer(&buf[0])), 64)
+	err = callKeep(procMemcpyHtoD, uintptr(va), uintptr(unsafe.Pointer(&buf[0])), 64)
 	require.ErrorIs(t, err, ERROR_INVALID_CONTEXT)
 	require.NoError(t, MemUnmap(va, g))
 	require.NoError(t, MemRelease(h))

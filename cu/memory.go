@@ -16,7 +16,7 @@ func (c *Context) CopyHtoD(dst DevicePtr, src []byte) error {
 		return wrap(invalidArg("empty host buffer"), "cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
 	}
 	return c.Do(func() error {
-		return wrap(call(procMemcpyHtoD, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))),
+		return wrap(callKeep(procMemcpyHtoD, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))),
 			"cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
 	})
 }
@@ -27,7 +27,7 @@ func (c *Context) CopyDtoH(dst []byte, src DevicePtr) error {
 		return wrap(invalidArg("empty host buffer"), "cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
 	}
 	return c.Do(func() error {
-		return wrap(call(procMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst))),
+		return wrap(callKeep(procMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst))),
 			"cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
 	})
 }

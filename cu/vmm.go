@@ -135,7 +135,7 @@ func MemSetAccess(ptr DevicePtr, size uint64, desc []MemAccessDesc) error {
 	if len(desc) == 0 {
 		return wrap(invalidArg("no access descriptors"), "cuMemSetAccess", "%v, %d, []", ptr, size)
 	}
-	return wrap(call(procMemSetAccess, uintptr(ptr), uintptr(size), uintptr(unsafe.Pointer(&desc[0])), uintptr(len(desc))),
+	return wrap(callKeep(procMemSetAccess, uintptr(ptr), uintptr(size), uintptr(unsafe.Pointer(&desc[0])), uintptr(len(desc))),
 		"cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
 }
 
@@ -178,7 +178,7 @@ func MemExportToFabric(h MemHandle) (MemFabricHandle, error) {
 	}
 	defer unlock()
 	fh := new(MemFabricHandle)
-	if err := call(procMemExportToShareableHandle, uintptr(unsafe.Pointer(fh)), uintptr(h), uintptr(MEM_HANDLE_TYPE_FABRIC), 0); err != nil {
+	if err := callKeep(procMemExportToShareableHandle, uintptr(unsafe.Pointer(fh)), uintptr(h), uintptr(MEM_HANDLE_TYPE_FABRIC), 0); err != nil {
 		return MemFabricHandle{}, wrap(err, "cuMemExportToShareableHandle", "%v, FABRIC", h)
 	}
 	return *fh, nil
@@ -235,7 +235,7 @@ func MemImportFromFabric(fh MemFabricHandle) (MemHandle, error) {
 	o.u64[0] = 0
 	p := new(MemFabricHandle)
 	*p = fh
-	if err := call(procMemImportFromShareableHandle, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(p)), uintptr(MEM_HANDLE_TYPE_FABRIC)); err != nil {
+	if err := callKeep(procMemImportFromShareableHandle, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(p)), uintptr(MEM_HANDLE_TYPE_FABRIC)); err != nil {
 		return 0, wrap(err, "cuMemImportFromShareableHandle", "FABRIC")
 	}
 	h := MemHandle(o.u64[0])
