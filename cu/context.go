@@ -96,7 +96,12 @@ func (c *Context) Do(f func() error) error {
 
 // Synchronize waits for all work of the context (cuCtxSynchronize).
 func (c *Context) Synchronize() error {
-	return c.Do(func() error { return wrap(call(procCtxSynchronize), "cuCtxSynchronize", "device %d", c.dev) })
+	return c.Do(func() error {
+		if err := call(procCtxSynchronize); err != nil {
+			return wrap(err, "cuCtxSynchronize", "device %d", c.dev)
+		}
+		return nil
+	})
 }
 
 // CurrentContext returns the CUcontext current on the calling OS thread, 0 for none. It is

@@ -37,32 +37,29 @@ func TestUnknownHandleNeverReachesDriver(t *testing.T) {
 }
 
 func TestHandleTableRefcounts(t *testing.T) {
-	var tab = handleTable{m: map[MemHandle]*handleEntry{}}
+	var tab = handleTable{m: map[MemHandle]handleEntry{}}
 	h := MemHandle(0x1234)
 	tab.add(h, kindMemory)
 	tab.add(h, kindMemory) // a retain of the same allocation
 	calls := 0
 	rel := func() error { calls++; return nil }
 	require.NoError(t, tab.release(h, rel))
-	unlock, err := tab.acquire(h)
-	require.NoError(t, err, "one reference left")
-	unlock()
+	require.NoError(t, tab.acquire(h), "one reference left")
+	tab.done()
 	require.NoError(t, tab.release(h, rel))
-	_, err = tab.acquire(h)
-	require.ErrorIs(t, err, ErrUnknownHandle)
+	require.ErrorIs(t, tab.acquire(h), ErrUnknownHandle)
 	require.ErrorIs(t, tab.release(h, rel), ErrUnknownHandle)
 	require.Equal(t, 2, calls, "the driver is not called for an unknown handle")
 
 	// A failed driver release keeps the reference.
 	tab.add(h, kindMemory)
 	require.ErrorIs(t, tab.release(h, func() error { return ERROR_INVALID_VALUE }), ERROR_INVALID_VALUE)
-	u, err := tab.acquire(h)
-	require.NoError(t, err)
-	u()
+	require.NoError(t, tab.acquire(h))
+	tab.done()
 }
 
 func TestHandleTableConcurrent(t *testing.T) {
-	var tab = handleTable{m: map[MemHandle]*handleEntry{}}
+	var tab = handleTable{m: map[MemHandle]handleEntry{}}
 	var wg sync.WaitGroup
 	for g := range 16 {
 		wg.Add(1)
@@ -71,9 +68,8 @@ func TestHandleTableConcurrent(t *testing.T) {
 			for i := range 200 {
 				h := MemHandle(g*1000 + i)
 				tab.add(h, kindMemory)
-				u, err := tab.acquire(h)
-				if err == nil {
-					u()
+				if tab.acquire(h) == nil {
+					tab.done()
 				}
 				_ = tab.release(h, func() error { return nil })
 			}

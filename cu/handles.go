@@ -20,7 +20,7 @@ const (
 // write lock.
 type handleTable struct {
 	mu sync.RWMutex
-	m  map[MemHandle]*handleEntry
+	m  map[MemHandle]handleEntry
 }
 
 type handleEntry struct {
@@ -28,39 +28,43 @@ type handleEntry struct {
 	kind handleKind
 }
 
-var handles = handleTable{m: map[MemHandle]*handleEntry{}}
+var handles = handleTable{m: map[MemHandle]handleEntry{}}
 
-// acquire read-locks the table if h is live and returns the unlock function; otherwise it
-// returns ErrUnknownHandle and holds nothing.
-func (t *handleTable) acquire(h MemHandle) (func(), error) {
+// acquire read-locks the table if h is live (the caller then calls release after the driver
+// call); otherwise it returns ErrUnknownHandle and holds nothing.
+func (t *handleTable) acquire(h MemHandle) error {
 	t.mu.RLock()
 	if _, ok := t.m[h]; !ok {
 		t.mu.RUnlock()
-		return nil, ErrUnknownHandle
+		return ErrUnknownHandle
 	}
-	return t.mu.RUnlock, nil
+	return nil
 }
 
 // acquire2 is acquire for calls that take two handles.
-func (t *handleTable) acquire2(a, b MemHandle) (func(), error) {
+func (t *handleTable) acquire2(a, b MemHandle) error {
 	t.mu.RLock()
 	_, okA := t.m[a]
 	_, okB := t.m[b]
 	if !okA || !okB {
 		t.mu.RUnlock()
-		return nil, ErrUnknownHandle
+		return ErrUnknownHandle
 	}
-	return t.mu.RUnlock, nil
+	return nil
 }
+
+// done ends what a successful acquire started.
+func (t *handleTable) done() { t.mu.RUnlock() }
 
 func (t *handleTable) add(h MemHandle, k handleKind) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e, ok := t.m[h]; ok {
-		e.refs++
-		return
+	e, ok := t.m[h]
+	if !ok {
+		e.kind = k
 	}
-	t.m[h] = &handleEntry{refs: 1, kind: k}
+	e.refs++
+	t.m[h] = e
 }
 
 // release runs the driver's release under the write lock and drops one reference if it
@@ -77,6 +81,8 @@ func (t *handleTable) release(h MemHandle, driverRelease func() error) error {
 	}
 	if e.refs--; e.refs == 0 {
 		delete(t.m, h)
+	} else {
+		t.m[h] = e
 	}
 	return nil
 }

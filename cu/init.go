@@ -19,7 +19,9 @@ func Init() error {
 			initOnce.err = err
 			return
 		}
-		initOnce.err = wrap(call(procInit, 0), "cuInit", "0")
+		if err := call(procInit, 0); err != nil {
+			initOnce.err = wrap(err, "cuInit", "0")
+		}
 	})
 	return initOnce.err
 }

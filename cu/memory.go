@@ -16,8 +16,10 @@ func (c *Context) CopyHtoD(dst DevicePtr, src []byte) error {
 		return wrap(invalidArg("empty host buffer"), "cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
 	}
 	return c.Do(func() error {
-		return wrap(callKeep(procMemcpyHtoD, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))),
-			"cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
+		if err := callKeep(procMemcpyHtoD, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))); err != nil {
+			return wrap(err, "cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
+		}
+		return nil
 	})
 }
 
@@ -27,8 +29,10 @@ func (c *Context) CopyDtoH(dst []byte, src DevicePtr) error {
 		return wrap(invalidArg("empty host buffer"), "cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
 	}
 	return c.Do(func() error {
-		return wrap(callKeep(procMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst))),
-			"cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
+		if err := callKeep(procMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst))); err != nil {
+			return wrap(err, "cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
+		}
+		return nil
 	})
 }
 
@@ -38,8 +42,10 @@ func (c *Context) CopyDtoD(dst, src DevicePtr, size uint64) error {
 		return wrap(invalidArg("zero size"), "cuMemcpyDtoD", "%v <- %v, 0 bytes", dst, src)
 	}
 	return c.Do(func() error {
-		return wrap(call(procMemcpyDtoD, uintptr(dst), uintptr(src), uintptr(size)),
-			"cuMemcpyDtoD", "%v <- %v, %d bytes", dst, src, size)
+		if err := call(procMemcpyDtoD, uintptr(dst), uintptr(src), uintptr(size)); err != nil {
+			return wrap(err, "cuMemcpyDtoD", "%v <- %v, %d bytes", dst, src, size)
+		}
+		return nil
 	})
 }
 
@@ -50,7 +56,10 @@ func (c *Context) MemsetD8(dst DevicePtr, v uint8, n uint64) error {
 		return wrap(invalidArg("zero count"), "cuMemsetD8", "%v, %#x, 0", dst, v)
 	}
 	return c.Do(func() error {
-		return wrap(call(procMemsetD8, uintptr(dst), uintptr(v), uintptr(n)), "cuMemsetD8", "%v, %#x, %d", dst, v, n)
+		if err := call(procMemsetD8, uintptr(dst), uintptr(v), uintptr(n)); err != nil {
+			return wrap(err, "cuMemsetD8", "%v, %#x, %d", dst, v, n)
+		}
+		return nil
 	})
 }
 
@@ -60,7 +69,10 @@ func (c *Context) MemsetD32(dst DevicePtr, v uint32, n uint64) error {
 		return wrap(invalidArg("zero count"), "cuMemsetD32", "%v, %#x, 0", dst, v)
 	}
 	return c.Do(func() error {
-		return wrap(call(procMemsetD32, uintptr(dst), uintptr(v), uintptr(n)), "cuMemsetD32", "%v, %#x, %d", dst, v, n)
+		if err := call(procMemsetD32, uintptr(dst), uintptr(v), uintptr(n)); err != nil {
+			return wrap(err, "cuMemsetD32", "%v, %#x, %d", dst, v, n)
+		}
+		return nil
 	})
 }
 
@@ -70,7 +82,10 @@ func (c *Context) MemGetInfo() (free, total uint64, err error) {
 	defer putOut(o)
 	o.u64[0], o.u64[1] = 0, 0
 	err = c.Do(func() error {
-		return wrap(call(procMemGetInfo, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.u64[1]))), "cuMemGetInfo", "device %d", c.dev)
+		if err := call(procMemGetInfo, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.u64[1]))); err != nil {
+			return wrap(err, "cuMemGetInfo", "device %d", c.dev)
+		}
+		return nil
 	})
 	return o.u64[0], o.u64[1], err
 }
@@ -85,14 +100,22 @@ func (c *Context) MemAlloc(size uint64) (DevicePtr, error) {
 	defer putOut(o)
 	o.u64[0] = 0
 	err := c.Do(func() error {
-		return wrap(call(procMemAlloc, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(size)), "cuMemAlloc", "%d", size)
+		if err := call(procMemAlloc, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(size)); err != nil {
+			return wrap(err, "cuMemAlloc", "%d", size)
+		}
+		return nil
 	})
 	return DevicePtr(o.u64[0]), err
 }
 
 // MemFree frees memory from MemAlloc (cuMemFree_v2).
 func (c *Context) MemFree(p DevicePtr) error {
-	return c.Do(func() error { return wrap(call(procMemFree, uintptr(p)), "cuMemFree", "%v", p) })
+	return c.Do(func() error {
+		if err := call(procMemFree, uintptr(p)); err != nil {
+			return wrap(err, "cuMemFree", "%v", p)
+		}
+		return nil
+	})
 }
 
 // MemGetAddressRange returns the base and size of the allocation or mapping containing p

@@ -45,43 +45,48 @@ func MulticastCreate(prop *MulticastObjectProp) (MemHandle, error) {
 
 // MulticastAddDevice adds a device to a multicast object (cuMulticastAddDevice).
 func MulticastAddDevice(mc MemHandle, dev Device) error {
-	unlock, err := handles.acquire(mc)
-	if err != nil {
+	if err := handles.acquire(mc); err != nil {
 		return wrap(err, "cuMulticastAddDevice", "%v, device %d", mc, dev)
 	}
-	defer unlock()
-	return wrap(call(procMulticastAddDevice, uintptr(mc), uintptr(dev)), "cuMulticastAddDevice", "%v, device %d", mc, dev)
+	defer handles.done()
+	if err := call(procMulticastAddDevice, uintptr(mc), uintptr(dev)); err != nil {
+		return wrap(err, "cuMulticastAddDevice", "%v, device %d", mc, dev)
+	}
+	return nil
 }
 
 // MulticastBindMem binds size bytes of mem, from memOffset, to mc at mcOffset.
 func MulticastBindMem(mc MemHandle, mcOffset uint64, mem MemHandle, memOffset, size uint64, flags uint64) error {
-	unlock, err := handles.acquire2(mc, mem)
-	if err != nil {
+	if err := handles.acquire2(mc, mem); err != nil {
 		return wrap(err, "cuMulticastBindMem", "%v+%d, %v+%d, %d", mc, mcOffset, mem, memOffset, size)
 	}
-	defer unlock()
-	return wrap(call(procMulticastBindMem, uintptr(mc), uintptr(mcOffset), uintptr(mem), uintptr(memOffset), uintptr(size), uintptr(flags)),
-		"cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
+	defer handles.done()
+	if err := call(procMulticastBindMem, uintptr(mc), uintptr(mcOffset), uintptr(mem), uintptr(memOffset), uintptr(size), uintptr(flags)); err != nil {
+		return wrap(err, "cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
+	}
+	return nil
 }
 
 // MulticastBindAddr binds the memory mapped at ptr to mc at mcOffset.
 func MulticastBindAddr(mc MemHandle, mcOffset uint64, ptr DevicePtr, size uint64, flags uint64) error {
-	unlock, err := handles.acquire(mc)
-	if err != nil {
+	if err := handles.acquire(mc); err != nil {
 		return wrap(err, "cuMulticastBindAddr", "%v+%d, %v, %d", mc, mcOffset, ptr, size)
 	}
-	defer unlock()
-	return wrap(call(procMulticastBindAddr, uintptr(mc), uintptr(mcOffset), uintptr(ptr), uintptr(size), uintptr(flags)),
-		"cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
+	defer handles.done()
+	if err := call(procMulticastBindAddr, uintptr(mc), uintptr(mcOffset), uintptr(ptr), uintptr(size), uintptr(flags)); err != nil {
+		return wrap(err, "cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
+	}
+	return nil
 }
 
 // MulticastUnbind unbinds dev's memory from mc at [mcOffset, mcOffset+size).
 func MulticastUnbind(mc MemHandle, dev Device, mcOffset, size uint64) error {
-	unlock, err := handles.acquire(mc)
-	if err != nil {
+	if err := handles.acquire(mc); err != nil {
 		return wrap(err, "cuMulticastUnbind", "%v, device %d, %d, %d", mc, dev, mcOffset, size)
 	}
-	defer unlock()
-	return wrap(call(procMulticastUnbind, uintptr(mc), uintptr(dev), uintptr(mcOffset), uintptr(size)),
-		"cuMulticastUnbind", "%v, device %d, %d, %d", mc, dev, mcOffset, size)
+	defer handles.done()
+	if err := call(procMulticastUnbind, uintptr(mc), uintptr(dev), uintptr(mcOffset), uintptr(size)); err != nil {
+		return wrap(err, "cuMulticastUnbind", "%v, device %d, %d, %d", mc, dev, mcOffset, size)
+	}
+	return nil
 }

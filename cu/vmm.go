@@ -47,7 +47,10 @@ func MemCreate(size uint64, prop *MemAllocationProp, flags uint64) (MemHandle, e
 // reference is released and every mapping of it unmapped.
 func MemRelease(h MemHandle) error {
 	err := handles.release(h, func() error { return call(procMemRelease, uintptr(h)) })
-	return wrap(err, "cuMemRelease", "%v", h)
+	if err != nil {
+		return wrap(err, "cuMemRelease", "%v", h)
+	}
+	return nil
 }
 
 // MemRetainAllocationHandle returns the handle of the memory mapped at addr and takes a
@@ -70,11 +73,10 @@ func MemRetainAllocationHandle(addr DevicePtr) (MemHandle, error) {
 
 // MemGetAllocationPropertiesFromHandle returns the properties h was created with.
 func MemGetAllocationPropertiesFromHandle(h MemHandle) (MemAllocationProp, error) {
-	unlock, err := handles.acquire(h)
-	if err != nil {
+	if err := handles.acquire(h); err != nil {
 		return MemAllocationProp{}, wrap(err, "cuMemGetAllocationPropertiesFromHandle", "%v", h)
 	}
-	defer unlock()
+	defer handles.done()
 	o := getOut()
 	defer putOut(o)
 	o.prop = MemAllocationProp{}
@@ -104,18 +106,22 @@ func MemAddressFree(ptr DevicePtr, size uint64) error {
 	if err := Init(); err != nil {
 		return err
 	}
-	return wrap(call(procMemAddressFree, uintptr(ptr), uintptr(size)), "cuMemAddressFree", "%v, %d", ptr, size)
+	if err := call(procMemAddressFree, uintptr(ptr), uintptr(size)); err != nil {
+		return wrap(err, "cuMemAddressFree", "%v, %d", ptr, size)
+	}
+	return nil
 }
 
 // MemMap maps size bytes of h, from offset, at ptr (cuMemMap).
 func MemMap(ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error {
-	unlock, err := handles.acquire(h)
-	if err != nil {
+	if err := handles.acquire(h); err != nil {
 		return wrap(err, "cuMemMap", "%v, %d, offset %d, %v", ptr, size, offset, h)
 	}
-	defer unlock()
-	return wrap(call(procMemMap, uintptr(ptr), uintptr(size), uintptr(offset), uintptr(h), uintptr(flags)),
-		"cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, h, flags)
+	defer handles.done()
+	if err := call(procMemMap, uintptr(ptr), uintptr(size), uintptr(offset), uintptr(h), uintptr(flags)); err != nil {
+		return wrap(err, "cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, h, flags)
+	}
+	return nil
 }
 
 // MemUnmap unmaps [ptr, ptr+size) (cuMemUnmap).
@@ -123,7 +129,10 @@ func MemUnmap(ptr DevicePtr, size uint64) error {
 	if err := Init(); err != nil {
 		return err
 	}
-	return wrap(call(procMemUnmap, uintptr(ptr), uintptr(size)), "cuMemUnmap", "%v, %d", ptr, size)
+	if err := call(procMemUnmap, uintptr(ptr), uintptr(size)); err != nil {
+		return wrap(err, "cuMemUnmap", "%v, %d", ptr, size)
+	}
+	return nil
 }
 
 // MemSetAccess sets the access of several locations to a mapped range in one call
@@ -135,8 +144,10 @@ func MemSetAccess(ptr DevicePtr, size uint64, desc []MemAccessDesc) error {
 	if len(desc) == 0 {
 		return wrap(invalidArg("no access descriptors"), "cuMemSetAccess", "%v, %d, []", ptr, size)
 	}
-	return wrap(callKeep(procMemSetAccess, uintptr(ptr), uintptr(size), uintptr(unsafe.Pointer(&desc[0])), uintptr(len(desc))),
-		"cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
+	if err := callKeep(procMemSetAccess, uintptr(ptr), uintptr(size), uintptr(unsafe.Pointer(&desc[0])), uintptr(len(desc))); err != nil {
+		return wrap(err, "cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
+	}
+	return nil
 }
 
 // MemGetAccess returns the access loc has to the mapping at ptr (cuMemGetAccess).
@@ -156,11 +167,10 @@ func MemGetAccess(loc MemLocation, ptr DevicePtr) (MemAccessFlags, error) {
 // MemExportToFD exports h as a POSIX file descriptor the caller owns
 // (cuMemExportToShareableHandle with MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR).
 func MemExportToFD(h MemHandle) (int, error) {
-	unlock, err := handles.acquire(h)
-	if err != nil {
+	if err := handles.acquire(h); err != nil {
 		return -1, wrap(err, "cuMemExportToShareableHandle", "%v, POSIX_FILE_DESCRIPTOR", h)
 	}
-	defer unlock()
+	defer handles.done()
 	o := getOut()
 	defer putOut(o)
 	o.u64[0] = 0
@@ -172,11 +182,10 @@ func MemExportToFD(h MemHandle) (int, error) {
 
 // MemExportToFabric exports h as a fabric handle (MEM_HANDLE_TYPE_FABRIC).
 func MemExportToFabric(h MemHandle) (MemFabricHandle, error) {
-	unlock, err := handles.acquire(h)
-	if err != nil {
+	if err := handles.acquire(h); err != nil {
 		return MemFabricHandle{}, wrap(err, "cuMemExportToShareableHandle", "%v, FABRIC", h)
 	}
-	defer unlock()
+	defer handles.done()
 	fh := new(MemFabricHandle)
 	if err := callKeep(procMemExportToShareableHandle, uintptr(unsafe.Pointer(fh)), uintptr(h), uintptr(MEM_HANDLE_TYPE_FABRIC), 0); err != nil {
 		return MemFabricHandle{}, wrap(err, "cuMemExportToShareableHandle", "%v, FABRIC", h)
@@ -190,11 +199,10 @@ func MemExportToWin32(h MemHandle, t MemHandleType) (uintptr, error) {
 	if t != MEM_HANDLE_TYPE_WIN32 && t != MEM_HANDLE_TYPE_WIN32_KMT {
 		return 0, wrap(invalidArg("not a Win32 handle type"), "cuMemExportToShareableHandle", "%v, %d", h, t)
 	}
-	unlock, err := handles.acquire(h)
-	if err != nil {
+	if err := handles.acquire(h); err != nil {
 		return 0, wrap(err, "cuMemExportToShareableHandle", "%v, %d", h, t)
 	}
-	defer unlock()
+	defer handles.done()
 	o := getOut()
 	defer putOut(o)
 	o.u64[0] = 0

@@ -70,7 +70,10 @@ func (a *Allocation) Properties() (cu.MemAllocationProp, error) {
 		return cu.MemAllocationProp{}, opErr(ErrClosed, "properties", "%v", a.h)
 	}
 	p, err := a.m.b.Properties(a.h)
-	return p, opErr(err, "properties", "%v", a.h)
+	if err != nil {
+		return p, opErr(err, "properties", "%v", a.h)
+	}
+	return p, nil
 }
 
 // Compressible reports whether the driver really made the memory compressible (asking is
@@ -87,7 +90,10 @@ func (a *Allocation) ExportFD() (int, error) {
 		return -1, opErr(ErrClosed, "export", "%v as fd", a.h)
 	}
 	fd, err := a.m.b.ExportFD(a.h)
-	return fd, opErr(err, "export", "%v as fd", a.h)
+	if err != nil {
+		return fd, opErr(err, "export", "%v as fd", a.h)
+	}
+	return fd, nil
 }
 
 // ExportFabric exports the allocation as a fabric handle (MEM_HANDLE_TYPE_FABRIC).
@@ -96,10 +102,18 @@ func (a *Allocation) ExportFabric() (cu.MemFabricHandle, error) {
 		return cu.MemFabricHandle{}, opErr(ErrClosed, "export", "%v as fabric handle", a.h)
 	}
 	fh, err := a.m.b.ExportFabric(a.h)
-	return fh, opErr(err, "export", "%v as fabric handle", a.h)
+	if err != nil {
+		return fh, opErr(err, "export", "%v as fabric handle", a.h)
+	}
+	return fh, nil
 }
 
 // Close releases this reference. It is idempotent.
 func (a *Allocation) Close() error {
-	return a.c.do(func() error { return opErr(a.m.b.Release(a.h), "release", "%v", a.h) })
+	return a.c.do(func() error {
+		if err := a.m.b.Release(a.h); err != nil {
+			return opErr(err, "release", "%v", a.h)
+		}
+		return nil
+	})
 }

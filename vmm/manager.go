@@ -79,11 +79,16 @@ func (m *Manager) Granularity(p Props, recommended bool) (uint64, error) {
 		opt = cu.MEM_ALLOC_GRANULARITY_RECOMMENDED
 	}
 	g, err := m.b.Granularity(p.driver(), opt)
-	return g, opErr(err, "granularity", "%s recommended=%v", locString(p.Location), recommended)
+	if err != nil {
+		return g, opErr(err, "granularity", "%s recommended=%v", locString(p.Location), recommended)
+	}
+	return g, nil
 }
 
 // ReadWrite grants read-write access to each device in devs.
-func ReadWrite(devs ...int) []cu.MemAccessDesc { return access(cu.MEM_ACCESS_FLAGS_PROT_READWRITE, devs) }
+func ReadWrite(devs ...int) []cu.MemAccessDesc {
+	return access(cu.MEM_ACCESS_FLAGS_PROT_READWRITE, devs)
+}
 
 // ReadOnly grants read access to each device in devs.
 func ReadOnly(devs ...int) []cu.MemAccessDesc { return access(cu.MEM_ACCESS_FLAGS_PROT_READ, devs) }
@@ -101,12 +106,18 @@ func access(f cu.MemAccessFlags, devs []int) []cu.MemAccessDesc {
 
 // CopyIn writes src at device address dst, from device dev's context.
 func (m *Manager) CopyIn(dev int, dst cu.DevicePtr, src []byte) error {
-	return opErr(m.b.CopyHtoD(dev, dst, src), "copy in", "%v+%s device %d", dst, Size(uint64(len(src))), dev)
+	if err := m.b.CopyHtoD(dev, dst, src); err != nil {
+		return opErr(err, "copy in", "%v+%s device %d", dst, Size(uint64(len(src))), dev)
+	}
+	return nil
 }
 
 // CopyOut reads len(dst) bytes at device address src, from device dev's context.
 func (m *Manager) CopyOut(dev int, dst []byte, src cu.DevicePtr) error {
-	return opErr(m.b.CopyDtoH(dev, dst, src), "copy out", "%v+%s device %d", src, Size(uint64(len(dst))), dev)
+	if err := m.b.CopyDtoH(dev, dst, src); err != nil {
+		return opErr(err, "copy out", "%v+%s device %d", src, Size(uint64(len(dst))), dev)
+	}
+	return nil
 }
 
 func locString(l Location) string {

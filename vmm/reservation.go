@@ -90,7 +90,10 @@ func (r *Reservation) Close() error {
 				return err
 			}
 		}
-		return opErr(r.m.b.Free(r.base, r.size), "free", "%v+%s", r.base, Size(r.size))
+		if err := r.m.b.Free(r.base, r.size); err != nil {
+			return opErr(err, "free", "%v+%s", r.base, Size(r.size))
+		}
+		return nil
 	})
 }
 
@@ -114,13 +117,19 @@ func (mp *Mapping) SetAccess(desc ...cu.MemAccessDesc) error {
 	if mp.c.closed() {
 		return opErr(ErrClosed, "set access", "%v+%s", mp.addr, Size(mp.size))
 	}
-	return opErr(mp.r.m.b.SetAccess(mp.addr, mp.size, desc), "set access", "%v+%s %v", mp.addr, Size(mp.size), desc)
+	if err := mp.r.m.b.SetAccess(mp.addr, mp.size, desc); err != nil {
+		return opErr(err, "set access", "%v+%s %v", mp.addr, Size(mp.size), desc)
+	}
+	return nil
 }
 
 // Access returns the access device dev has to the mapping.
 func (mp *Mapping) Access(dev int) (cu.MemAccessFlags, error) {
 	f, err := mp.r.m.b.GetAccess(OnDevice(dev), mp.addr)
-	return f, opErr(err, "get access", "%v device %d", mp.addr, dev)
+	if err != nil {
+		return f, opErr(err, "get access", "%v device %d", mp.addr, dev)
+	}
+	return f, nil
 }
 
 // Close unmaps the mapping. It is idempotent.

@@ -1,0 +1,44 @@
+//go:build !linux
+
+package ipc
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/cuvmm/cuvmm/vmm"
+)
+
+// Send passes descriptors over conn: Linux only; here it returns ErrUnsupported.
+func Send(conn *net.UnixConn, e *Exported) error {
+	return &Error{Op: "send", Err: ErrUnsupported}
+}
+
+// SendFDs passes descriptors over conn: Linux only; here it returns ErrUnsupported.
+func SendFDs(conn *net.UnixConn, h Header, fds []int) error {
+	return &Error{Op: "send", Args: fmt.Sprintf("%d descriptors", len(fds)), Err: ErrUnsupported}
+}
+
+// Receive receives descriptors from conn: Linux only; here it returns ErrUnsupported.
+func Receive(conn *net.UnixConn) (*Received, error) {
+	return nil, &Error{Op: "receive", Err: ErrUnsupported}
+}
+
+// ReceiveAndImport is Receive then Import: Linux only; here it returns ErrUnsupported.
+func ReceiveAndImport(conn *net.UnixConn, m *vmm.Manager, access []int) (*Imported, error) {
+	return nil, &Error{Op: "receive", Err: ErrUnsupported}
+}
+
+// closeFDs closes descriptors (or, on Windows, handles) through package os, which knows
+// each platform's close.
+func closeFDs(fds []int) error {
+	var errs []error
+	for _, fd := range fds {
+		if err := os.NewFile(uintptr(fd), "").Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close fd %d: %w", fd, err))
+		}
+	}
+	return errors.Join(errs...)
+}
