@@ -1,6 +1,9 @@
 package cu
 
-import "errors"
+import (
+	"errors"
+	"strings"
+)
 
 var (
 	// ErrUnknownHandle is returned, instead of calling the driver, for a MemHandle that this
@@ -38,3 +41,7 @@ func (e *argError) As(target any) bool {
 }
 
 func invalidArg(msg string) error { return &argError{msg: msg} }
+
+// Explain says what was wrong with the argument, for messages that show the driver's
+// result rather than this error's text (see vmm.Explainer).
+func (e *argError) Explain() string { return strings.TrimPrefix(e.msg, "cu: ") }

@@ -25,16 +25,26 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	cause := e.Err
-	// The backend's own prefix ("cu: cuMemMap(...): ") repeats what Op and Args say.
-	var ce *cu.Error
-	if errors.As(cause, &ce) {
-		cause = ce.Err
+	// The backend's own description of the call ("cu: cuMemMap(...)") repeats what Op and
+	// Args say: show the driver's result, and the backend's explanation if it has one.
+	cause := e.Err.Error()
+	if r, ok := cu.ResultOf(e.Err); ok {
+		cause = r.Error()
+		var x Explainer
+		if errors.As(e.Err, &x) && x.Explain() != "" {
+			cause += " (" + x.Explain() + ")"
+		}
 	}
 	if e.Args == "" {
-		return "vmm: " + e.Op + ": " + cause.Error()
+		return "vmm: " + e.Op + ": " + cause
 	}
-	return "vmm: " + e.Op + " " + e.Args + ": " + cause.Error()
+	return "vmm: " + e.Op + " " + e.Args + ": " + cause
+}
+
+// Explainer is implemented by backend errors that can say why a call was refused beyond
+// the driver's result (the simulator does); Error adds it in parentheses.
+type Explainer interface {
+	Explain() string
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -22,8 +22,8 @@ var expectationsJSON []byte
 // Expectations are results recorded on a real driver: for each case name, the CUresult
 // name it returned ("CUDA_SUCCESS" for no error).
 type Expectations struct {
-	Driver  int               `json:"driver"`  // cuDriverGetVersion of the recording
-	Device  string            `json:"device"`  // device 0's name
+	Driver  int               `json:"driver"` // cuDriverGetVersion of the recording
+	Device  string            `json:"device"` // device 0's name
 	Note    string            `json:"note,omitempty"`
 	Results map[string]string `json:"results"` // case name -> CUresult name
 }

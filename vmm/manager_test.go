@@ -1,0 +1,181 @@
+package vmm_test
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/stretchr/testify/require"
+)
+
+func newSim(t testing.TB) *sim.Sim {
+	t.Helper()
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	return s
+}
+
+func TestManagerLifecycle(t *testing.T) {
+	s := newSim(t)
+	m := vmm.New(s)
+	g, err := m.Granularity(vmm.DeviceProps(0), false)
+	require.NoError(t, err)
+	mem, err := m.Create(2*g, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	require.Equal(t, 2*g, mem.Size())
+	r, err := m.Reserve(4 * g)
+	require.NoError(t, err)
+	mp, err := r.Map(0, mem, 0, 2*g)
+	require.NoError(t, err)
+	require.Equal(t, r.Base(), mp.Addr())
+	require.NoError(t, mp.SetAccess(vmm.ReadWrite(0)...))
+	f, err := mp.Access(0)
+	require.NoError(t, err)
+	require.Equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
+
+	want := []byte("kv cache block 0")
+	require.NoError(t, m.CopyIn(0, mp.Addr()+100, want))
+	got := make([]byte, len(want))
+	require.NoError(t, m.CopyOut(0, got, mp.Addr()+100))
+	require.Equal(t, want, got)
+
+	// Release while mapped: the bytes stay until the mapping goes.
+	require.NoError(t, mem.Close())
+	require.NoError(t, mem.Close(), "Close is idempotent")
+	require.NoError(t, m.CopyOut(0, got, mp.Addr()+100))
+	require.Equal(t, want, got)
+
+	_, err = mem.ExportFD()
+	require.ErrorIs(t, err, vmm.ErrClosed)
+	// Reservation.Close unmaps what is still mapped and frees.
+	require.NoError(t, r.Close())
+	require.NoError(t, r.Close())
+	require.NoError(t, mp.Close(), "already unmapped by the reservation")
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
+func TestManagerErrorsNameTheOperation(t *testing.T) {
+	s := newSim(t)
+	m := vmm.New(s)
+	g, _ := m.Granularity(vmm.DeviceProps(0), false)
+	mem, err := m.Create(2*g, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	defer mem.Close()
+	r, err := m.Reserve(2 * g)
+	require.NoError(t, err)
+	defer r.Close()
+
+	_, err = r.Map(0, mem, 0, g) // not the whole allocation
+	require.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED)
+	var ve *vmm.Error
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "map", ve.Op)
+	require.Contains(t, err.Error(), fmt.Sprintf("vmm: map %v+2MiB offset 0: CUDA_ERROR_NOT_SUPPORTED", r.Base()))
+
+	_, err = r.Map(g, mem, 0, 2*g)
+	require.ErrorIs(t, err, vmm.ErrOutOfRange)
+	require.Contains(t, err.Error(), "vmm: map")
+
+	_, err = m.Create(g+1, vmm.DeviceProps(0))
+	require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
+	require.Contains(t, err.Error(), "vmm: create 2097153B on device 0")
+
+	_, err = m.Create(g, vmm.DeviceProps(9))
+	require.ErrorIs(t, err, cu.ERROR_INVALID_DEVICE)
+
+	_, err = m.Reserve(0)
+	require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
+	require.Contains(t, err.Error(), "vmm: reserve 0B")
+}
+
+func TestSize(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0B", 1: "1B", 2 << 20: "2MiB", 3 << 30: "3GiB", 64 << 40: "64TiB", 4097: "4097B", 1536: "1536B"} {
+		require.Equal(t, want, vmm.Size(n))
+	}
+	require.Equal(t, uint64(4<<20), vmm.AlignUp(2<<20+1, 2<<20))
+	require.Equal(t, uint64(0), vmm.AlignUp(0, 2<<20))
+}
+
+// Many goroutines create, map, grant, copy, unmap and release at once; run with -race.
+func TestManagerConcurrent(t *testing.T) {
+	s := newSim(t)
+	m := vmm.New(s)
+	g, _ := m.Granularity(vmm.DeviceProps(0), false)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for w := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				if err := cycle(m, g, byte(w*31+i)); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
+func cycle(m *vmm.Manager, g uint64, seed byte) (err error) {
+	mem, err := m.Create(g, vmm.DeviceProps(0))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, mem.Close()) }()
+	r, err := m.Reserve(g)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, r.Close()) }()
+	mp, err := r.Map(0, mem, 0, g)
+	if err != nil {
+		return err
+	}
+	if err := mp.SetAccess(vmm.ReadWrite(0)...); err != nil {
+		return err
+	}
+	in := []byte{seed, seed + 1, seed + 2}
+	if err := m.CopyIn(0, mp.Addr()+7, in); err != nil {
+		return err
+	}
+	out := make([]byte, 3)
+	if err := m.CopyOut(0, out, mp.Addr()+7); err != nil {
+		return err
+	}
+	if string(in) != string(out) {
+		return fmt.Errorf("read %v, wrote %v", out, in)
+	}
+	return mp.Close()
+}
+
+// Concurrent Close of the same objects: exactly one driver call each, no error.
+func TestCloseConcurrent(t *testing.T) {
+	s := newSim(t)
+	m := vmm.New(s)
+	g, _ := m.Granularity(vmm.DeviceProps(0), false)
+	mem, err := m.Create(g, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	r, err := m.Reserve(g)
+	require.NoError(t, err)
+	_, err = r.Map(0, mem, 0, g)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(2)
+		go func() { defer wg.Done(); require.NoError(t, r.Close()) }()
+		go func() { defer wg.Done(); require.NoError(t, mem.Close()) }()
+	}
+	wg.Wait()
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
