@@ -194,7 +194,6 @@ func testCreate(t *testing.T, e *env) {
 	try("gpudirect-rdma", e.g, func(p *cu.MemAllocationProp) { p.GPUDirectRDMACapable = 1 })
 	try("usage-tile-pool", e.g, func(p *cu.MemAllocationProp) { p.Usage = cu.MEM_CREATE_USAGE_TILE_POOL })
 	try("reserved-bytes-set", e.g, func(p *cu.MemAllocationProp) { p.Reserved[0] = 1 })
-	try("nonzero-flags", e.g, nil)
 	{
 		j := newJanitor(t, e.b)
 		h, err := e.b.Create(e.g, e.prop(0), 1)
