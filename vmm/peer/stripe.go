@@ -35,17 +35,20 @@ type Striped struct {
 	base    cu.DevicePtr
 	size    uint64
 	stripes []StripeInfo
+	handles []cu.MemHandle
 	access  []int
+	pending []cu.MemHandle // handles whose release failed in Close
 
-	closed, unmapped, freed bool
+	closed, unmapped, freed, done bool
 }
 
 // Stripe reserves one range of size bytes (rounded up to a whole number of stripes), backs
 // its stripes with memory of the resident devices in turn, and grants every device of
 // opts.Access read-write access to the whole range in one call.
 //
-// As in vectorAddMMAP, each stripe's handle is released as soon as it is mapped: the
-// mapping keeps the memory alive, and Close only has to unmap the range and free it.
+// vectorAddMMAP releases each stripe's handle as soon as it is mapped (the mapping keeps
+// the memory alive); Striped keeps them until Close instead, so that a release the driver
+// refuses can be retried rather than leak, and a failure midway can be undone.
 func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*Striped, error) {
 	args := fmt.Sprintf("%s over devices %v", vmm.Size(size), resident)
 	fail := func(err error) (*Striped, error) { return nil, &Error{Op: "stripe", Args: args, Err: err} }
@@ -96,9 +99,12 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 	if !ok {
 		return fail(fmt.Errorf("%w: stripe overflows", ErrInvalid))
 	}
-	n := size / stripe
-	if size%stripe != 0 {
-		n++
+	n := uint64(len(resident))
+	if opts.Stripe != 0 {
+		n = size / stripe
+		if size%stripe != 0 {
+			n++
+		}
 	}
 	total := n * stripe
 	if total/stripe != n {
@@ -108,38 +114,41 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 	if err != nil {
 		return fail(callErr(err, "reserve %s alignment %s", vmm.Size(total), vmm.Size(g)))
 	}
-	undo := func(mapped uint64) error {
+	s := &Striped{b: b, base: va, size: total, access: append([]int(nil), access...)}
+	undo := func() error {
 		var errs []error
-		if mapped > 0 {
+		if len(s.handles) > 0 {
 			// One unmap over every stripe mapped so far: the driver unmaps adjacent
-			// mappings in one call, and the released handles' memory goes with it.
-			errs = append(errs, callErr(b.Unmap(va, mapped), "unmap %v+%s", va, vmm.Size(mapped)))
+			// mappings in one call.
+			mapped := uint64(len(s.stripes)) * stripe
+			if mapped > 0 {
+				errs = append(errs, callErr(b.Unmap(va, mapped), "unmap %v+%s", va, vmm.Size(mapped)))
+			}
+			for _, h := range s.handles {
+				errs = append(errs, callErr(b.Release(h), "release %v", h))
+			}
 		}
 		errs = append(errs, callErr(b.Free(va, total), "free %v+%s", va, vmm.Size(total)))
 		return errors.Join(errs...)
 	}
-	s := &Striped{b: b, base: va, size: total, access: append([]int(nil), access...)}
 	for i := uint64(0); i < n; i++ {
 		dev := resident[int(i%uint64(len(resident)))]
 		off := i * stripe
 		prop := deviceProp(dev)
 		h, err := b.Create(stripe, &prop, 0)
 		if err != nil {
-			return fail(errors.Join(callErr(err, "create %s on device %d", vmm.Size(stripe), dev), undo(off)))
+			return fail(errors.Join(callErr(err, "create %s on device %d", vmm.Size(stripe), dev), undo()))
 		}
+		s.handles = append(s.handles, h)
 		at := va + cu.DevicePtr(off)
 		if err := b.Map(at, stripe, 0, h, 0); err != nil {
-			return fail(errors.Join(callErr(err, "map %v+%s %v", at, vmm.Size(stripe), h), callErr(b.Release(h), "release %v", h), undo(off)))
-		}
-		if err := b.Release(h); err != nil {
-			// The mapping holds the memory; the handle would leak, so undo everything.
-			return fail(errors.Join(callErr(err, "release %v", h), undo(off+stripe)))
+			return fail(errors.Join(callErr(err, "map %v+%s %v", at, vmm.Size(stripe), h), undo()))
 		}
 		s.stripes = append(s.stripes, StripeInfo{Offset: off, Size: stripe, Device: dev})
 	}
 	desc := vmm.ReadWrite(access...)
 	if err := b.SetAccess(va, total, desc); err != nil {
-		return fail(errors.Join(callErr(err, "set access %v+%s %s", va, vmm.Size(total), descString(desc)), undo(total)))
+		return fail(errors.Join(callErr(err, "set access %v+%s %s", va, vmm.Size(total), descString(desc)), undo()))
 	}
 	return s, nil
 }
@@ -224,7 +233,7 @@ func (s *Striped) Close() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.freed {
+	if s.done {
 		return nil
 	}
 	// Each step is done once; a Close that failed retries from the step that failed.
@@ -234,10 +243,27 @@ func (s *Striped) Close() error {
 			return &Error{Op: "close", Err: callErr(err, "unmap %v+%s", s.base, vmm.Size(s.size))}
 		}
 		s.unmapped = true
+		s.pending, s.handles = s.handles, nil
 	}
-	if err := s.b.Free(s.base, s.size); err != nil {
-		return &Error{Op: "close", Err: callErr(err, "free %v+%s", s.base, vmm.Size(s.size))}
+	var errs []error
+	var left []cu.MemHandle
+	for _, h := range s.pending {
+		if err := s.b.Release(h); err != nil {
+			errs = append(errs, callErr(err, "release %v", h))
+			left = append(left, h)
+		}
 	}
-	s.freed = true
+	s.pending = left
+	if !s.freed {
+		if err := s.b.Free(s.base, s.size); err != nil {
+			errs = append(errs, callErr(err, "free %v+%s", s.base, vmm.Size(s.size)))
+		} else {
+			s.freed = true
+		}
+	}
+	if len(errs) > 0 {
+		return &Error{Op: "close", Err: errors.Join(errs...)}
+	}
+	s.done = true
 	return nil
 }

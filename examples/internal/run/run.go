@@ -1,0 +1,168 @@
+// Package run is what the example programs share: the --backend and --preset flags, opening
+// the backend they name, and reporting what was verified.
+package run
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/cuvmm/cuvmm/loader"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
+)
+
+// Exit codes, as vmmprobe's.
+const (
+	ExitOK       = 0
+	ExitFailed   = 1 // a verification failed
+	ExitUsage    = 2
+	ExitNoDriver = 3 // --backend=cuda and no driver
+)
+
+// Flags are the options every example takes.
+type Flags struct {
+	Backend string
+	Preset  string
+}
+
+// Parse parses args (without the program name) into the common flags plus whatever
+// extra registers; defPreset is the sim preset used when none is named.
+func Parse(name string, args []string, defPreset string, stderr io.Writer, extra func(*flag.FlagSet)) (Flags, int, bool) {
+	var f Flags
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.Backend, "backend", "auto", "`backend`: auto (the real driver if it loads, else sim), cuda or sim")
+	fs.StringVar(&f.Preset, "preset", "", "sim `preset` (default "+defPreset+"): "+strings.Join(sim.Presets(), ", "))
+	if extra != nil {
+		extra(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return f, ExitOK, false
+		}
+		return f, ExitUsage, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", name, fs.Args())
+		return f, ExitUsage, false
+	}
+	switch f.Backend {
+	case "auto", "cuda", "sim":
+	default:
+		fmt.Fprintf(stderr, "%s: unknown backend %q (auto, cuda or sim)\n", name, f.Backend)
+		return f, ExitUsage, false
+	}
+	if f.Preset != "" && f.Backend == "cuda" {
+		fmt.Fprintf(stderr, "%s: --preset applies to the sim backend, not --backend=cuda\n", name)
+		return f, ExitUsage, false
+	}
+	if f.Preset == "" {
+		f.Preset = defPreset
+	}
+	if _, ok := sim.Preset(f.Preset); !ok {
+		fmt.Fprintf(stderr, "%s: unknown sim preset %q (known: %s)\n", name, f.Preset, strings.Join(sim.Presets(), ", "))
+		return f, ExitUsage, false
+	}
+	return f, ExitOK, true
+}
+
+// Open returns the backend f names. With auto it is the real driver when one loads and
+// has a device, else the simulator, with a one-line notice on stderr.
+func Open(name string, f Flags, stderr io.Writer) (vmm.Backend, int, error) {
+	if f.Backend != "sim" {
+		b, err := vmm.CUDA()
+		if err == nil {
+			if n, derr := b.DeviceCount(); derr != nil || n == 0 {
+				err = fmt.Errorf("no CUDA device (%d, %v)", n, derr)
+			}
+		}
+		if err == nil {
+			return b, ExitOK, nil
+		}
+		if f.Backend == "cuda" {
+			code := ExitFailed
+			if errors.Is(err, loader.ErrNoDriver) {
+				code = ExitNoDriver
+			}
+			return nil, code, err
+		}
+		fmt.Fprintf(stderr, "%s: no usable CUDA driver (%v); running on sim preset %q\n", name, oneLine(err), f.Preset)
+	}
+	cfg, _ := sim.Preset(f.Preset)
+	s, err := sim.New(cfg)
+	if err != nil {
+		return nil, ExitFailed, err
+	}
+	return s, ExitOK, nil
+}
+
+func oneLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// Report prints verified steps and remembers failures.
+type Report struct {
+	W      io.Writer
+	Failed int
+}
+
+// OK prints a verified step.
+func (r *Report) OK(format string, args ...any) {
+	fmt.Fprintf(r.W, "ok    "+format+"\n", args...)
+}
+
+// Fail prints a failed verification.
+func (r *Report) Fail(format string, args ...any) {
+	r.Failed++
+	fmt.Fprintf(r.W, "FAIL  "+format+"\n", args...)
+}
+
+// Check prints ok or FAIL for err.
+func (r *Report) Check(err error, format string, args ...any) bool {
+	if err != nil {
+		r.Fail(format+": %v", append(args, err)...)
+		return false
+	}
+	r.OK(format, args...)
+	return true
+}
+
+// Note prints a line that is neither.
+func (r *Report) Note(format string, args ...any) {
+	fmt.Fprintf(r.W, "      "+format+"\n", args...)
+}
+
+// Exit returns the exit code for the report.
+func (r *Report) Exit() int {
+	if r.Failed > 0 {
+		fmt.Fprintf(r.W, "%d verification(s) failed\n", r.Failed)
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+// Pattern is deterministic data that differs at every offset and per seed.
+func Pattern(seed byte, n int) []byte {
+	p := make([]byte, n)
+	x := uint32(seed)*2654435761 + 1
+	for i := range p {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		p[i] = byte(x)
+	}
+	return p
+}
+
+// Main runs an example's main function and exits with its code.
+func Main(f func(args []string, stdout, stderr io.Writer) int) {
+	os.Exit(f(os.Args[1:], os.Stdout, os.Stderr))
+}

@@ -1,0 +1,163 @@
+package ipc_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/stretchr/testify/require"
+)
+
+const mib = 1 << 20
+
+func TestHeaderRoundTrip(t *testing.T) {
+	h := ipc.Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 * mib, Sizes: []uint64{2 * mib, 64 * mib}}
+	b, err := h.MarshalBinary()
+	require.NoError(t, err)
+	require.Len(t, b, 24+16)
+	var got ipc.Header
+	require.NoError(t, got.UnmarshalBinary(b))
+	require.Equal(t, h, got)
+	require.Equal(t, uint64(66*mib), got.Total())
+
+	bad := []ipc.Header{
+		{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 * mib},
+		{HandleType: cu.MEM_HANDLE_TYPE_FABRIC, Granularity: 2 * mib, Sizes: []uint64{2 * mib}},
+		{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 3, Sizes: []uint64{3}},
+		{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 * mib, Sizes: []uint64{mib}},
+		{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 * mib, Sizes: []uint64{0}},
+		{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 * mib, Sizes: []uint64{1 << 63, 1 << 63}},
+		{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 * mib, Sizes: make([]uint64, 254)},
+	}
+	for i, h := range bad {
+		_, err := h.MarshalBinary()
+		require.ErrorIs(t, err, ipc.ErrProtocol, "case %d", i)
+	}
+	for _, b := range [][]byte{nil, []byte("CUVMMIPC"), append([]byte("NOTMAGIC"), make([]byte, 32)...), b[:30], append(b, 0)} {
+		require.ErrorIs(t, got.UnmarshalBinary(b), ipc.ErrProtocol)
+	}
+	v2 := append([]byte(nil), b...)
+	v2[8] = 2
+	require.ErrorIs(t, got.UnmarshalBinary(v2), ipc.ErrProtocol)
+}
+
+func FuzzHeader(f *testing.F) {
+	h := ipc.Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 * mib, Sizes: []uint64{2 * mib}}
+	b, _ := h.MarshalBinary()
+	f.Add(b)
+	f.Add([]byte("CUVMMIPC\x01\x00\x01\x00\xff\xff"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var h ipc.Header
+		if h.UnmarshalBinary(b) == nil {
+			again, err := h.MarshalBinary()
+			if err != nil || string(again) != string(b) {
+				t.Fatalf("round trip: %v", err)
+			}
+		}
+	})
+}
+
+func TestFabricHandleEncodings(t *testing.T) {
+	var fh ipc.FabricHandle
+	for i := range fh.Handle {
+		fh.Handle[i] = byte(i * 7)
+	}
+	fh.Size = 6 * mib
+	b, err := fh.MarshalBinary()
+	require.NoError(t, err)
+	require.Len(t, b, 80)
+	var got ipc.FabricHandle
+	require.NoError(t, got.UnmarshalBinary(b))
+	require.Equal(t, fh, got)
+
+	txt, err := fh.MarshalText()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(txt), "cuvmm-fabric-v1:6291456:"), string(txt))
+	require.Equal(t, string(txt), fh.String())
+	got = ipc.FabricHandle{}
+	require.NoError(t, got.UnmarshalText(txt))
+	require.Equal(t, fh, got)
+
+	// In JSON, through TextMarshaler.
+	j, err := json.Marshal(map[string]ipc.FabricHandle{"kv": fh})
+	require.NoError(t, err)
+	var back map[string]ipc.FabricHandle
+	require.NoError(t, json.Unmarshal(j, &back))
+	require.Equal(t, fh, back["kv"])
+
+	for _, s := range []string{"", "cuvmm-fabric-v1:", "cuvmm-fabric-v1:12", "cuvmm-fabric-v1:x:AAAA", "cuvmm-fabric-v1:01:" + strings.Repeat("A", 86),
+		"cuvmm-fabric-v1:1:" + strings.Repeat("A", 85), "cuvmm-fabric-v2:1:" + strings.Repeat("A", 86), "cuvmm-fabric-v1:1:" + strings.Repeat("A", 85) + "=",
+		"cuvmm-fabric-v1:-1:" + strings.Repeat("A", 86)} {
+		require.ErrorIs(t, got.UnmarshalText([]byte(s)), ipc.ErrProtocol, s)
+	}
+	require.Equal(t, fh, got, "a failed decode leaves the value alone")
+	require.ErrorIs(t, got.UnmarshalBinary(b[:79]), ipc.ErrProtocol)
+	b[5] = 1
+	require.ErrorIs(t, got.UnmarshalBinary(b), ipc.ErrProtocol)
+}
+
+func FuzzFabricText(f *testing.F) {
+	f.Add(ipc.FabricHandle{Size: 2 * mib}.String())
+	f.Add("cuvmm-fabric-v1:1:")
+	f.Fuzz(func(t *testing.T, s string) {
+		var fh ipc.FabricHandle
+		if fh.UnmarshalText([]byte(s)) == nil && fh.String() != s {
+			t.Fatalf("%q decodes but encodes as %q", s, fh.String())
+		}
+		var fb ipc.FabricHandle
+		_ = fb.UnmarshalBinary([]byte(s))
+	})
+}
+
+func TestFabricExportImport(t *testing.T) {
+	cfg := sim.PresetH100()
+	cfg.IMEX = true
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	m := vmm.New(s)
+	a, err := m.Create(4*mib, vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_FABRIC})
+	require.NoError(t, err)
+	fh, err := ipc.ExportFabric(a)
+	require.NoError(t, err)
+	require.Equal(t, uint64(4*mib), fh.Size)
+
+	// Across a text transport and back.
+	txt, _ := fh.MarshalText()
+	var recv ipc.FabricHandle
+	require.NoError(t, recv.UnmarshalText(txt))
+	imp, err := ipc.ImportFabric(m, []ipc.FabricHandle{recv}, []int{0})
+	require.NoError(t, err)
+	_, err = imp.WriteAt([]byte("fabric"), 100)
+	require.NoError(t, err)
+	// The exporter sees it through its own mapping.
+	r, err := m.Reserve(4 * mib)
+	require.NoError(t, err)
+	mp, err := r.Map(0, a, 0, 4*mib)
+	require.NoError(t, err)
+	require.NoError(t, mp.SetAccess(vmm.ReadWrite(0)...))
+	got := make([]byte, 6)
+	require.NoError(t, m.CopyOut(0, got, mp.Addr()+100))
+	require.Equal(t, "fabric", string(got))
+
+	single, err := recv.Import(m)
+	require.NoError(t, err)
+	require.NoError(t, single.Close())
+	require.NoError(t, imp.Close())
+	require.NoError(t, imp.Close())
+	require.NoError(t, r.Close())
+	require.NoError(t, a.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+
+	_, err = ipc.ImportFabric(m, []ipc.FabricHandle{{Size: 2 * mib}}, nil)
+	require.Error(t, err)
+	require.True(t, strings.HasPrefix(err.Error(), "ipc: import fabric 1 handles: "), err.Error())
+	require.True(t, s.Stats().Clean())
+	_, err = ipc.ImportFabric(m, nil, nil)
+	require.ErrorIs(t, err, ipc.ErrInvalid)
+	_, err = ipc.ExportFabric(nil)
+	require.ErrorIs(t, err, ipc.ErrInvalid)
+}

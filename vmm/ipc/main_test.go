@@ -1,0 +1,11 @@
+package ipc_test
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	runChildIfRequested()
+	os.Exit(m.Run())
+}
