@@ -82,6 +82,21 @@ type MemLocation struct {
 	ID   int32
 }
 
+// String names the location for messages: "device 0", "host", "host NUMA node 1".
+func (l MemLocation) String() string {
+	switch l.Type {
+	case MEM_LOCATION_TYPE_DEVICE:
+		return fmt.Sprintf("device %d", l.ID)
+	case MEM_LOCATION_TYPE_HOST:
+		return "host"
+	case MEM_LOCATION_TYPE_HOST_NUMA:
+		return fmt.Sprintf("host NUMA node %d", l.ID)
+	case MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+		return "host NUMA current"
+	}
+	return fmt.Sprintf("location type %d id %d", l.Type, l.ID)
+}
+
 // MemAccessDesc is a CUmemAccessDesc (12 bytes).
 type MemAccessDesc struct {
 	Location MemLocation

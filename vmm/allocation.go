@@ -15,9 +15,10 @@ type Allocation struct {
 
 // Create allocates size bytes (a multiple of the granularity) of physical memory.
 func (m *Manager) Create(size uint64, p Props) (*Allocation, error) {
-	h, err := m.b.Create(size, p.driver(), 0)
+	d := p.Driver()
+	h, err := m.b.Create(size, &d, 0)
 	if err != nil {
-		return nil, opErr(err, "create", "%s on %s", Size(size), locString(p.Location))
+		return nil, opErr(err, "create", "%s on %v", Size(size), p.Location)
 	}
 	return &Allocation{m: m, h: h, size: size}, nil
 }

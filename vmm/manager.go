@@ -55,8 +55,9 @@ type Props struct {
 // DeviceProps is the common case: plain memory of device dev.
 func DeviceProps(dev int) Props { return Props{Location: OnDevice(dev)} }
 
-func (p Props) driver() *cu.MemAllocationProp {
-	d := &cu.MemAllocationProp{
+// Driver returns p as the driver takes it.
+func (p Props) Driver() cu.MemAllocationProp {
+	d := cu.MemAllocationProp{
 		Type:                 cu.MEM_ALLOCATION_TYPE_PINNED,
 		RequestedHandleTypes: p.HandleTypes,
 		Location:             p.Location,
@@ -78,9 +79,10 @@ func (m *Manager) Granularity(p Props, recommended bool) (uint64, error) {
 	if recommended {
 		opt = cu.MEM_ALLOC_GRANULARITY_RECOMMENDED
 	}
-	g, err := m.b.Granularity(p.driver(), opt)
+	d := p.Driver()
+	g, err := m.b.Granularity(&d, opt)
 	if err != nil {
-		return g, opErr(err, "granularity", "%s recommended=%v", locString(p.Location), recommended)
+		return g, opErr(err, "granularity", "%v recommended=%v", p.Location, recommended)
 	}
 	return g, nil
 }
@@ -118,30 +120,6 @@ func (m *Manager) CopyOut(dev int, dst []byte, src cu.DevicePtr) error {
 		return opErr(err, "copy out", "%v+%s device %d", src, Size(uint64(len(dst))), dev)
 	}
 	return nil
-}
-
-func locString(l Location) string {
-	switch l.Type {
-	case cu.MEM_LOCATION_TYPE_DEVICE:
-		return "device " + itoa(int(l.ID))
-	case cu.MEM_LOCATION_TYPE_HOST:
-		return "host"
-	case cu.MEM_LOCATION_TYPE_HOST_NUMA:
-		return "host NUMA node " + itoa(int(l.ID))
-	case cu.MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
-		return "host NUMA current"
-	}
-	return "location type " + itoa(int(l.Type)) + " id " + itoa(int(l.ID))
-}
-
-func itoa(i int) string {
-	if i < 0 {
-		return "-" + itoa(-i)
-	}
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return itoa(i/10) + string(rune('0'+i%10))
 }
 
 // once is an idempotent close: the first call runs f, later calls return nil.

@@ -1,6 +1,7 @@
 package vmm
 
 import (
+	"strconv"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -55,7 +56,7 @@ func (r *Reservation) Size() uint64 { return r.size }
 func (r *Reservation) Map(off uint64, a *Allocation, allocOffset, size uint64) (*Mapping, error) {
 	addr := r.base + cu.DevicePtr(off)
 	args := func() string {
-		return addr.String() + "+" + Size(size) + " offset " + itoa(int(allocOffset))
+		return addr.String() + "+" + Size(size) + " offset " + strconv.FormatUint(allocOffset, 10)
 	}
 	if r.c.closed() {
 		return nil, &Error{Op: "map", Args: args(), Err: ErrClosed}

@@ -188,8 +188,8 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
 	}
 	b := &Buffer{
 		b:      m.Backend(),
-		prop:   driverProps(props),
-		loc:    locString(props.Location),
+		prop:   props.Driver(),
+		loc:    props.Location.String(),
 		dev:    opts.Device,
 		policy: opts.Policy,
 		fixed:  opts.FixedBase,
@@ -787,33 +787,4 @@ func accessString(d []cu.MemAccessDesc) string {
 		s += fmt.Sprintf("rw device %d", a.Location.ID)
 	}
 	return s
-}
-
-// driverProps is vmm.Props as the driver takes it (vmm keeps its own conversion private).
-func driverProps(p vmm.Props) cu.MemAllocationProp {
-	d := cu.MemAllocationProp{
-		Type:                 cu.MEM_ALLOCATION_TYPE_PINNED,
-		RequestedHandleTypes: p.HandleTypes,
-		Location:             p.Location,
-		Usage:                p.Usage,
-	}
-	if p.Compressible {
-		d.CompressionType = cu.MEM_ALLOCATION_COMP_GENERIC
-	}
-	if p.GPUDirectRDMA {
-		d.GPUDirectRDMACapable = 1
-	}
-	return d
-}
-
-func locString(l cu.MemLocation) string {
-	switch l.Type {
-	case cu.MEM_LOCATION_TYPE_DEVICE:
-		return fmt.Sprintf("device %d", l.ID)
-	case cu.MEM_LOCATION_TYPE_HOST:
-		return "host"
-	case cu.MEM_LOCATION_TYPE_HOST_NUMA:
-		return fmt.Sprintf("host NUMA node %d", l.ID)
-	}
-	return fmt.Sprintf("location type %d id %d", l.Type, l.ID)
 }

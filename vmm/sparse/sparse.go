@@ -159,7 +159,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Array, error) {
 	if opts.Props != nil {
 		props = *opts.Props
 	}
-	a := &Array{b: m.Backend(), prop: driverProps(props), dev: opts.Device, zero: opts.Zero, pages: map[uint64]cu.MemHandle{}}
+	a := &Array{b: m.Backend(), prop: props.Driver(), dev: opts.Device, zero: opts.Zero, pages: map[uint64]cu.MemHandle{}}
 	devs := []int{opts.Device}
 	for _, d := range opts.Access {
 		if !contains(devs, d) {
@@ -641,21 +641,4 @@ func contains(s []int, v int) bool {
 		}
 	}
 	return false
-}
-
-// driverProps is vmm.Props as the driver takes it (vmm keeps its own conversion private).
-func driverProps(p vmm.Props) cu.MemAllocationProp {
-	d := cu.MemAllocationProp{
-		Type:                 cu.MEM_ALLOCATION_TYPE_PINNED,
-		RequestedHandleTypes: p.HandleTypes,
-		Location:             p.Location,
-		Usage:                p.Usage,
-	}
-	if p.Compressible {
-		d.CompressionType = cu.MEM_ALLOCATION_COMP_GENERIC
-	}
-	if p.GPUDirectRDMA {
-		d.GPUDirectRDMACapable = 1
-	}
-	return d
 }
