@@ -1,0 +1,29 @@
+// Package sim is a software CUDA driver for the virtual memory management API: a
+// [vmm.Backend] entirely in Go, so programs and tests written against cuvmm run without a
+// GPU and get the real driver's results, byte for byte and error for error.
+//
+// Build one from a preset named after a real machine ([PresetH100], [PresetH200],
+// [PresetHGX8], [PresetMNNVL], [PresetOldGPU], [PresetWorkstation], or [Preset] by name) or
+// from a [Config] of your own:
+//
+//	s, err := sim.New(sim.PresetH200())
+//
+// What it models: devices and their attributes (recorded from real H100 and H200 GPUs),
+// granularity, physical allocations with per-device capacity, reservations, mappings and
+// their access flags, copies and memset through mappings, aliases, retain and release
+// semantics (memory released while mapped keeps its bytes until the last unmap), POSIX
+// descriptors that really cross processes (memfd on Linux), fabric handles (with IMEX),
+// multicast objects, and every error case the conformance suite (package vmm/vmmtest)
+// recorded on real GPUs. Unknown handle values, which crash the real driver, return
+// CUDA_ERROR_INVALID_VALUE.
+//
+// What it does not model: kernels, streams and timing. See docs/sim.md.
+//
+// For tests, [Sim.FailNth] makes the Nth call of an operation fail with a chosen result,
+// [Sim.SetCapacity] caps a device's memory, and [Sim.Stats] counts what is live so that a
+// test can prove it leaks nothing.
+//
+// Memory costs nothing until written: reservations and mappings are entries in balanced
+// trees (O(log n) per operation), and physical memory is backed by host memory one 64 KiB
+// page at a time on first write; untouched memory reads as zeros.
+package sim

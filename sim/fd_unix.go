@@ -1,0 +1,41 @@
+//go:build unix
+
+package sim
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// dupFD returns a new descriptor of f for the caller to own.
+func dupFD(f *os.File) (int, error) {
+	return unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+}
+
+// fileFromFD duplicates a caller's descriptor, which stays the caller's.
+func fileFromFD(fd int) (*os.File, error) {
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(nfd), "imported"), nil
+}
+
+// keyOf identifies a file by device and inode, so two descriptors of one file match.
+func keyOf(f *os.File) fileKey {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return fileKey{}
+	}
+	return fileKey{dev: uint64(st.Dev), ino: uint64(st.Ino)}
+}
+
+// fileResident is the host memory a sparse file holds.
+func fileResident(f *os.File) uint64 {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return 0
+	}
+	return uint64(st.Blocks) * 512
+}

@@ -1,0 +1,47 @@
+//go:build windows
+
+package sim
+
+import (
+	"os"
+
+	"golang.org/x/sys/windows"
+)
+
+// On Windows a "POSIX descriptor" from sim is a duplicated file HANDLE value.
+
+func dupHandle(h windows.Handle) (windows.Handle, error) {
+	p := windows.CurrentProcess()
+	var d windows.Handle
+	err := windows.DuplicateHandle(p, h, p, &d, 0, false, windows.DUPLICATE_SAME_ACCESS)
+	return d, err
+}
+
+func dupFD(f *os.File) (int, error) {
+	d, err := dupHandle(windows.Handle(f.Fd()))
+	return int(d), err
+}
+
+func fileFromFD(fd int) (*os.File, error) {
+	d, err := dupHandle(windows.Handle(fd))
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(d), "imported"), nil
+}
+
+func keyOf(f *os.File) fileKey {
+	var info windows.ByHandleFileInformation
+	if windows.GetFileInformationByHandle(windows.Handle(f.Fd()), &info) != nil {
+		return fileKey{}
+	}
+	return fileKey{dev: uint64(info.VolumeSerialNumber), ino: uint64(info.FileIndexHigh)<<32 | uint64(info.FileIndexLow)}
+}
+
+func fileResident(f *os.File) uint64 {
+	st, err := f.Stat()
+	if err != nil {
+		return 0
+	}
+	return uint64(st.Size())
+}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package sim_test
+
+func runShareChildIfRequested() {}

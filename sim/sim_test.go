@@ -1,0 +1,276 @@
+package sim_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const mib = 1 << 20
+
+func pattern(seed byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*31) + byte(i>>9)
+	}
+	return b
+}
+
+func devProp(dev int, t cu.MemHandleType) *cu.MemAllocationProp {
+	return &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, RequestedHandleTypes: t,
+		Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}}
+}
+
+func rwDesc(dev int) []cu.MemAccessDesc {
+	return []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}
+}
+
+// mapHandle reserves, maps and grants device 0 access to h, undoing it all at cleanup.
+func mapHandle(t *testing.T, s *sim.Sim, h cu.MemHandle, size uint64) cu.DevicePtr {
+	t.Helper()
+	va, err := s.Reserve(size, 0, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.Map(va, size, 0, h, 0))
+	require.NoError(t, s.SetAccess(va, size, rwDesc(0)))
+	t.Cleanup(func() {
+		assert.NoError(t, s.Unmap(va, size))
+		assert.NoError(t, s.Free(va, size))
+	})
+	return va
+}
+
+// mapped returns a Sim with one 2 MiB allocation of device 0 mapped read-write.
+func mapped(t *testing.T, cfg sim.Config, types cu.MemHandleType) (*sim.Sim, cu.DevicePtr, cu.MemHandle) {
+	t.Helper()
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	h, err := s.Create(2*mib, devProp(0, types), 0)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Release(h)) })
+	return s, mapHandle(t, s, h, 2*mib), h
+}
+
+func TestErrorsWrapResults(t *testing.T) {
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	err = s.Release(0x1234)
+	require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
+	r, ok := cu.ResultOf(err)
+	require.True(t, ok)
+	assert.Equal(t, cu.ERROR_INVALID_VALUE, r)
+	assert.Contains(t, err.Error(), "sim: cuMemRelease(handle 0x1234): CUDA_ERROR_INVALID_VALUE")
+	var se *sim.Error
+	require.True(t, errors.As(err, &se))
+	assert.Equal(t, "cuMemRelease", se.Op)
+
+	err = s.CopyHtoD(0, 0x1000, nil)
+	assert.ErrorIs(t, err, cu.ErrInvalidArgument)
+	assert.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
+	assert.ErrorIs(t, s.SetAccess(0x1000, 2*mib, nil), cu.ERROR_INVALID_VALUE)
+	_, err = s.Create(2*mib, nil, 0)
+	assert.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
+	_, err = s.Device(1)
+	assert.ErrorIs(t, err, cu.ERROR_INVALID_DEVICE)
+}
+
+func TestAliasesAndReleaseWhileMapped(t *testing.T) {
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	h, err := s.Create(4*mib, devProp(0, 0), 0)
+	require.NoError(t, err)
+	a := mapHandle(t, s, h, 4*mib)
+	b := mapHandle(t, s, h, 4*mib)
+	want := pattern(1, 3*mib)
+	require.NoError(t, s.CopyHtoD(0, a+mib, want))
+	require.NoError(t, s.Release(h)) // still mapped twice: the bytes stay
+	got := make([]byte, len(want))
+	require.NoError(t, s.CopyDtoH(0, got, b+mib))
+	assert.Equal(t, want, got)
+	// Untouched memory reads as zeros.
+	z := make([]byte, mib)
+	require.NoError(t, s.CopyDtoH(0, z, b))
+	assert.Equal(t, make([]byte, mib), z)
+	// The same handle value comes back from a mapping after its release.
+	r, err := s.Retain(b + 5)
+	require.NoError(t, err)
+	assert.Equal(t, h, r)
+	require.NoError(t, s.Release(r))
+	st := s.Stats()
+	assert.Equal(t, 0, st.Handles)
+	assert.Equal(t, 1, st.Allocations)
+	assert.Equal(t, 2, st.Mappings)
+}
+
+func TestStatsCleanAndCapacity(t *testing.T) {
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	require.NoError(t, s.SetCapacity(0, 4*mib))
+	h, err := s.Create(4*mib, devProp(0, 0), 0)
+	require.NoError(t, err)
+	_, err = s.Create(2*mib, devProp(0, 0), 0)
+	require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
+	assert.Equal(t, []uint64{4 * mib}, s.Stats().Committed)
+	require.NoError(t, s.Release(h))
+	st := s.Stats()
+	assert.True(t, st.Clean(), "%+v", st)
+	assert.Equal(t, uint64(2), st.Calls["Create"])
+}
+
+func TestHugeReservationCostsNothing(t *testing.T) {
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	va, err := s.Reserve(64<<40, 0, 0, 0)
+	require.NoError(t, err)
+	_, err = s.Reserve(128<<40, 0, 0, 0)
+	require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
+	require.NoError(t, s.Free(va, 64<<40))
+}
+
+func TestFailNth(t *testing.T) {
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	require.Error(t, s.FailNth("NoSuchOp", 1, cu.ERROR_UNKNOWN))
+	require.NoError(t, s.FailNth("Create", 2, cu.ERROR_OUT_OF_MEMORY))
+	h1, err := s.Create(2*mib, devProp(0, 0), 0)
+	require.NoError(t, err)
+	_, err = s.Create(2*mib, devProp(0, 0), 0)
+	require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
+	h3, err := s.Create(2*mib, devProp(0, 0), 0)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(h1))
+	require.NoError(t, s.Release(h3))
+	assert.True(t, s.Stats().Clean())
+}
+
+func TestPresets(t *testing.T) {
+	for _, name := range sim.Presets() {
+		cfg, ok := sim.Preset(name)
+		require.True(t, ok, name)
+		s, err := sim.New(cfg)
+		require.NoError(t, err, name)
+		n, err := s.DeviceCount()
+		require.NoError(t, err)
+		require.NotZero(t, n)
+	}
+	_, ok := sim.Preset("nope")
+	assert.False(t, ok)
+
+	old, err := sim.New(sim.PresetOldGPU())
+	require.NoError(t, err)
+	_, err = old.Create(2*mib, devProp(0, 0), 0)
+	assert.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED)
+	_, err = old.Reserve(2*mib, 0, 0, 0)
+	assert.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED)
+
+	ws, err := sim.New(sim.PresetWorkstation())
+	require.NoError(t, err)
+	_, err = ws.Create(2*mib, devProp(0, cu.MEM_HANDLE_TYPE_FABRIC), 0)
+	assert.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED)
+	_, err = ws.MulticastGranularity(&cu.MulticastObjectProp{NumDevices: 1, Size: 2 * mib}, 0)
+	assert.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED)
+
+	h100, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	info, err := h100.Device(0)
+	require.NoError(t, err)
+	assert.Equal(t, "NVIDIA H100 80GB HBM3", info.Name)
+	assert.Equal(t, uint64(81079<<20), info.TotalMem)
+	_, err = h100.Create(2*mib, devProp(0, cu.MEM_HANDLE_TYPE_FABRIC), 0)
+	assert.ErrorIs(t, err, cu.ERROR_NOT_PERMITTED)
+	v, err := h100.Attribute(0, cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)
+	require.NoError(t, err)
+	assert.Equal(t, 1, v)
+}
+
+func TestMulticastWritesEveryReplica(t *testing.T) {
+	s, err := sim.New(sim.PresetHGX8())
+	require.NoError(t, err)
+	prop := &cu.MulticastObjectProp{NumDevices: 2, Size: 2 * mib}
+	mc, err := s.MulticastCreate(prop)
+	require.NoError(t, err)
+	require.NoError(t, s.MulticastAddDevice(mc, 0))
+	m0, err := s.Create(2*mib, devProp(0, 0), 0)
+	require.NoError(t, err)
+	m1, err := s.Create(2*mib, devProp(1, 0), 0)
+	require.NoError(t, err)
+	require.ErrorIs(t, s.MulticastBindMem(mc, 0, m0, 0, 2*mib, 0), cu.ERROR_ILLEGAL_STATE, "team incomplete")
+	require.NoError(t, s.MulticastAddDevice(mc, 1))
+	require.NoError(t, s.MulticastBindMem(mc, 0, m0, 0, 2*mib, 0))
+	require.NoError(t, s.MulticastBindMem(mc, 0, m1, 0, 2*mib, 0))
+	va := mapHandle(t, s, mc, 2*mib)
+	want := pattern(5, 8192)
+	require.NoError(t, s.CopyHtoD(0, va, want))
+	for d, m := range []cu.MemHandle{m0, m1} {
+		r, err := s.Reserve(2*mib, 0, 0, 0)
+		require.NoError(t, err)
+		require.NoError(t, s.Map(r, 2*mib, 0, m, 0))
+		require.NoError(t, s.SetAccess(r, 2*mib, rwDesc(d)))
+		got := make([]byte, len(want))
+		require.NoError(t, s.CopyDtoH(d, got, r))
+		assert.Equal(t, want, got, "replica of device %d", d)
+		require.NoError(t, s.Unmap(r, 2*mib))
+		require.NoError(t, s.Free(r, 2*mib))
+	}
+	require.NoError(t, s.MulticastUnbind(mc, 0, 0, 2*mib))
+	require.NoError(t, s.Release(m0))
+	require.NoError(t, s.Release(m1))
+	require.NoError(t, s.Release(mc)) // still mapped: the object and its binding live on
+	assert.Equal(t, 1, s.Stats().Bindings)
+}
+
+func TestConcurrentUse(t *testing.T) {
+	s, err := sim.New(sim.PresetHGX8())
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 50; i++ {
+				h, err := s.Create(2*mib, devProp(g, 0), 0)
+				if !assert.NoError(t, err) {
+					return
+				}
+				va, err := s.Reserve(2*mib, 0, 0, 0)
+				assert.NoError(t, err)
+				assert.NoError(t, s.Map(va, 2*mib, 0, h, 0))
+				assert.NoError(t, s.SetAccess(va, 2*mib, rwDesc(g)))
+				want := pattern(byte(g+i), 4096)
+				assert.NoError(t, s.CopyHtoD(g, va+4096, want))
+				got := make([]byte, 4096)
+				assert.NoError(t, s.CopyDtoH(g, got, va+4096))
+				assert.Equal(t, want, got)
+				assert.NoError(t, s.Unmap(va, 2*mib))
+				assert.NoError(t, s.Free(va, 2*mib))
+				assert.NoError(t, s.Release(h))
+			}
+		}()
+	}
+	wg.Wait()
+	assert.True(t, s.Stats().Clean())
+}
+
+func TestDeterministic(t *testing.T) {
+	run := func() []uint64 {
+		s, err := sim.New(sim.PresetH100())
+		require.NoError(t, err)
+		var out []uint64
+		for i := 0; i < 20; i++ {
+			h, err := s.Create(2*mib, devProp(0, 0), 0)
+			require.NoError(t, err)
+			va, err := s.Reserve(uint64(i%3+1)*2*mib, 0, 0, 0)
+			require.NoError(t, err)
+			out = append(out, uint64(h), uint64(va))
+			if i%2 == 0 {
+				require.NoError(t, s.Free(va, uint64(i%3+1)*2*mib))
+			}
+		}
+		return out
+	}
+	assert.Equal(t, run(), run())
+}

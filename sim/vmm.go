@@ -1,0 +1,560 @@
+package sim
+
+import (
+	"github.com/cuvmm/cuvmm/cu"
+)
+
+// The virtual memory management calls. Each check below is one driver rule; where the
+// real driver's answer was recorded (H100 and H200, driver 580) the comment says so.
+
+// vmm rejects VMM calls on a machine none of whose devices supports VMM.
+func (s *Sim) vmm() *failure {
+	for i := range s.cfg.Devices {
+		if s.cfg.Devices[i].VMM {
+			return nil
+		}
+	}
+	return fail(cu.ERROR_NOT_SUPPORTED, "no device supports virtual memory management")
+}
+
+const knownHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | cu.MEM_HANDLE_TYPE_WIN32 |
+	cu.MEM_HANDLE_TYPE_WIN32_KMT | cu.MEM_HANDLE_TYPE_FABRIC
+
+// granularityOf returns the granularity that applies to prop's location. Recorded: the
+// driver answers for any location, even an invalid one, with the device granularity.
+func (s *Sim) granularityOf(loc cu.MemLocation, recommended bool) uint64 {
+	d := &s.cfg.Devices[0]
+	if loc.Type == cu.MEM_LOCATION_TYPE_DEVICE && loc.ID >= 0 && int(loc.ID) < len(s.cfg.Devices) {
+		d = &s.cfg.Devices[loc.ID]
+	}
+	if recommended {
+		return d.RecommendedGranularity
+	}
+	return d.Granularity
+}
+
+// Granularity is cuMemGetAllocationGranularity.
+func (s *Sim) Granularity(prop *cu.MemAllocationProp, option cu.MemAllocationGranularityFlags) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opGranularity)
+	if f == nil && prop == nil {
+		f = argFail("nil properties")
+	}
+	if f == nil {
+		f = s.vmm()
+	}
+	if f == nil && option != cu.MEM_ALLOC_GRANULARITY_MINIMUM && option != cu.MEM_ALLOC_GRANULARITY_RECOMMENDED {
+		f = fail(cu.ERROR_INVALID_VALUE, "unknown granularity option") // recorded
+	}
+	if f != nil {
+		if prop == nil {
+			return 0, f.wrap("cuMemGetAllocationGranularity", "nil, %d", option)
+		}
+		return 0, f.wrap("cuMemGetAllocationGranularity", "%+v, %d", *prop, option)
+	}
+	return s.granularityOf(prop.Location, option == cu.MEM_ALLOC_GRANULARITY_RECOMMENDED), nil
+}
+
+// checkProp validates cuMemCreate's properties and returns them as the driver stores them
+// (what cuMemGetAllocationPropertiesFromHandle reports) with the owning device (-1: host).
+func (s *Sim) checkProp(size uint64, p cu.MemAllocationProp, flags uint64) (cu.MemAllocationProp, int, *failure) {
+	if flags != 0 {
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "flags must be 0") // recorded
+	}
+	if p.Type != cu.MEM_ALLOCATION_TYPE_PINNED {
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "type must be MEM_ALLOCATION_TYPE_PINNED") // recorded (MANAGED too)
+	}
+	if p.Reserved != [4]uint8{} {
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "reserved bytes must be 0") // recorded
+	}
+	if p.CompressionType > cu.MEM_ALLOCATION_COMP_GENERIC {
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "unknown compression type") // recorded
+	}
+	dev := -1
+	var d *Device
+	switch p.Location.Type {
+	case cu.MEM_LOCATION_TYPE_DEVICE:
+		if p.Location.ID < 0 || int(p.Location.ID) >= len(s.cfg.Devices) {
+			return p, 0, fail(cu.ERROR_INVALID_DEVICE, "no such device") // recorded
+		}
+		dev = int(p.Location.ID)
+		d = &s.cfg.Devices[dev]
+		if !d.VMM {
+			return p, 0, fail(cu.ERROR_NOT_SUPPORTED, "device does not support virtual memory management")
+		}
+	case cu.MEM_LOCATION_TYPE_HOST, cu.MEM_LOCATION_TYPE_HOST_NUMA:
+		d = &s.cfg.Devices[0]
+		if p.Location.Type == cu.MEM_LOCATION_TYPE_HOST && !d.HostVMM ||
+			p.Location.Type == cu.MEM_LOCATION_TYPE_HOST_NUMA && !d.HostNUMAVMM {
+			return p, 0, fail(cu.ERROR_INVALID_VALUE, "host-located VMM memory is not supported")
+		}
+		if p.Location.Type == cu.MEM_LOCATION_TYPE_HOST_NUMA && (p.Location.ID < 0 || int(p.Location.ID) >= s.cfg.HostNUMANodes) {
+			return p, 0, fail(cu.ERROR_INVALID_VALUE, "no such host NUMA node")
+		}
+		if p.RequestedHandleTypes&(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR|cu.MEM_HANDLE_TYPE_FABRIC) != 0 {
+			return p, 0, fail(cu.ERROR_INVALID_VALUE, "host memory cannot be exported") // recorded for POSIX
+		}
+		// Recorded: host memory is reported as HOST_NUMA node 0.
+		if p.Location.Type == cu.MEM_LOCATION_TYPE_HOST {
+			p.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA}
+		}
+	default:
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "invalid location type") // recorded (INVALID, HOST_NUMA_CURRENT)
+	}
+	// Recorded: bits the driver does not know are dropped, as is Usage; GPUDirectRDMACapable
+	// reads back as 0 or 1.
+	p.RequestedHandleTypes &= knownHandleTypes
+	p.Usage = 0
+	p.Win32HandleMetaData = 0
+	if p.GPUDirectRDMACapable != 0 {
+		p.GPUDirectRDMACapable = 1
+	}
+	if !d.Compression {
+		p.CompressionType = cu.MEM_ALLOCATION_COMP_NONE // the driver silently allocates uncompressed
+	}
+	t := p.RequestedHandleTypes
+	switch {
+	case t&cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR != 0 && !d.POSIXFD,
+		t&cu.MEM_HANDLE_TYPE_WIN32 != 0 && !d.Win32,
+		t&cu.MEM_HANDLE_TYPE_WIN32_KMT != 0 && !d.Win32KMT:
+		return p, 0, fail(resBadHandleType, "handle type not supported by the device") // recorded for WIN32 on Linux
+	case t&cu.MEM_HANDLE_TYPE_FABRIC != 0 && !d.Fabric:
+		return p, 0, fail(resNoFabric, "fabric handles not supported by the device")
+	case t&cu.MEM_HANDLE_TYPE_FABRIC != 0 && !s.cfg.IMEX:
+		return p, 0, fail(resFabricNoIMEX, "no IMEX channel") // recorded
+	}
+	gran := d.Granularity
+	if size == 0 || size%gran != 0 {
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the granularity") // recorded
+	}
+	return p, dev, nil
+}
+
+// Create is cuMemCreate: size bytes of physical memory, backed lazily by host memory (or,
+// for exportable allocations, by a shareable file).
+func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.MemHandle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opCreate)
+	if f == nil && prop == nil {
+		f = argFail("nil properties")
+	}
+	if f == nil {
+		f = s.vmm()
+	}
+	var p cu.MemAllocationProp
+	dev := 0
+	if f == nil {
+		p, dev, f = s.checkProp(size, *prop, flags)
+	}
+	if f == nil {
+		if dev >= 0 && (s.committed[dev]+size > s.capacity[dev] || s.committed[dev]+size < size) {
+			f = fail(cu.ERROR_OUT_OF_MEMORY, "device memory exhausted") // recorded for 1 TiB
+		} else if dev < 0 && s.cfg.HostCapacity != 0 && s.hostCommitted+size > s.cfg.HostCapacity {
+			f = fail(cu.ERROR_OUT_OF_MEMORY, "host memory capacity exhausted")
+		}
+	}
+	var m *phys
+	if f == nil {
+		s.nextID++
+		m = &phys{id: s.nextID, size: size, prop: p, dev: dev, counted: true}
+		if p.RequestedHandleTypes&(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR|cu.MEM_HANDLE_TYPE_FABRIC) != 0 {
+			f = s.shareable(m)
+		} else {
+			m.st = &heapStore{}
+		}
+	}
+	if f != nil {
+		if prop == nil {
+			return 0, f.wrap("cuMemCreate", "%d, nil, %d", size, flags)
+		}
+		return 0, f.wrap("cuMemCreate", "%d, %+v, %d", size, *prop, flags)
+	}
+	if dev >= 0 {
+		s.committed[dev] += size
+	} else {
+		s.hostCommitted += size
+	}
+	s.allocs++
+	return s.newHandle(m, nil, p).value, nil
+}
+
+// Release is cuMemRelease. Memory stays alive while it is mapped or bound.
+func (s *Sim) Release(v cu.MemHandle) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opRelease)
+	var h *handle
+	if f == nil {
+		if h = s.lookup(v); h == nil {
+			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
+		}
+	}
+	if f != nil {
+		return f.wrap("cuMemRelease", "%v", v)
+	}
+	s.release(h)
+	return nil
+}
+
+// Retain is cuMemRetainAllocationHandle: the handle a mapping was made through, with one
+// more reference. Recorded: any address inside the mapping works, it returns the very value
+// used to map even after that was released, and an address in no mapping is
+// CUDA_ERROR_INVALID_VALUE.
+func (s *Sim) Retain(addr cu.DevicePtr) (cu.MemHandle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opRetain)
+	if f == nil {
+		f = s.vmm()
+	}
+	var m *mapping
+	if f == nil {
+		if m = s.as.mappingAt(uint64(addr)); m == nil {
+			f = fail(cu.ERROR_INVALID_VALUE, "address not mapped")
+		}
+	}
+	if f != nil {
+		return 0, f.wrap("cuMemRetainAllocationHandle", "%v", addr)
+	}
+	s.retain(m.h)
+	return m.h.value, nil
+}
+
+// Properties is cuMemGetAllocationPropertiesFromHandle.
+func (s *Sim) Properties(v cu.MemHandle) (cu.MemAllocationProp, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opProperties)
+	var h *handle
+	if f == nil {
+		if h = s.lookup(v); h == nil {
+			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
+		} else if h.mem == nil {
+			f = fail(cu.ERROR_INVALID_VALUE, "a multicast object has no allocation properties")
+		}
+	}
+	if f != nil {
+		return cu.MemAllocationProp{}, f.wrap("cuMemGetAllocationPropertiesFromHandle", "%v", v)
+	}
+	return h.prop, nil
+}
+
+// Reserve is cuMemAddressReserve. Recorded: size must be a multiple of the granularity,
+// alignment 0 or a power of two (smaller ones mean the granularity), flags 0, a hint
+// aligned; a hint that is taken is ignored; more than the address space is
+// CUDA_ERROR_OUT_OF_MEMORY.
+func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (cu.DevicePtr, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opReserve)
+	if f == nil {
+		f = s.vmm()
+	}
+	unit := s.as.unit
+	switch {
+	case f != nil:
+	case size == 0 || size%unit != 0:
+		f = fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the granularity")
+	case alignment != 0 && !isPow2(alignment):
+		f = fail(cu.ERROR_INVALID_VALUE, "alignment is not a power of two")
+	case flags != 0:
+		f = fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
+	case uint64(hint)%unit != 0:
+		f = fail(cu.ERROR_INVALID_VALUE, "hint is not aligned to the granularity")
+	}
+	var addr uint64
+	if f == nil {
+		align := max(alignment, unit)
+		if addr = s.as.reserve(size, align, uint64(hint)); addr == 0 {
+			f = fail(cu.ERROR_OUT_OF_MEMORY, "virtual address space exhausted")
+		}
+	}
+	if f != nil {
+		return 0, f.wrap("cuMemAddressReserve", "size %d, alignment %d, hint %v, flags %d", size, alignment, hint, flags)
+	}
+	return cu.DevicePtr(addr), nil
+}
+
+// Free is cuMemAddressFree. Recorded: ptr and size must be exactly one reservation (not
+// part of one, not two adjacent ones), with nothing mapped in it.
+func (s *Sim) Free(ptr cu.DevicePtr, size uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opFree)
+	if f == nil {
+		f = s.vmm()
+	}
+	if f == nil {
+		if r := s.as.reserved.get(uint64(ptr)); r == nil || r.val != size {
+			f = fail(cu.ERROR_INVALID_VALUE, "not a reservation")
+		} else if s.as.anyMapped(uint64(ptr), size) {
+			f = fail(cu.ERROR_INVALID_VALUE, "reservation still has mappings") // recorded
+		}
+	}
+	if f != nil {
+		return f.wrap("cuMemAddressFree", "%v, %d", ptr, size)
+	}
+	s.as.release(uint64(ptr), size)
+	return nil
+}
+
+// target resolves the handle of a cuMemMap: its size and granularity.
+func (h *handle) sizeAndGranularity(s *Sim) (size, gran uint64) {
+	if h.mem != nil {
+		return h.mem.size, s.granularityOf(h.mem.prop.Location, false)
+	}
+	return h.mc.prop.Size, s.cfg.MulticastGranularity
+}
+
+// Map is cuMemMap. Recorded, in this order: size 0 and flags are CUDA_ERROR_INVALID_VALUE;
+// a nonzero offset, or a size other than the allocation's, CUDA_ERROR_NOT_SUPPORTED (the
+// driver maps whole allocations only); a misaligned address, an address outside any
+// reservation or a range overlapping a mapping CUDA_ERROR_INVALID_VALUE. Only the start must
+// be reserved (see addrSpace.covered). A mapping starts with no access for anyone.
+func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opMap)
+	if f == nil {
+		f = s.vmm()
+	}
+	var h *handle
+	if f == nil {
+		h = s.lookup(v)
+		switch {
+		case h == nil:
+			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
+		case size == 0:
+			f = fail(cu.ERROR_INVALID_VALUE, "size 0")
+		case flags != 0:
+			f = fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
+		case h.mc != nil:
+			f = s.waitTeam(h)
+		}
+	}
+	if f == nil {
+		hsize, gran := h.sizeAndGranularity(s)
+		switch {
+		case offset != 0:
+			f = fail(cu.ERROR_NOT_SUPPORTED, "offset must be 0")
+		case size != hsize:
+			f = fail(cu.ERROR_NOT_SUPPORTED, "only whole allocations can be mapped")
+		case uint64(ptr)%gran != 0:
+			f = fail(cu.ERROR_INVALID_VALUE, "address not aligned to the granularity")
+		case !s.as.covered(uint64(ptr), size):
+			f = fail(cu.ERROR_INVALID_VALUE, "range not reserved")
+		}
+	}
+	if f == nil {
+		if s.as.anyMapped(uint64(ptr), size) {
+			f = fail(cu.ERROR_INVALID_VALUE, "range already mapped")
+		}
+	}
+	if f != nil {
+		return f.wrap("cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, v, flags)
+	}
+	m := &mapping{base: uint64(ptr), size: size, h: h, access: make([]cu.MemAccessFlags, len(s.cfg.Devices))}
+	s.as.addMapping(m)
+	h.maps++
+	if h.mem != nil {
+		h.mem.users++
+	}
+	return nil
+}
+
+// Unmap is cuMemUnmap. Recorded: the range must start in a reservation and not be empty; every mapping it
+// touches must lie wholly inside it (it can hold several, and unmapped gaps, which are
+// no-ops, and need not be aligned otherwise); anything else is CUDA_ERROR_INVALID_VALUE.
+func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opUnmap)
+	if f == nil {
+		f = s.vmm()
+	}
+	if f == nil {
+		switch {
+		case size == 0:
+			f = fail(cu.ERROR_INVALID_VALUE, "size 0")
+		case !s.as.covered(uint64(ptr), size):
+			f = fail(cu.ERROR_INVALID_VALUE, "range not reserved")
+		default:
+			if ok, _ := s.as.wholeMappings(uint64(ptr), size); !ok {
+				f = fail(cu.ERROR_INVALID_VALUE, "range splits a mapping")
+			}
+		}
+	}
+	if f != nil {
+		return f.wrap("cuMemUnmap", "%v, %d", ptr, size)
+	}
+	var buf [4]*mapping
+	victims := buf[:0]
+	s.as.overlapping(uint64(ptr), size, func(m *mapping) bool { victims = append(victims, m); return true })
+	for _, m := range victims {
+		s.unmap(m)
+	}
+	return nil
+}
+
+func (s *Sim) unmap(m *mapping) {
+	s.as.removeMapping(m)
+	h := m.h
+	h.maps--
+	if h.mem != nil {
+		s.unuse(h.mem)
+	}
+	s.maybeForget(h)
+}
+
+// checkDesc validates one access descriptor. Recorded: host locations are
+// CUDA_ERROR_NOT_SUPPORTED; other types, bad ordinals and flags CUDA_ERROR_INVALID_VALUE.
+func (s *Sim) checkDesc(d cu.MemAccessDesc) *failure {
+	switch d.Location.Type {
+	case cu.MEM_LOCATION_TYPE_DEVICE:
+	case cu.MEM_LOCATION_TYPE_HOST, cu.MEM_LOCATION_TYPE_HOST_NUMA:
+		return fail(cu.ERROR_NOT_SUPPORTED, "host access to device mappings cannot be set")
+	default:
+		return fail(cu.ERROR_INVALID_VALUE, "invalid location type")
+	}
+	if d.Location.ID < 0 || int(d.Location.ID) >= len(s.cfg.Devices) {
+		return fail(cu.ERROR_INVALID_VALUE, "no such device")
+	}
+	switch d.Flags {
+	case cu.MEM_ACCESS_FLAGS_PROT_NONE, cu.MEM_ACCESS_FLAGS_PROT_READ, cu.MEM_ACCESS_FLAGS_PROT_READWRITE:
+		return nil
+	}
+	return fail(cu.ERROR_INVALID_VALUE, "invalid access flags")
+}
+
+// owner returns the device that owns a mapping's memory (-1: host or multicast).
+func (m *mapping) owner() int {
+	if m.h.mem != nil {
+		return m.h.mem.dev
+	}
+	return -1
+}
+
+// SetAccess is cuMemSetAccess. Recorded: the range must start at the start of a mapping and
+// end at the end of one, splitting none; gaps between mappings are allowed. Descriptors
+// apply in order, all or nothing.
+func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opSetAccess)
+	if f == nil && len(desc) == 0 {
+		f = argFail("no access descriptors")
+	}
+	if f == nil {
+		f = s.vmm()
+	}
+	if f == nil && size == 0 {
+		f = fail(cu.ERROR_INVALID_VALUE, "size 0")
+	}
+	for i := 0; f == nil && i < len(desc); i++ {
+		f = s.checkDesc(desc[i])
+	}
+	if f == nil {
+		first, last := s.as.mappingAt(uint64(ptr)), s.as.mappingAt(uint64(ptr)+size-1)
+		switch {
+		case uint64(ptr)+size < uint64(ptr):
+			f = fail(cu.ERROR_INVALID_VALUE, "range overflows")
+		case first == nil || last == nil || first.base != uint64(ptr) || last.end() != uint64(ptr)+size:
+			f = fail(cu.ERROR_INVALID_VALUE, "range does not start and end with whole mappings")
+		default:
+			if ok, _ := s.as.wholeMappings(uint64(ptr), size); !ok {
+				f = fail(cu.ERROR_INVALID_VALUE, "range splits a mapping")
+			}
+		}
+	}
+	if f == nil {
+		s.as.overlapping(uint64(ptr), size, func(m *mapping) bool {
+			for _, d := range desc {
+				if d.Flags != cu.MEM_ACCESS_FLAGS_PROT_NONE && !s.canAccess(int(d.Location.ID), m.owner()) {
+					f = fail(resNoPeer, "device has no peer access to the memory's device")
+					return false
+				}
+			}
+			return true
+		})
+	}
+	if f != nil {
+		return f.wrap("cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
+	}
+	s.as.overlapping(uint64(ptr), size, func(m *mapping) bool {
+		for _, d := range desc {
+			m.access[d.Location.ID] = d.Flags
+		}
+		return true
+	})
+	return nil
+}
+
+// GetAccess is cuMemGetAccess. Recorded: a location that is not a device, the host or a host
+// NUMA node, or a device that does not exist, is CUDA_ERROR_INVALID_DEVICE; an address in
+// no mapping CUDA_ERROR_INVALID_VALUE. The host reads the owning device's access (any host
+// ID); a host NUMA node reads no access.
+func (s *Sim) GetAccess(loc cu.MemLocation, ptr cu.DevicePtr) (cu.MemAccessFlags, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opGetAccess)
+	if f == nil {
+		f = s.vmm()
+	}
+	if f == nil {
+		switch loc.Type {
+		case cu.MEM_LOCATION_TYPE_DEVICE:
+			if loc.ID < 0 || int(loc.ID) >= len(s.cfg.Devices) {
+				f = fail(cu.ERROR_INVALID_DEVICE, "no such device")
+			}
+		case cu.MEM_LOCATION_TYPE_HOST, cu.MEM_LOCATION_TYPE_HOST_NUMA:
+		default:
+			f = fail(cu.ERROR_INVALID_DEVICE, "invalid location type")
+		}
+	}
+	var m *mapping
+	if f == nil {
+		if m = s.as.mappingAt(uint64(ptr)); m == nil {
+			f = fail(cu.ERROR_INVALID_VALUE, "address not mapped")
+		}
+	}
+	if f != nil {
+		return 0, f.wrap("cuMemGetAccess", "%+v, %v", loc, ptr)
+	}
+	switch loc.Type {
+	case cu.MEM_LOCATION_TYPE_DEVICE:
+		return m.access[loc.ID], nil
+	case cu.MEM_LOCATION_TYPE_HOST:
+		if o := m.owner(); o >= 0 {
+			return m.access[o], nil
+		}
+	}
+	return cu.MEM_ACCESS_FLAGS_PROT_NONE, nil
+}
+
+// AddressRange is cuMemGetAddressRange. Recorded (with a current context): the base and size
+// of the mapping holding ptr; CUDA_ERROR_NOT_FOUND for an address in no mapping or in one no
+// device may access.
+func (s *Sim) AddressRange(ptr cu.DevicePtr) (cu.DevicePtr, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.enter(opAddressRange)
+	m := s.as.mappingAt(uint64(ptr))
+	if f == nil && m == nil {
+		f = fail(resNotFound, "address not mapped")
+	}
+	if f == nil {
+		visible := false
+		for _, a := range m.access {
+			visible = visible || a != cu.MEM_ACCESS_FLAGS_PROT_NONE
+		}
+		if !visible {
+			f = fail(resNotFound, "no device may access the mapping")
+		}
+	}
+	if f != nil {
+		return 0, 0, f.wrap("cuMemGetAddressRange", "%v", ptr)
+	}
+	return cu.DevicePtr(m.base), m.size, nil
+}
