@@ -119,13 +119,17 @@ func (c *Context) MemFree(p DevicePtr) error {
 }
 
 // MemGetAddressRange returns the base and size of the allocation or mapping containing p
-// (cuMemGetAddressRange_v2). It needs no context for VMM mappings.
-func MemGetAddressRange(p DevicePtr) (base DevicePtr, size uint64, err error) {
+// (cuMemGetAddressRange_v2). Unlike the VMM calls it needs a current context: without one
+// the driver returns CUDA_ERROR_INVALID_CONTEXT.
+func (c *Context) MemGetAddressRange(p DevicePtr) (base DevicePtr, size uint64, err error) {
 	o := getOut()
 	defer putOut(o)
 	o.u64[0], o.u64[1] = 0, 0
-	if err := call(procMemGetAddressRange, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.u64[1])), uintptr(p)); err != nil {
-		return 0, 0, wrap(err, "cuMemGetAddressRange", "%v", p)
-	}
-	return DevicePtr(o.u64[0]), o.u64[1], nil
+	err = c.Do(func() error {
+		if err := call(procMemGetAddressRange, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.u64[1])), uintptr(p)); err != nil {
+			return wrap(err, "cuMemGetAddressRange", "%v", p)
+		}
+		return nil
+	})
+	return DevicePtr(o.u64[0]), o.u64[1], err
 }

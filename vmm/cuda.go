@@ -141,8 +141,14 @@ func (*cudaBackend) GetAccess(loc cu.MemLocation, ptr cu.DevicePtr) (cu.MemAcces
 	return cu.MemGetAccess(loc, ptr)
 }
 
-func (*cudaBackend) AddressRange(ptr cu.DevicePtr) (cu.DevicePtr, uint64, error) {
-	return cu.MemGetAddressRange(ptr)
+// AddressRange asks from device 0's primary context: the call needs a context, and with
+// unified addressing any device's will do.
+func (b *cudaBackend) AddressRange(ptr cu.DevicePtr) (cu.DevicePtr, uint64, error) {
+	c, err := b.ctx(0)
+	if err != nil {
+		return 0, 0, err
+	}
+	return c.MemGetAddressRange(ptr)
 }
 
 func (*cudaBackend) ExportFD(h cu.MemHandle) (int, error) { return cu.MemExportToFD(h) }
