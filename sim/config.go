@@ -33,6 +33,11 @@ type Config struct {
 	// give the defaults: a base of 0x302000000 (the first address the real driver hands out)
 	// and 127 TiB, so a 64 TiB reservation succeeds and a 128 TiB one fails as on Hopper.
 	VABase, VASize uint64
+	// RefuseHints makes cuMemAddressReserve never place a reservation at the address asked
+	// for. The real driver sometimes does not (an H200 refused hints at free, adjacent
+	// ranges), so code that extends a reservation with the hint must cope; this lets its
+	// tests take that path every time.
+	RefuseHints bool
 }
 
 // Device describes one simulated GPU.

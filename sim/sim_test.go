@@ -274,3 +274,18 @@ func TestDeterministic(t *testing.T) {
 	}
 	assert.Equal(t, run(), run())
 }
+
+func TestRefuseHints(t *testing.T) {
+	cfg := sim.PresetH200()
+	cfg.RefuseHints = true
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	a, err := s.Reserve(2<<20, 0, 0, 0)
+	require.NoError(t, err)
+	want := a + 64<<20
+	b, err := s.Reserve(2<<20, 0, want, 0)
+	require.NoError(t, err)
+	require.NotEqual(t, want, b, "the hint is ignored")
+	require.NoError(t, s.Free(a, 2<<20))
+	require.NoError(t, s.Free(b, 2<<20))
+}

@@ -267,7 +267,7 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 	var addr uint64
 	if f == nil {
 		align := max(alignment, unit)
-		if addr = s.as.reserve(size, align, uint64(hint)); addr == 0 {
+		if addr = s.reserveAt(size, align, uint64(hint)); addr == 0 {
 			f = fail(cu.ERROR_OUT_OF_MEMORY, "virtual address space exhausted")
 		}
 	}
@@ -275,6 +275,21 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 		return 0, f.wrap("cuMemAddressReserve", "size %d, alignment %d, hint %v, flags %d", size, alignment, hint, flags)
 	}
 	return cu.DevicePtr(addr), nil
+}
+
+// reserveAt places a reservation, at hint when it is free unless the configuration refuses
+// hints; 0 when the address space is full.
+func (s *Sim) reserveAt(size, align, hint uint64) uint64 {
+	if !s.cfg.RefuseHints || hint == 0 {
+		return s.as.reserve(size, align, hint)
+	}
+	addr := s.as.reserve(size, align, 0)
+	if addr == hint { // first fit landed on the hint anyway: take the next range instead
+		other := s.as.reserve(size, align, 0)
+		s.as.release(addr, size)
+		addr = other
+	}
+	return addr
 }
 
 // Free is cuMemAddressFree. Recorded: ptr and size must be exactly one reservation (not

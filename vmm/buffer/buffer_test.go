@@ -181,6 +181,31 @@ func TestHintRefusedRemapsWithoutCopy(t *testing.T) {
 	require.NoError(t, b.Close())
 }
 
+// A driver that ignores every hint (as the H200 did): each extension becomes a remap,
+// and the data survives all of them.
+func TestEveryHintIgnored(t *testing.T) {
+	cfg := sim.PresetH200()
+	cfg.RefuseHints = true
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	b, err := buffer.New(vmm.New(s), 2*mib, buffer.Options{Reserve: 2 * mib})
+	require.NoError(t, err)
+	want := pattern(9, 2*mib)
+	_, err = b.WriteAt(want, 0)
+	require.NoError(t, err)
+	for size := uint64(4 * mib); size <= 64*mib; size *= 2 {
+		require.NoError(t, b.Grow(size))
+		requireData(t, b, want)
+	}
+	st := b.Stats()
+	require.Zero(t, st.Extends)
+	require.Equal(t, st.HintsRefused, st.Remaps)
+	require.Positive(t, st.Remaps)
+	require.Equal(t, 1, st.Reservations)
+	require.NoError(t, b.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
 func TestFixedBaseRefusesToMove(t *testing.T) {
 	s, m := newSim(t)
 	b, err := buffer.New(m, 4*mib, buffer.Options{Reserve: 4 * mib, FixedBase: true})
