@@ -1,5 +1,9 @@
-// Command vmmprobe reports what the CUDA driver's virtual memory management can do on this
-// node.
+// Command vmmprobe tells an operator what the CUDA driver's virtual memory management,
+// shareable handles (POSIX file descriptors, fabric) and multicast can really do on this
+// node, and with `vmmprobe check` proves it by doing each operation.
+//
+// See docs/vmmprobe.md for the output formats and the JSON schema, and --help for flags
+// and exit codes.
 package main
 
 import (
@@ -8,73 +12,248 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
-	"github.com/cuvmm/cuvmm/cu"
-	"github.com/cuvmm/cuvmm/loader"
+	"github.com/cuvmm/cuvmm/sim"
 )
 
-// Exit codes, documented in --help and the README.
+// Exit codes, documented in --help, the README and docs/vmmprobe.md.
 const (
-	exitOK       = 0
-	exitUsage    = 2
-	exitNoDriver = 3
-	exitNoDevice = 4
+	exitOK          = 0
+	exitUsage       = 2
+	exitNoDriver    = 3
+	exitNoDevice    = 4
+	exitCheckFailed = 5
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+// Output formats of -o.
+const (
+	formatTable  = "table"
+	formatJSON   = "json"
+	formatLabels = "labels"
+)
 
-func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("vmmprobe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: vmmprobe [flags]
+// Commands.
+const (
+	cmdReport = "report"
+	cmdCheck  = "check"
+)
 
-Reports the CUDA driver and, for each device, what virtual memory management supports.
+func main() {
+	if code, ok := runChildIfRequested(defaultOpeners.openSpec); ok {
+		os.Exit(code)
+	}
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, defaultOpeners))
+}
 
-Exit codes: 0 ok, 2 usage error, 3 no CUDA driver could be loaded, 4 no device.
+const usageText = `Usage: vmmprobe [check] [flags]
+
+vmmprobe reports what the CUDA driver's virtual memory management (VMM), shareable
+handles and multicast support on this node, per device: the driver's attributes,
+granularities, IMEX channel state (Linux), peer access and the driver symbols.
+
+  vmmprobe          the report (default)
+  vmmprobe check    also exercise each feature for real, per device: create, reserve,
+                    map, set access, copy round trip, teardown; POSIX file descriptor
+                    export and import in a child process; fabric handles (with an IMEX
+                    diagnosis); compression; GPUDirect RDMA; host and host-NUMA memory;
+                    peer mapping for every device pair. Each result is ok, unsupported,
+                    failed or skipped, with the driver error and a remedy.
+
+Backends: --backend=auto (the default) uses the real driver when it loads; when it does
+not, the table output falls back to a simulated machine (sim preset %[1]q) with a notice
+on stderr and SIMULATED at the top, while -o json and -o labels exit 3 instead.
+--backend=sim always simulates (presets: %[2]s).
+
+Exit codes:
+  0  ok (the report was written; with check, no check failed)
+  2  usage error
+  3  no CUDA driver could be loaded (or it could not be initialized)
+  4  no CUDA device
+  5  a check failed (check only; the output is still written)
 
 Flags:
-`)
-		fs.PrintDefaults()
+`
+
+// options are the parsed command line.
+type options struct {
+	command    string
+	format     string
+	outputFile string
+	backend    string
+	preset     string
+	multicast  bool
+}
+
+func run(args []string, stdout, stderr io.Writer, o openers) int {
+	opts, code := parseArgs(args, stderr)
+	if code >= 0 {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "vmmprobe: unexpected argument %q\n", fs.Arg(0))
-		fs.Usage()
-		return exitUsage
-	}
-	if err := cu.Init(); err != nil {
-		fmt.Fprintln(stderr, "vmmprobe:", err)
-		if errors.Is(err, loader.ErrNoDriver) {
-			return exitNoDriver
-		}
-		return exitNoDevice
-	}
-	v, err := cu.DriverVersion()
+	warn := func(msg string) { fmt.Fprintln(stderr, "vmmprobe:", msg) }
+
+	sel, err := o.open(opts.backend, opts.preset, opts.format == formatTable, warn)
 	if err != nil {
-		fmt.Fprintln(stderr, "vmmprobe:", err)
+		var oe *openError
+		code := exitNoDriver
+		if errors.As(err, &oe) {
+			code = oe.code
+		}
+		switch code {
+		case exitNoDevice:
+			warn("no CUDA device: " + errText(err))
+		case exitNoDriver:
+			warn("no CUDA driver: " + errText(err))
+		default:
+			warn(errText(err))
+		}
+		return code
+	}
+	doc, err := gather(sel.b, sel.info, opts.command)
+	if err != nil {
+		warn(errText(err))
+		if errors.Is(err, errNoDevice) {
+			return exitNoDevice
+		}
 		return exitNoDriver
 	}
-	n, err := cu.DeviceCount()
-	if err != nil || n == 0 {
-		fmt.Fprintf(stderr, "vmmprobe: no CUDA device (%v)\n", err)
-		return exitNoDevice
+	for _, e := range doc.Errors {
+		warn(e)
 	}
-	fmt.Fprintf(stdout, "driver %s, CUDA %d.%d, %d device(s)\n", cu.LibraryPath(), v/1000, v%1000/10, n)
-	for i := range n {
-		d, err := cu.DeviceGet(i)
-		if err != nil {
-			fmt.Fprintf(stdout, "  %d: %v\n", i, err)
-			continue
+	for _, d := range doc.Devices {
+		for _, e := range d.Errors {
+			warn(fmt.Sprintf("device %d: %s", d.Index, e))
 		}
-		name, _ := d.Name()
-		vmm, _ := d.Flag(cu.DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
-		fmt.Fprintf(stdout, "  %d: %s, VMM %v\n", i, name, vmm)
+	}
+	if opts.command == cmdCheck {
+		runChecks(sel.b, doc, checkOptions{childSpec: sel.childSpec, multicast: opts.multicast})
+	}
+
+	var out []byte
+	switch opts.format {
+	case formatJSON:
+		out, err = renderJSON(doc)
+	case formatLabels:
+		out = renderLabels(doc)
+	default:
+		out = renderTable(doc)
+	}
+	if err != nil {
+		warn(err.Error())
+		return exitUsage
+	}
+	if opts.outputFile != "" {
+		if err := writeFileAtomic(opts.outputFile, out); err != nil {
+			warn(err.Error())
+			return exitUsage
+		}
+	} else if _, err := stdout.Write(out); err != nil {
+		warn(err.Error())
+	}
+	if doc.Summary != nil && doc.Summary.Failed > 0 {
+		warn(fmt.Sprintf("%d check(s) failed", doc.Summary.Failed))
+		return exitCheckFailed
 	}
 	return exitOK
+}
+
+// parseArgs parses the command line; code is -1 to go on, or the exit code to return.
+// Flags may come before or after the command.
+func parseArgs(args []string, stderr io.Writer) (opts options, code int) {
+	opts = options{command: cmdReport}
+	fs := flag.NewFlagSet("vmmprobe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&opts.format, "o", formatTable, "output `format`: table, json or labels")
+	fs.StringVar(&opts.format, "output", formatTable, "output `format` (same as -o)")
+	fs.StringVar(&opts.outputFile, "output-file", "", "write the output to `path` atomically (through a temporary file and a rename) instead of stdout")
+	fs.StringVar(&opts.backend, "backend", backendAuto, "`backend`: auto, cuda or sim")
+	fs.StringVar(&opts.preset, "preset", "", "sim `preset` (default "+defaultPreset+"): "+strings.Join(sim.Presets(), ", "))
+	fs.BoolVar(&opts.multicast, "unsafe-multicast", false, "check only: create a real multicast object (cuMulticastCreate) over the\n"+
+		"multicast-capable devices. UNSAFE ON SHARED MACHINES: it takes NVSwitch multicast\n"+
+		"resources other tenants may be using. Without it multicast is reported from the\n"+
+		"device attributes and marked as not exercised.")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, usageText, defaultPreset, strings.Join(sim.Presets(), ", "))
+		printFlags(stderr, fs)
+	}
+	usage := func(format string, a ...any) (options, int) {
+		fmt.Fprintf(stderr, "vmmprobe: "+format+"\n", a...)
+		fmt.Fprintln(stderr, "Run vmmprobe --help for usage.")
+		return opts, exitUsage
+	}
+	parse := func(a []string) int {
+		if err := fs.Parse(a); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
+			return exitUsage
+		}
+		return -1
+	}
+	if code := parse(args); code >= 0 {
+		return opts, code
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		switch rest[0] {
+		case cmdCheck, cmdReport:
+			opts.command = rest[0]
+		case "help":
+			fs.Usage()
+			return opts, exitOK
+		default:
+			return usage("unknown command %q", rest[0])
+		}
+		if code := parse(rest[1:]); code >= 0 {
+			return opts, code
+		}
+		if fs.NArg() > 0 {
+			return usage("unexpected argument %q", fs.Arg(0))
+		}
+	}
+	switch opts.format {
+	case formatTable, formatJSON, formatLabels:
+	default:
+		return usage("unknown output format %q (table, json or labels)", opts.format)
+	}
+	switch opts.backend {
+	case backendAuto, backendCUDA, backendSim:
+	default:
+		return usage("unknown backend %q (auto, cuda or sim)", opts.backend)
+	}
+	if opts.preset != "" {
+		if opts.backend == backendCUDA {
+			return usage("--preset applies to the sim backend, not --backend=cuda")
+		}
+		if _, ok := sim.Preset(opts.preset); !ok {
+			return usage("unknown sim preset %q (known: %s)", opts.preset, strings.Join(sim.Presets(), ", "))
+		}
+	}
+	if opts.multicast && opts.command != cmdCheck {
+		return usage("--unsafe-multicast applies to vmmprobe check only")
+	}
+	return opts, -1
+}
+
+// printFlags lists the flags GNU style (--name), -o and --output as one.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		if f.Name == "o" {
+			return
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		name := "  --" + f.Name
+		if f.Name == "output" {
+			name, usage = "  -o, --output", "output format: table, json or labels"
+		}
+		if arg != "" {
+			name += " " + arg
+		}
+		fmt.Fprintln(w, name)
+		for _, line := range strings.Split(usage, "\n") {
+			fmt.Fprintln(w, "        "+line)
+		}
+		if f.DefValue != "" && f.DefValue != "false" {
+			fmt.Fprintf(w, "        (default %s)\n", f.DefValue)
+		}
+	})
 }

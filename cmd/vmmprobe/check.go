@@ -1,0 +1,672 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/vmm"
+)
+
+// Check statuses.
+const (
+	statusOK          = "ok"          // it worked, data checked
+	statusUnsupported = "unsupported" // the device, driver or node configuration does not offer it
+	statusFailed      = "failed"      // it should have worked (the device says it is supported) and did not
+	statusSkipped     = "skipped"     // not run: an earlier step failed, or (multicast) not opted in
+)
+
+// checkResult is one operation exercised by `vmmprobe check`.
+type checkResult struct {
+	Backend string `json:"backend"`
+	Check   string `json:"check"`
+	// Device is the device the check ran on; Peer the second device of a peer check.
+	// Node-wide checks (multicast) have neither and list Devices instead.
+	Device  *int   `json:"device,omitempty"`
+	Peer    *int   `json:"peer,omitempty"`
+	Devices []int  `json:"devices,omitempty"`
+	Status  string `json:"status"`
+	// Result is the CUDA_ERROR_ name the driver returned, when the failure came from it.
+	Result string `json:"result,omitempty"`
+	// Error is the full error message.
+	Error string `json:"error,omitempty"`
+	// Detail says what was found, for people.
+	Detail string `json:"detail,omitempty"`
+	// Remedy is what an operator can do about an unsupported or failed check.
+	Remedy string `json:"remedy,omitempty"`
+}
+
+type summary struct {
+	OK          int `json:"ok"`
+	Unsupported int `json:"unsupported"`
+	Failed      int `json:"failed"`
+	Skipped     int `json:"skipped"`
+}
+
+// checkOptions configure the checks.
+type checkOptions struct {
+	// childSpec names the backend a child process opens for the cross-process check
+	// ("cuda" or "sim:PRESET").
+	childSpec string
+	// multicast creates a real multicast object (--unsafe-multicast).
+	multicast bool
+}
+
+type checker struct {
+	b    vmm.Backend
+	m    *vmm.Manager
+	doc  *document
+	opts checkOptions
+	// ipc is the child process of the cross-process check, started on first use and
+	// shared by every device.
+	ipc *ipcChild
+}
+
+// runChecks exercises every device of doc and appends the results and their summary.
+func runChecks(b vmm.Backend, doc *document, opts checkOptions) {
+	c := &checker{b: b, m: vmm.New(b), doc: doc, opts: opts}
+	noVMM := map[int]bool{}
+	for _, d := range doc.Devices {
+		if !c.basic(d) {
+			// Every other check allocates too: say so once, not once per check.
+			noVMM[d.Index] = true
+			for _, name := range []string{"posix-fd-export", "posix-fd-ipc", "fabric", "compression", "gpudirect-rdma", "host", "host-numa"} {
+				c.add(skipped(name, d.Index, skipNoVMM))
+			}
+			continue
+		}
+		c.posixFD(d)
+		c.fabric(d)
+		c.compression(d)
+		c.gpuDirectRDMA(d)
+		c.host(d, false)
+		c.host(d, true)
+	}
+	if c.ipc != nil {
+		c.ipc.close()
+	}
+	for _, p := range doc.Peers {
+		if noVMM[p.Device] || noVMM[p.Peer] {
+			r := skipped("peer-map", p.Device, skipNoVMM)
+			r.Peer = intp(p.Peer)
+			c.add(r)
+			continue
+		}
+		c.peer(p)
+	}
+	c.multicastCheck()
+	s := &summary{}
+	for _, r := range doc.Checks {
+		switch r.Status {
+		case statusOK:
+			s.OK++
+		case statusUnsupported:
+			s.Unsupported++
+		case statusFailed:
+			s.Failed++
+		case statusSkipped:
+			s.Skipped++
+		}
+	}
+	doc.Summary = s
+}
+
+func (c *checker) add(r checkResult) {
+	r.Backend = c.b.Name()
+	c.doc.Checks = append(c.doc.Checks, r)
+}
+
+func intp(i int) *int { return &i }
+
+// result builds a check result from an error: ok without one; with one, failed when the
+// device claims support and unsupported otherwise.
+func result(name string, dev int, err error, claimed bool, detail string) checkResult {
+	r := checkResult{Check: name, Device: intp(dev), Detail: detail}
+	if err == nil {
+		r.Status = statusOK
+		return r
+	}
+	r.Result = resultName(err)
+	r.Error = errText(err)
+	if claimed {
+		r.Status = statusFailed
+	} else {
+		r.Status = statusUnsupported
+	}
+	return r
+}
+
+func skipped(name string, dev int, why string) checkResult {
+	return checkResult{Check: name, Device: intp(dev), Status: statusSkipped, Detail: why}
+}
+
+// size is the allocation size the checks use on a device: its minimum granularity.
+func size(d deviceInfo) uint64 {
+	if d.Granularity.Min != 0 {
+		return d.Granularity.Min
+	}
+	return 2 << 20
+}
+
+// copyWindow is how much the feature and peer checks copy at each end of their memory;
+// the basic and cross-process checks copy all of it.
+const copyWindow = 64 << 10
+
+// Stages of a trial, in order; the basic check reports each as its own check.
+var basicStages = []string{"create", "reserve", "map", "set-access", "copy", "teardown"}
+
+// trial is memory created, reserved, mapped, made accessible and copied through: the
+// sequence every check that allocates runs.
+type trial struct {
+	mem *vmm.Allocation
+	va  *vmm.Reservation
+	mp  *vmm.Mapping
+}
+
+// errMismatch is a copy round trip that read back other bytes than it wrote.
+var errMismatch = errors.New("data read back differs from data written")
+
+// openTrial creates size bytes with props p, lets afterCreate inspect them (its failure is
+// reported under the stage name it returns), reserves, maps, grants read-write access to
+// the devices in access, and copies a pattern in with the first device of each pair of
+// copies and out with the second: all of it, or with a window, only the first and the
+// last window bytes. On failure it returns the stage that failed, having
+// released what it made.
+func (c *checker) openTrial(p vmm.Props, size uint64, access []int, copies [][2]int, window uint64, seed byte,
+	afterCreate func(*vmm.Allocation) (string, error)) (t *trial, stage string, err error) {
+	t = &trial{}
+	defer func() {
+		if err != nil {
+			t.close()
+			t = nil
+		}
+	}()
+	if t.mem, err = c.m.Create(size, p); err != nil {
+		return t, "create", err
+	}
+	if afterCreate != nil {
+		if stage, err := afterCreate(t.mem); err != nil {
+			return t, stage, err
+		}
+	}
+	if t.va, err = c.m.Reserve(size); err != nil {
+		return t, "reserve", err
+	}
+	if t.mp, err = t.va.Map(0, t.mem, 0, size); err != nil {
+		return t, "map", err
+	}
+	if err = t.mp.SetAccess(vmm.ReadWrite(access...)...); err != nil {
+		return t, "set-access", err
+	}
+	for i, cp := range copies {
+		if window == 0 || 2*window >= size {
+			err = c.roundTrip(t.mp.Addr(), size, cp[0], cp[1], seed+byte(i))
+		} else if err = c.roundTrip(t.mp.Addr(), window, cp[0], cp[1], seed+byte(i)); err == nil {
+			err = c.roundTrip(t.mp.Addr()+cu.DevicePtr(size-window), window, cp[0], cp[1], seed+byte(i)+0x80)
+		}
+		if err != nil {
+			return t, "copy", err
+		}
+	}
+	return t, "", nil
+}
+
+// roundTrip writes a pattern at addr from device w's context and reads it back from r's.
+func (c *checker) roundTrip(addr cu.DevicePtr, size uint64, w, r int, seed byte) error {
+	want := pattern(seed, int(size))
+	if err := c.m.CopyIn(w, addr, want); err != nil {
+		return err
+	}
+	got := make([]byte, size)
+	if err := c.m.CopyOut(r, got, addr); err != nil {
+		return err
+	}
+	return compare(got, want)
+}
+
+func compare(got, want []byte) error {
+	if bytes.Equal(got, want) {
+		return nil
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			return fmt.Errorf("%w: byte %d of %d is %#02x, wrote %#02x", errMismatch, i, len(want), got[i], want[i])
+		}
+	}
+	return errMismatch
+}
+
+// close unmaps, frees and releases what the trial holds.
+func (t *trial) close() error {
+	var errs []error
+	if t.va != nil {
+		errs = append(errs, t.va.Close())
+	}
+	if t.mem != nil {
+		errs = append(errs, t.mem.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// patternPeriod is the period of pattern: prime, so that data displaced by any multiple of
+// a page size reads back different.
+const patternPeriod = 4093
+
+// pattern is n bytes that differ between seeds and repeat only every patternPeriod bytes.
+// It is built by doubling copies of one period, which keeps it fast under the race
+// detector.
+func pattern(seed byte, n int) []byte {
+	b := make([]byte, n)
+	x := uint32(seed)*2654435761 + 1
+	for i := range min(n, patternPeriod) {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	for filled := min(n, patternPeriod); filled < n; filled *= 2 {
+		copy(b[filled:], b[:filled])
+	}
+	return b
+}
+
+const skipNoVMM = "not run: virtual memory management is unsupported"
+
+// basic runs create, reserve, map, set access, a copy round trip and teardown on device
+// memory, reporting each step. It returns false when creating memory is unsupported (so
+// nothing else that allocates can work).
+func (c *checker) basic(d deviceInfo) bool {
+	dev := d.Index
+	t, stage, err := c.openTrial(vmm.DeviceProps(dev), size(d), []int{dev}, [][2]int{{dev, dev}}, 0, byte(dev), nil)
+	failedAt := len(basicStages) - 1
+	if err != nil {
+		failedAt = indexOf(basicStages, stage)
+	}
+	for i, name := range basicStages[:len(basicStages)-1] {
+		switch {
+		case i < failedAt:
+			c.add(result(name, dev, nil, true, ""))
+		case i == failedAt:
+			r := result(name, dev, err, d.VMM, "")
+			if !d.VMM {
+				r.Detail = "the device does not support virtual memory management"
+			}
+			r.Remedy = c.remedy(name, r, d)
+			c.add(r)
+		default:
+			c.add(skipped(name, dev, "not run: "+stage+" "+r2s(d.VMM)))
+		}
+	}
+	if t == nil {
+		if stage == "create" {
+			c.add(skipped("teardown", dev, "nothing was created"))
+		} else {
+			// openTrial released what it made; a failure there shows in the error of the stage.
+			c.add(result("teardown", dev, nil, true, "released after the "+stage+" failure"))
+		}
+		return stage != "create" || d.VMM
+	}
+	r := result("teardown", dev, t.close(), true, "")
+	r.Remedy = c.remedy("teardown", r, d)
+	c.add(r)
+	return true
+}
+
+func r2s(claimed bool) string {
+	if claimed {
+		return "failed"
+	}
+	return "is unsupported"
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return len(list)
+}
+
+// posixFD exports memory as a POSIX file descriptor, then has a child process import it
+// over SCM_RIGHTS, map it and check the bytes (and write bytes this process checks).
+func (c *checker) posixFD(d deviceInfo) {
+	dev := d.Index
+	const seed = 0x5a
+	p := vmm.DeviceProps(dev)
+	p.HandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+	sz := size(d)
+	t, stage, err := c.openTrial(p, sz, []int{dev}, [][2]int{{dev, dev}}, 0, seed, nil)
+	if t != nil {
+		defer t.close()
+	}
+	var fd = -1
+	if err == nil {
+		fd, err = t.mem.ExportFD()
+		stage = "export"
+	}
+	r := result("posix-fd-export", dev, err, d.HandleTypes.PosixFD, "")
+	if err != nil {
+		r.Detail = stage + " failed"
+		if !d.HandleTypes.PosixFD {
+			r.Detail = "the device does not support POSIX file descriptor handles (" + stage + " failed)"
+		}
+	} else {
+		r.Detail = fmt.Sprintf("exported %s as a file descriptor", vmm.Size(sz))
+	}
+	r.Remedy = c.remedy("posix-fd-export", r, d)
+	c.add(r)
+
+	if err != nil {
+		c.add(skipped("posix-fd-ipc", dev, "the export failed"))
+		return
+	}
+	ierr := c.runIPC(fd, dev, sz, seed)
+	os.NewFile(uintptr(fd), "exported").Close()
+	if ierr == nil {
+		// The child wrote pattern(seed+1) over the first 4 KiB: read it back here.
+		got := make([]byte, 4096)
+		if ierr = c.m.CopyOut(dev, got, t.mp.Addr()); ierr == nil {
+			ierr = compare(got, pattern(seed+1, 4096))
+		}
+		if ierr != nil {
+			ierr = fmt.Errorf("the child's write, read back here: %w", ierr)
+		}
+	}
+	switch {
+	case errors.Is(ierr, errIPCUnsupported):
+		c.add(checkResult{Check: "posix-fd-ipc", Device: intp(dev), Status: statusUnsupported,
+			Detail: "passing file descriptors to a child process over SCM_RIGHTS needs Linux"})
+		return
+	case ierr == nil:
+		c.add(checkResult{Check: "posix-fd-ipc", Device: intp(dev), Status: statusOK,
+			Detail: "a child process imported the descriptor, mapped it, read this process's bytes and wrote its own"})
+		return
+	}
+	r = result("posix-fd-ipc", dev, ierr, true, "")
+	var ce *childError
+	if errors.As(ierr, &ce) {
+		r.Result = ce.Result
+		r.Detail = "the child process failed at " + ce.Step
+	}
+	r.Remedy = c.remedy("posix-fd-ipc", r, d)
+	c.add(r)
+}
+
+// runIPC has the child process import fd and check its bytes, starting the child first if
+// needed. A child that is gone or could not open its backend is dropped, so the next device
+// starts a new one.
+func (c *checker) runIPC(fd, dev int, size uint64, seed byte) error {
+	if c.ipc == nil {
+		ch, err := startIPCChild(c.opts.childSpec)
+		if errors.Is(err, errIPCUnsupported) {
+			return err
+		}
+		if err != nil {
+			return &childError{Step: "start", Msg: err.Error()}
+		}
+		c.ipc = ch
+	}
+	err := c.ipc.run(fd, dev, size, seed)
+	var ce *childError
+	if errors.As(err, &ce) && (ce.Step == "exchange" || ce.Step == "open backend") {
+		c.ipc.close()
+		c.ipc = nil
+	}
+	return err
+}
+
+// fabric creates memory exportable as a fabric handle and exports it. Without an IMEX
+// channel the driver refuses with CUDA_ERROR_NOT_PERMITTED although the device attribute
+// says fabric handles are supported; that is reported as unsupported, with the IMEX
+// diagnosis and its remedy.
+func (c *checker) fabric(d deviceInfo) {
+	dev := d.Index
+	p := vmm.DeviceProps(dev)
+	p.HandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
+	mem, err := c.m.Create(size(d), p)
+	stage := "create"
+	if err == nil {
+		_, err = mem.ExportFabric()
+		stage = "export"
+		if cerr := mem.Close(); err == nil && cerr != nil {
+			err, stage = cerr, "release"
+		}
+	}
+	r := result("fabric", dev, err, d.HandleTypes.Fabric, "")
+	imex := c.doc.IMEX
+	switch {
+	case err == nil:
+		r.Detail = "created and exported a fabric handle"
+	case !d.HandleTypes.Fabric:
+		r.Detail = "the device does not support fabric handles (" + stage + " failed)"
+	case errors.Is(err, cu.ErrNotPermitted) && imex != nil && !imex.Ready:
+		r.Status = statusUnsupported
+		r.Detail = "the device attribute says fabric handles are supported, but " + stage +
+			" is not permitted: " + imex.Diagnosis
+		r.Remedy = imex.Remedy
+	case errors.Is(err, cu.ErrNotPermitted) && imex != nil:
+		r.Detail = stage + " is not permitted although an IMEX channel is accessible"
+	default:
+		r.Detail = stage + " failed"
+	}
+	if r.Remedy == "" {
+		r.Remedy = c.remedy("fabric", r, d)
+	}
+	c.add(r)
+}
+
+// compression asks for generically compressible memory and reads back whether the driver
+// made it so (asking is only a hint), then maps it and copies through it.
+func (c *checker) compression(d deviceInfo) {
+	dev := d.Index
+	p := vmm.DeviceProps(dev)
+	p.Compressible = true
+	var compressible bool
+	t, stage, err := c.openTrial(p, size(d), []int{dev}, [][2]int{{dev, dev}}, copyWindow, 0xc0, func(a *vmm.Allocation) (string, error) {
+		var err error
+		compressible, err = a.Compressible()
+		return "properties", err
+	})
+	if err == nil {
+		err = t.close()
+		stage = "teardown"
+	}
+	r := result("compression", dev, err, d.GenericCompression, "")
+	switch {
+	case err != nil:
+		r.Detail = stage + " failed"
+	case compressible:
+		r.Detail = "the allocation came back compressible (compressionType GENERIC); mapped and copied through"
+	case d.GenericCompression:
+		r.Status = statusUnsupported
+		r.Detail = "the device attribute says generic compression is supported, but the driver returned uncompressible memory"
+	default:
+		r.Status = statusUnsupported
+		r.Detail = "the device does not support generic compression: the allocation came back uncompressible"
+	}
+	r.Remedy = c.remedy("compression", r, d)
+	c.add(r)
+}
+
+// gpuDirectRDMA creates memory usable by GPUDirect RDMA, maps it and copies through it.
+func (c *checker) gpuDirectRDMA(d deviceInfo) {
+	dev := d.Index
+	p := vmm.DeviceProps(dev)
+	p.GPUDirectRDMA = true
+	c.simple("gpudirect-rdma", d, p, size(d), d.GPUDirectRDMAWithVMM, "created GPUDirect RDMA capable memory; mapped and copied through")
+}
+
+// host creates host memory (of the device's NUMA node with numa), maps it for the device
+// and copies through it from the device's context.
+func (c *checker) host(d deviceInfo, numa bool) {
+	p := vmm.Props{Location: vmm.OnHost()}
+	name, claimed, what := "host", d.HostVMM, "host memory"
+	if numa {
+		node := max(d.HostNUMAID, 0)
+		p.Location = vmm.OnHostNUMA(node)
+		name, claimed, what = "host-numa", d.HostNUMAVMM, fmt.Sprintf("memory of host NUMA node %d", node)
+	}
+	sz := size(d)
+	if g, err := c.m.Granularity(p, false); err == nil && g > 0 {
+		sz = g
+	}
+	c.simple(name, d, p, sz, claimed, "created "+what+", mapped it for the device and copied through it")
+}
+
+// simple runs one trial and reports it as one check.
+func (c *checker) simple(name string, d deviceInfo, p vmm.Props, sz uint64, claimed bool, okDetail string) {
+	dev := d.Index
+	t, stage, err := c.openTrial(p, sz, []int{dev}, [][2]int{{dev, dev}}, copyWindow, byte(len(name)), nil)
+	if err == nil {
+		err = t.close()
+		stage = "teardown"
+	}
+	r := result(name, dev, err, claimed, okDetail)
+	if err != nil {
+		r.Detail = stage + " failed"
+		if !claimed {
+			r.Detail = "the device does not support it (" + stage + " failed)"
+		}
+	}
+	r.Remedy = c.remedy(name, r, d)
+	c.add(r)
+}
+
+// peer puts memory on p.Device, maps it with access for both devices, and copies through
+// it from each device's context, reading back from the other's.
+func (c *checker) peer(p peerInfo) {
+	a, b := p.Device, p.Peer
+	d := c.doc.Devices[a]
+	t, stage, err := c.openTrial(vmm.DeviceProps(a), size(d), []int{a, b}, [][2]int{{a, b}, {b, a}}, copyWindow, byte(16*a+b), nil)
+	if err == nil {
+		err = t.close()
+		stage = "teardown"
+	}
+	r := result("peer-map", a, err, p.Access, "")
+	r.Peer = intp(b)
+	switch {
+	case err == nil:
+		r.Detail = fmt.Sprintf("memory of device %d, mapped for devices %d and %d, written and read back by each", a, a, b)
+	case !p.Access:
+		r.Detail = fmt.Sprintf("device %d cannot access device %d's memory (%s failed)", b, a, stage)
+	default:
+		r.Detail = stage + " failed"
+	}
+	r.Remedy = c.remedy("peer-map", r, d)
+	c.add(r)
+}
+
+// multicastCheck reports multicast from the device attributes unless --unsafe-multicast
+// was given; with it, it creates a multicast object over every multicast-capable device,
+// adds the devices, binds memory of each, and takes it all down again.
+func (c *checker) multicastCheck() {
+	var devs []int
+	for _, d := range c.doc.Devices {
+		if d.Multicast.Supported {
+			devs = append(devs, d.Index)
+		}
+	}
+	r := checkResult{Check: "multicast", Devices: devs}
+	if !c.opts.multicast {
+		r.Status = statusSkipped
+		if len(devs) == 0 {
+			r.Detail = "not exercised; no device reports multicast support"
+		} else {
+			r.Detail = "not exercised (creating a multicast object needs --unsafe-multicast); the device attribute says multicast is supported on devices " + joinInts(devs)
+		}
+		c.add(r)
+		return
+	}
+	if len(devs) == 0 {
+		r.Status = statusUnsupported
+		r.Detail = "no device reports multicast support"
+		c.add(r)
+		return
+	}
+	step, err := exerciseMulticast(c.b, c.m, c.doc.Devices, devs)
+	if err == nil {
+		r.Status = statusOK
+		r.Detail = fmt.Sprintf("created a multicast object, added devices %s, bound memory of each, unbound and released it", joinInts(devs))
+	} else {
+		r.Status = statusFailed
+		r.Result = resultName(err)
+		r.Error = errText(err)
+		r.Detail = step + " failed"
+		r.Remedy = c.remedy("multicast", r, c.doc.Devices[devs[0]])
+	}
+	c.add(r)
+}
+
+// exerciseMulticast creates a multicast object over devs, adds each device, binds memory
+// of each, then unbinds and releases everything. It returns the step that failed.
+func exerciseMulticast(b vmm.Backend, m *vmm.Manager, all []deviceInfo, devs []int) (string, error) {
+	prop := cu.MulticastObjectProp{NumDevices: uint32(len(devs)), Size: size(all[devs[0]])}
+	g, err := b.MulticastGranularity(&prop, cu.MULTICAST_GRANULARITY_MINIMUM)
+	if err != nil {
+		return "granularity", err
+	}
+	prop.Size = vmm.AlignUp(prop.Size, g)
+	for _, i := range devs {
+		prop.Size = vmm.AlignUp(prop.Size, size(all[i]))
+	}
+	mc, err := b.MulticastCreate(&prop)
+	if err != nil {
+		return "create", err
+	}
+	var mems []*vmm.Allocation
+	var bound []int
+	step, err := func() (string, error) {
+		for _, i := range devs {
+			if err := b.MulticastAddDevice(mc, i); err != nil {
+				return fmt.Sprintf("add device %d", i), err
+			}
+		}
+		for _, i := range devs {
+			mem, err := m.Create(prop.Size, vmm.DeviceProps(i))
+			if err != nil {
+				return fmt.Sprintf("create memory on device %d", i), err
+			}
+			mems = append(mems, mem)
+			if err := b.MulticastBindMem(mc, 0, mem.Handle(), 0, prop.Size, 0); err != nil {
+				return fmt.Sprintf("bind memory of device %d", i), err
+			}
+			bound = append(bound, i)
+		}
+		return "", nil
+	}()
+	for _, i := range bound {
+		if uerr := b.MulticastUnbind(mc, i, 0, prop.Size); uerr != nil && err == nil {
+			step, err = fmt.Sprintf("unbind device %d", i), uerr
+		}
+	}
+	for _, mem := range mems {
+		if cerr := mem.Close(); cerr != nil && err == nil {
+			step, err = "release memory", cerr
+		}
+	}
+	if rerr := b.Release(mc); rerr != nil && err == nil {
+		step, err = "release", rerr
+	}
+	return step, err
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ",")
+}
+
+// childError is the failure a child process reported for the cross-process check.
+type childError struct {
+	Step   string `json:"step"`
+	Result string `json:"result,omitempty"`
+	Msg    string `json:"error"`
+}
+
+func (e *childError) Error() string { return "child process: " + e.Step + ": " + e.Msg }

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/loader"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// envTestMain makes the test binary run vmmprobe's main, for the tests that need a real
+// process (exit status, a driver path from the environment).
+const envTestMain = "CUVMM_VMMPROBE_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	// The cross-process check re-executes this binary (os.Executable) as its child.
+	if code, ok := runChildIfRequested(defaultOpeners.openSpec); ok {
+		os.Exit(code)
+	}
+	if os.Getenv(envTestMain) != "" {
+		main()
+	}
+	// Under the race detector every process sleeps a second before exiting (to catch late
+	// reports); the child processes these tests start need not.
+	if _, ok := os.LookupEnv("GORACE"); !ok {
+		os.Setenv("GORACE", "atexit_sleep_ms=0")
+	}
+	os.Exit(m.Run())
+}
+
+// noDriver acts out a machine without a CUDA driver, whatever this one has.
+var noDriver = openers{
+	cuda: func() (vmm.Backend, error) {
+		return nil, &loader.LoadError{Tried: []string{"libcuda.so.1"}, Reasons: []string{"cannot open shared object file"}}
+	},
+	sim: openSim,
+}
+
+// noDevice acts out a driver that loads but finds no device (cuInit's CUDA_ERROR_NO_DEVICE).
+var noDevice = openers{
+	cuda: func() (vmm.Backend, error) { return nil, &cu.Error{Op: "cuInit", Err: cu.ERROR_NO_DEVICE} },
+	sim:  openSim,
+}
+
+// zeroDevices is a backend whose device count is 0.
+type zeroDevices struct{ vmm.Backend }
+
+func (zeroDevices) DeviceCount() (int, error) { return 0, nil }
+
+type outcome struct {
+	code           int
+	stdout, stderr string
+}
+
+func runWith(t *testing.T, o openers, args ...string) outcome {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb, o)
+	return outcome{code, out.String(), errb.String()}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"check", "--help"}, {"help"}} {
+		r := runWith(t, noDriver, args...)
+		assert.Equal(t, exitOK, r.code, "%v", args)
+		assert.Empty(t, r.stdout)
+		for _, want := range []string{"Exit codes:", "0  ok", "2  usage error", "3  no CUDA driver", "4  no CUDA device",
+			"5  a check failed", "--unsafe-multicast", "UNSAFE ON SHARED MACHINES", "-output-file", "-backend", "-preset", "hgx8"} {
+			assert.Contains(t, r.stderr, want, "%v", args)
+		}
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--bogus"},
+		{"-o", "yaml"},
+		{"--backend", "rocm"},
+		{"--backend=sim", "--preset", "a100"},
+		{"--backend=cuda", "--preset", "h100"},
+		{"--unsafe-multicast"},
+		{"report", "--unsafe-multicast"},
+		{"frobnicate"},
+		{"check", "extra"},
+		{"--backend=sim", "-o", "json", "check", "-o"},
+	} {
+		r := runWith(t, noDriver, args...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
+		assert.Empty(t, r.stdout, "%v", args)
+		assert.NotEmpty(t, r.stderr, "%v", args)
+	}
+}
+
+func TestFlagsAfterCommand(t *testing.T) {
+	a := runWith(t, noDriver, "check", "--backend=sim", "--preset", "h100", "-o", "json")
+	b := runWith(t, noDriver, "--backend=sim", "--preset=h100", "--output=json", "check")
+	require.Equal(t, exitOK, a.code, a.stderr)
+	require.Equal(t, exitOK, b.code, b.stderr)
+	assert.Equal(t, a.stdout, b.stdout)
+	assert.Contains(t, a.stdout, `"command": "check"`)
+}
+
+func TestNoDriver(t *testing.T) {
+	t.Run("cuda", func(t *testing.T) {
+		for _, args := range [][]string{{"--backend=cuda"}, {"--backend=cuda", "check"}, {"--backend=cuda", "-o", "json"}} {
+			r := runWith(t, noDriver, args...)
+			assert.Equal(t, exitNoDriver, r.code, "%v", args)
+			assert.Empty(t, r.stdout)
+			assert.Contains(t, r.stderr, "no CUDA driver")
+		}
+	})
+	t.Run("auto-json-and-labels-never-fall-back", func(t *testing.T) {
+		for _, f := range []string{"json", "labels"} {
+			for _, cmd := range []string{"report", "check"} {
+				r := runWith(t, noDriver, cmd, "-o", f)
+				assert.Equal(t, exitNoDriver, r.code, f)
+				assert.Empty(t, r.stdout, f)
+				assert.Contains(t, r.stderr, "cannot open shared object file", "the reason")
+				assert.NotContains(t, r.stderr, "simulated")
+			}
+		}
+	})
+	t.Run("auto-table-falls-back", func(t *testing.T) {
+		r := runWith(t, noDriver)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.True(t, strings.HasPrefix(r.stdout, "SIMULATED"), r.stdout)
+		assert.Contains(t, r.stdout, "sim (preset "+defaultPreset+")")
+		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one-line notice: %q", r.stderr)
+		assert.Contains(t, r.stderr, "cannot open shared object file")
+		assert.Contains(t, r.stderr, `simulated "`+defaultPreset+`" preset`)
+	})
+	t.Run("auto-table-fallback-preset", func(t *testing.T) {
+		r := runWith(t, noDriver, "--preset", "hgx8")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.True(t, strings.HasPrefix(r.stdout, `SIMULATED: sim preset "hgx8"`), r.stdout)
+	})
+	t.Run("auto-check-table-falls-back", func(t *testing.T) {
+		r := runWith(t, noDriver, "check")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.True(t, strings.HasPrefix(r.stdout, "SIMULATED"), r.stdout)
+	})
+}
+
+func TestNoDevice(t *testing.T) {
+	for _, args := range [][]string{{}, {"-o", "json"}, {"--backend=cuda", "-o", "labels"}, {"check"}} {
+		r := runWith(t, noDevice, args...)
+		assert.Equal(t, exitNoDevice, r.code, "%v: %s", args, r.stderr)
+		assert.Empty(t, r.stdout, "%v: no fallback when the driver loads", args)
+		assert.Contains(t, r.stderr, "no CUDA device")
+	}
+	zero := openers{cuda: noDriver.cuda, sim: func(p string) (vmm.Backend, sim.Config, error) {
+		b, cfg, err := openSim(p)
+		return zeroDevices{b}, cfg, err
+	}}
+	for _, args := range [][]string{{"--backend=sim"}, {"--backend=sim", "check", "-o", "json"}} {
+		r := runWith(t, zero, args...)
+		assert.Equal(t, exitNoDevice, r.code, "%v: %s", args, r.stderr)
+		assert.Empty(t, r.stdout)
+	}
+}
+
+// failing opens a sim preset with a fault armed, so that a check fails.
+func failing(op string, n int, res cu.Result) openers {
+	return openers{cuda: noDriver.cuda, sim: func(p string) (vmm.Backend, sim.Config, error) {
+		b, cfg, err := openSim(p)
+		if err == nil {
+			err = b.(*sim.Sim).FailNth(op, n, res)
+		}
+		return b, cfg, err
+	}}
+}
+
+func TestCheckFailedExit5(t *testing.T) {
+	r := runWith(t, failing("Map", 1, cu.ERROR_UNKNOWN), "--backend=sim", "check", "-o", "json")
+	require.Equal(t, exitCheckFailed, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "1 check(s) failed")
+	var doc document
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc), "the output is still written")
+	require.NotNil(t, doc.Summary)
+	assert.Equal(t, 1, doc.Summary.Failed)
+	byName := map[string]checkResult{}
+	for _, c := range doc.Checks {
+		if _, seen := byName[c.Check]; !seen {
+			byName[c.Check] = c
+		}
+	}
+	assert.Equal(t, statusOK, byName["reserve"].Status)
+	assert.Equal(t, statusFailed, byName["map"].Status)
+	assert.Equal(t, "CUDA_ERROR_UNKNOWN", byName["map"].Result)
+	assert.NotEmpty(t, byName["map"].Remedy)
+	assert.Equal(t, statusSkipped, byName["set-access"].Status)
+	assert.Equal(t, statusOK, byName["teardown"].Status, "what was made is released")
+	assert.Equal(t, statusOK, byName["posix-fd-ipc"].Status, "later checks still run")
+
+	// The report alone exercises nothing, so the fault never fires.
+	r = runWith(t, failing("Map", 1, cu.ERROR_UNKNOWN), "--backend=sim")
+	assert.Equal(t, exitOK, r.code, r.stderr)
+
+	// Labels are still written, with check.passed=false.
+	r = runWith(t, failing("CopyDtoH", 1, cu.ERROR_ECC_UNCORRECTABLE), "--backend=sim", "check", "-o", "labels")
+	require.Equal(t, exitCheckFailed, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "cuvmm.io/check.passed=false\n")
+	assert.Contains(t, r.stdout, "cuvmm.io/check.copy=false\n")
+}
+
+func TestOutputFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cuvmm.features")
+	require.NoError(t, os.WriteFile(path, []byte("old\n"), 0o644))
+	r := runWith(t, noDriver, "--backend=sim", "--preset=hgx8", "-o", "labels", "--output-file", path)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stdout, "the output goes to the file only")
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want := runWith(t, noDriver, "--backend=sim", "--preset=hgx8", "-o", "labels")
+	assert.Equal(t, want.stdout, string(got))
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, ents, 1, "no temporary file left behind")
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	if filepath.Separator == '/' {
+		assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+	}
+
+	r = runWith(t, noDriver, "--backend=sim", "--output-file", filepath.Join(dir, "missing", "x"))
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.stderr, "output file")
+
+	// auto without a driver never writes labels (nor touches the old file).
+	r = runWith(t, noDriver, "-o", "labels", "--output-file", path)
+	assert.Equal(t, exitNoDriver, r.code)
+	got2, _ := os.ReadFile(path)
+	assert.Equal(t, got, got2)
+}
+
+// TestProcess runs the binary as a real process: exit statuses through os.Exit, and a
+// driver path (CUVMM_LIBCUDA) that cannot load, whatever this machine has.
+func TestProcess(t *testing.T) {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"-o", "json"}, exitNoDriver, ""},
+		{[]string{"--backend=cuda"}, exitNoDriver, ""},
+		{[]string{"--nope"}, exitUsage, ""},
+		{[]string{}, exitOK, "SIMULATED"},
+		{[]string{"--backend=sim", "--preset=workstation", "check", "-o", "labels"}, exitOK, "cuvmm.io/check.posix-fd-ipc="},
+	} {
+		cmd := exec.Command(exe, tc.args...)
+		cmd.Env = append(os.Environ(), envTestMain+"=1", loader.EnvPath+"="+filepath.Join(t.TempDir(), "libcuda.so.1"))
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		assert.Equal(t, tc.code, code, "%v: %s", tc.args, errb.String())
+		if tc.out == "" {
+			assert.Empty(t, out.String(), "%v", tc.args)
+		} else {
+			assert.Contains(t, out.String(), tc.out, "%v", tc.args)
+		}
+	}
+}

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/cuvmm/cuvmm/vmm"
+)
+
+// renderTable renders the document for people: the report, and with check the results.
+func renderTable(doc *document) []byte {
+	var b strings.Builder
+	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	kv := func(indent int, key, format string, a ...any) {
+		w("%s%-*s %s\n", strings.Repeat(" ", indent), 26-indent, key, fmt.Sprintf(format, a...))
+	}
+
+	bi := doc.Backend
+	if bi.Simulated {
+		w("SIMULATED: sim preset %q, not a real machine; nothing below was measured on this node\n", bi.Preset)
+		if bi.Fallback != "" {
+			w("(no CUDA driver could be loaded: %s)\n", oneLine(bi.Fallback))
+		}
+		w("\n")
+	}
+	switch {
+	case bi.Simulated:
+		kv(0, "backend", "sim (preset %s)", bi.Preset)
+	case bi.LibraryPath != "":
+		kv(0, "backend", "%s (%s)", bi.Name, bi.LibraryPath)
+	default:
+		kv(0, "backend", "%s", bi.Name)
+	}
+	if bi.CUDAVersion != "" {
+		kv(0, "driver", "CUDA %s (%d)", bi.CUDAVersion, bi.DriverVersion)
+	}
+	kv(0, "devices", "%d", len(doc.Devices))
+
+	if doc.Command == cmdCheck {
+		for _, d := range doc.Devices {
+			kv(2, fmt.Sprintf("device %d", d.Index), "%s, %s, compute %s, %s", d.Name, d.UUID, d.ComputeCapability, gib(d.TotalMemory))
+		}
+		tableChecks(&b, doc)
+		return []byte(b.String())
+	}
+
+	for _, d := range doc.Devices {
+		w("\ndevice %d: %s\n", d.Index, d.Name)
+		kv(2, "uuid", "%s", d.UUID)
+		kv(2, "pci bus id", "%s", d.PCIBusID)
+		kv(2, "compute capability", "%s", d.ComputeCapability)
+		kv(2, "memory", "%s (%d bytes)", gib(d.TotalMemory), d.TotalMemory)
+		kv(2, "vmm", "%s", yn(d.VMM))
+		kv(2, "handle types", "posix-fd %s, win32 %s, win32-kmt %s, fabric %s",
+			yn(d.HandleTypes.PosixFD), yn(d.HandleTypes.Win32), yn(d.HandleTypes.Win32KMT), yn(d.HandleTypes.Fabric))
+		if d.Multicast.Supported && d.Multicast.GranularityMin > 0 {
+			kv(2, "multicast", "yes (granularity %s, recommended %s)",
+				vmm.Size(d.Multicast.GranularityMin), vmm.Size(d.Multicast.GranularityRecommended))
+		} else {
+			kv(2, "multicast", "%s", yn(d.Multicast.Supported))
+		}
+		kv(2, "generic compression", "%s", yn(d.GenericCompression))
+		kv(2, "gpudirect rdma with vmm", "%s", yn(d.GPUDirectRDMAWithVMM))
+		kv(2, "host vmm", "%s", yn(d.HostVMM))
+		if d.HostNUMAVMM && d.HostNUMAID >= 0 {
+			kv(2, "host numa vmm", "yes (node %d)", d.HostNUMAID)
+		} else {
+			kv(2, "host numa vmm", "%s", yn(d.HostNUMAVMM))
+		}
+		if d.Granularity.Min > 0 {
+			kv(2, "granularity", "%s (recommended %s)", vmm.Size(d.Granularity.Min), vmm.Size(d.Granularity.Recommended))
+		} else {
+			kv(2, "granularity", "-")
+		}
+		for _, e := range d.Errors {
+			kv(2, "error", "%s", e)
+		}
+	}
+
+	if x := doc.IMEX; x != nil {
+		if x.Source == "sim" {
+			w("\nimex channels (simulated)\n")
+		} else {
+			w("\nimex channels\n")
+			if x.Major > 0 {
+				kv(2, "/proc/devices", "%s, major %d", imexProcName, x.Major)
+			} else {
+				kv(2, "/proc/devices", "%s not listed", imexProcName)
+			}
+			kv(2, "NVreg_ImexChannelCount", "%s", optInt(x.ChannelCount))
+			kv(2, "NVreg_CreateImexChannel0", "%s", optBool(x.CreateChannel0))
+			if x.DirPresent {
+				kv(2, imexChannelDir, "%d channel file(s)", x.ChannelFiles)
+			} else {
+				kv(2, imexChannelDir, "missing")
+			}
+			for _, c := range x.Channels {
+				if c.Accessible {
+					kv(4, c.Name, "%s, accessible", c.Mode)
+				} else {
+					kv(4, c.Name, "%s, %s", c.Mode, c.Problem)
+				}
+			}
+		}
+		if x.Ready {
+			kv(2, "state", "ready: %s", x.Diagnosis)
+		} else {
+			kv(2, "state", "not ready: %s", x.Diagnosis)
+			kv(2, "remedy", "%s", x.Remedy)
+		}
+	}
+
+	if len(doc.Devices) > 1 {
+		w("\npeer access (row device can access column device's memory)\n")
+		access := map[[2]int]bool{}
+		for _, p := range doc.Peers {
+			access[[2]int{p.Device, p.Peer}] = p.Access
+		}
+		w("      ")
+		for j := range doc.Devices {
+			w(" %4d", j)
+		}
+		w("\n")
+		for i := range doc.Devices {
+			w("  %4d", i)
+			for j := range doc.Devices {
+				switch {
+				case i == j:
+					w(" %4s", "-")
+				default:
+					w(" %4s", yn(access[[2]int{i, j}]))
+				}
+			}
+			w("\n")
+		}
+	}
+
+	if s := doc.Symbols; s != nil {
+		w("\ndriver symbols\n")
+		sym := func(name string, set symbolSet) {
+			n := len(set.Resolved) + len(set.Missing)
+			if set.complete() {
+				kv(2, name, "all %d resolved", n)
+				return
+			}
+			var miss []string
+			for _, m := range set.Missing {
+				miss = append(miss, m.Name+" ("+m.Reason+")")
+			}
+			kv(2, name, "%d of %d resolved; missing: %s", len(set.Resolved), n, strings.Join(miss, ", "))
+		}
+		sym("vmm", s.VMM)
+		sym("multicast", s.Multicast)
+	}
+	if len(doc.Errors) > 0 {
+		w("\n")
+		for _, e := range doc.Errors {
+			kv(0, "error", "%s", e)
+		}
+	}
+	return []byte(b.String())
+}
+
+// tableChecks writes the check results: one row each, with the error and remedy of
+// unsupported and failed checks on the lines below.
+func tableChecks(b *strings.Builder, doc *document) {
+	type row struct{ where, check, status, detail string }
+	rows := make([]row, 0, len(doc.Checks))
+	wWhere, wCheck, wStatus := len("DEVICE"), len("CHECK"), len("STATUS")
+	for _, r := range doc.Checks {
+		where := "all"
+		switch {
+		case r.Device != nil && r.Peer != nil:
+			where = fmt.Sprintf("%d->%d", *r.Device, *r.Peer)
+		case r.Device != nil:
+			where = fmt.Sprint(*r.Device)
+		}
+		rows = append(rows, row{where, r.Check, r.Status, r.Detail})
+		wWhere, wCheck, wStatus = max(wWhere, len(where)), max(wCheck, len(r.Check)), max(wStatus, len(r.Status))
+	}
+	line := func(where, check, status, detail string) {
+		fmt.Fprintf(b, "%s\n", strings.TrimRight(fmt.Sprintf("%-*s  %-*s  %-*s  %s", wWhere, where, wCheck, check, wStatus, status, detail), " "))
+	}
+	b.WriteString("\n")
+	line("DEVICE", "CHECK", "STATUS", "DETAIL")
+	pad := strings.Repeat(" ", wWhere+wCheck+wStatus+6)
+	for i, r := range doc.Checks {
+		line(rows[i].where, rows[i].check, rows[i].status, rows[i].detail)
+		if r.Error != "" {
+			fmt.Fprintf(b, "%serror: %s\n", pad, r.Error)
+		}
+		if r.Remedy != "" {
+			fmt.Fprintf(b, "%sremedy: %s\n", pad, r.Remedy)
+		}
+	}
+	if s := doc.Summary; s != nil {
+		fmt.Fprintf(b, "\n%d ok, %d unsupported, %d failed, %d skipped\n", s.OK, s.Unsupported, s.Failed, s.Skipped)
+	}
+}
+
+func yn(v bool) string {
+	if v {
+		return "yes"
+	}
+	return "no"
+}
+
+func gib(n uint64) string { return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30)) }
+
+func optInt(p *int) string {
+	if p == nil {
+		return "unknown"
+	}
+	return fmt.Sprint(*p)
+}
+
+func optBool(p *bool) string {
+	if p == nil {
+		return "unknown"
+	}
+	if *p {
+		return "1"
+	}
+	return "0"
+}

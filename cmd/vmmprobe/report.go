@@ -1,0 +1,260 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/vmm"
+)
+
+// schemaVersion is the version of the JSON document, documented in docs/vmmprobe.md. It
+// changes only when a field is removed, renamed or changes meaning; new fields keep it.
+const schemaVersion = 1
+
+// document is everything vmmprobe reports; every output format renders one. The JSON field
+// names are the stable schema.
+type document struct {
+	SchemaVersion int           `json:"schema_version"`
+	Command       string        `json:"command"` // "report" or "check"
+	Backend       backendInfo   `json:"backend"`
+	Devices       []deviceInfo  `json:"devices"`
+	Peers         []peerInfo    `json:"peers,omitempty"`
+	IMEX          *imexState    `json:"imex,omitempty"`
+	Symbols       *symbolReport `json:"symbols,omitempty"`
+	Checks        []checkResult `json:"checks,omitempty"`
+	Summary       *summary      `json:"summary,omitempty"`
+	// Errors are queries that failed while building the report (the report is still
+	// printed; what could not be read is shown as unsupported).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// backendInfo says what answered: the real driver or the simulator.
+type backendInfo struct {
+	Name      string `json:"name"` // "cuda" or "sim"
+	Simulated bool   `json:"simulated"`
+	// Preset is the sim preset ("" for the real driver).
+	Preset string `json:"preset,omitempty"`
+	// Fallback is why --backend=auto fell back to sim: the driver's load error. Only the
+	// table output ever falls back, so JSON never carries it; it is here for the table.
+	Fallback    string `json:"-"`
+	LibraryPath string `json:"library_path,omitempty"`
+	// DriverVersion is the CUDA version the driver supports, 1000*major + 10*minor.
+	DriverVersion int    `json:"driver_version"`
+	CUDAVersion   string `json:"cuda_version"` // "13.0"
+}
+
+type deviceInfo struct {
+	Backend           string `json:"backend"`
+	Index             int    `json:"index"`
+	Name              string `json:"name"`
+	UUID              string `json:"uuid"`
+	PCIBusID          string `json:"pci_bus_id"`
+	ComputeCapability string `json:"compute_capability"`
+	TotalMemory       uint64 `json:"total_memory_bytes"`
+
+	VMM                  bool          `json:"vmm"`
+	HandleTypes          handleTypes   `json:"handle_types"`
+	Multicast            multicastInfo `json:"multicast"`
+	GenericCompression   bool          `json:"generic_compression"`
+	GPUDirectRDMAWithVMM bool          `json:"gpudirect_rdma_with_vmm"`
+	HostVMM              bool          `json:"host_vmm"`
+	HostNUMAVMM          bool          `json:"host_numa_vmm"`
+	// HostNUMAID is the host NUMA node closest to the device, -1 when there is none or the
+	// driver does not say.
+	HostNUMAID  int         `json:"host_numa_id"`
+	Granularity granularity `json:"granularity"`
+	// Errors are attribute or granularity queries that failed for this device.
+	Errors []string `json:"errors,omitempty"`
+}
+
+type handleTypes struct {
+	PosixFD  bool `json:"posix_fd"`
+	Win32    bool `json:"win32"`
+	Win32KMT bool `json:"win32_kmt"`
+	Fabric   bool `json:"fabric"`
+}
+
+type multicastInfo struct {
+	Supported bool `json:"supported"`
+	// Granularity of multicast objects spanning every multicast-capable device; zero where
+	// multicast is unsupported.
+	GranularityMin         uint64 `json:"granularity_min_bytes,omitempty"`
+	GranularityRecommended uint64 `json:"granularity_recommended_bytes,omitempty"`
+}
+
+type granularity struct {
+	Min         uint64 `json:"min_bytes"`
+	Recommended uint64 `json:"recommended_bytes"`
+}
+
+// peerInfo is one ordered pair of devices: can Device access Peer's memory.
+type peerInfo struct {
+	Backend       string `json:"backend"`
+	Device        int    `json:"device"`
+	Peer          int    `json:"peer"`
+	Access        bool   `json:"access"`
+	NativeAtomics bool   `json:"native_atomics"`
+	// PerformanceRank is the driver's relative rank of the link (lower is faster).
+	PerformanceRank int `json:"performance_rank"`
+}
+
+// gather builds the report of b: backend, devices, peers, IMEX and symbols. It fails only
+// when there is no device to report (errNoDevice) or the device count cannot be read.
+func gather(b vmm.Backend, info backendInfo, command string) (*document, error) {
+	doc := &document{SchemaVersion: schemaVersion, Command: command, Backend: info}
+	if v, err := b.DriverVersion(); err != nil {
+		doc.Errors = append(doc.Errors, "driver version: "+errText(err))
+	} else {
+		doc.Backend.DriverVersion = v
+		doc.Backend.CUDAVersion = cudaVersion(v)
+	}
+	n, err := b.DeviceCount()
+	if err != nil {
+		if errors.Is(err, cu.ErrNoDevice) {
+			return nil, fmt.Errorf("%w: %s", errNoDevice, errText(err))
+		}
+		return nil, fmt.Errorf("device count: %w", err)
+	}
+	if n == 0 {
+		return nil, errNoDevice
+	}
+	for i := range n {
+		doc.Devices = append(doc.Devices, deviceReport(b, i))
+	}
+	fillMulticastGranularity(b, doc)
+	for i := range n {
+		for j := range n {
+			if i != j {
+				doc.Peers = append(doc.Peers, peerReport(b, i, j, &doc.Errors))
+			}
+		}
+	}
+	doc.IMEX = imexOf(b)
+	doc.Symbols = symbolsOf(b)
+	return doc, nil
+}
+
+var errNoDevice = errors.New("no CUDA device")
+
+func cudaVersion(v int) string {
+	return strconv.Itoa(v/1000) + "." + strconv.Itoa(v%1000/10)
+}
+
+func deviceReport(b vmm.Backend, i int) deviceInfo {
+	d := deviceInfo{Backend: b.Name(), Index: i, HostNUMAID: -1}
+	fail := func(what string, err error) {
+		d.Errors = append(d.Errors, what+": "+errText(err))
+	}
+	if di, err := b.Device(i); err != nil {
+		fail("device", err)
+	} else {
+		d.Name = di.Name
+		d.UUID = di.UUID.String()
+		d.PCIBusID = di.PCIBusID
+		d.ComputeCapability = strconv.Itoa(di.ComputeMajor) + "." + strconv.Itoa(di.ComputeMinor)
+		d.TotalMemory = di.TotalMem
+	}
+	flag := func(a cu.DeviceAttribute) bool {
+		v, err := b.Attribute(i, a)
+		if err != nil {
+			fail(a.String(), err)
+			return false
+		}
+		return v != 0
+	}
+	d.VMM = flag(cu.DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+	d.HandleTypes = handleTypes{
+		PosixFD:  flag(cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED),
+		Win32:    flag(cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED),
+		Win32KMT: flag(cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED),
+		Fabric:   flag(cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED),
+	}
+	d.Multicast.Supported = flag(cu.DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED)
+	d.GenericCompression = flag(cu.DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED)
+	d.GPUDirectRDMAWithVMM = flag(cu.DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED)
+	d.HostVMM = flag(cu.DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+	d.HostNUMAVMM = flag(cu.DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+	if d.HostNUMAVMM {
+		if v, err := b.Attribute(i, cu.DEVICE_ATTRIBUTE_HOST_NUMA_ID); err == nil && v >= 0 {
+			d.HostNUMAID = v
+		}
+	}
+	if d.VMM {
+		m := vmm.New(b)
+		var err error
+		if d.Granularity.Min, err = m.Granularity(vmm.DeviceProps(i), false); err != nil {
+			fail("granularity", err)
+		}
+		if d.Granularity.Recommended, err = m.Granularity(vmm.DeviceProps(i), true); err != nil {
+			fail("granularity", err)
+		}
+	}
+	return d
+}
+
+// fillMulticastGranularity asks for the granularity of a multicast object spanning every
+// multicast-capable device. It is a query: no multicast object is created.
+func fillMulticastGranularity(b vmm.Backend, doc *document) {
+	var devs []int
+	for _, d := range doc.Devices {
+		if d.Multicast.Supported {
+			devs = append(devs, d.Index)
+		}
+	}
+	if len(devs) == 0 {
+		return
+	}
+	size := doc.Devices[devs[0]].Granularity.Min
+	if size == 0 {
+		size = 2 << 20
+	}
+	prop := cu.MulticastObjectProp{NumDevices: uint32(len(devs)), Size: size}
+	gmin, err := b.MulticastGranularity(&prop, cu.MULTICAST_GRANULARITY_MINIMUM)
+	if err != nil {
+		doc.Errors = append(doc.Errors, "multicast granularity: "+errText(err))
+		return
+	}
+	grec, err := b.MulticastGranularity(&prop, cu.MULTICAST_GRANULARITY_RECOMMENDED)
+	if err != nil {
+		doc.Errors = append(doc.Errors, "multicast granularity: "+errText(err))
+		return
+	}
+	for _, i := range devs {
+		doc.Devices[i].Multicast.GranularityMin = gmin
+		doc.Devices[i].Multicast.GranularityRecommended = grec
+	}
+}
+
+func peerReport(b vmm.Backend, i, j int, errs *[]string) peerInfo {
+	p := peerInfo{Backend: b.Name(), Device: i, Peer: j}
+	var err error
+	if p.Access, err = b.CanAccessPeer(i, j); err != nil {
+		*errs = append(*errs, fmt.Sprintf("peer access %d->%d: %s", i, j, errText(err)))
+	}
+	if v, err := b.P2PAttribute(cu.DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, i, j); err == nil {
+		p.NativeAtomics = v != 0
+	}
+	if v, err := b.P2PAttribute(cu.DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, i, j); err == nil {
+		p.PerformanceRank = v
+	}
+	return p
+}
+
+// errText is an error as the report shows it: the message, which for driver errors names
+// the call and the CUDA_ERROR_ result.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// resultName is the CUDA_ERROR_ name a driver error carries, or "".
+func resultName(err error) string {
+	if r, ok := cu.ResultOf(err); ok {
+		return r.Name()
+	}
+	return ""
+}
