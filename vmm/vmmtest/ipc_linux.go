@@ -39,7 +39,13 @@ func child(open func() (vmm.Backend, error)) error {
 	}
 	buf := make([]byte, 16)
 	oob := make([]byte, unix.CmsgSpace(4))
-	n, oobn, _, _, err := unix.Recvmsg(3, buf, oob, 0)
+	var n, oobn int
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(3, buf, oob, 0)
+		if err != unix.EINTR { // the Go runtime's signals interrupt blocking calls
+			break
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("recvmsg: %w", err)
 	}
