@@ -10,7 +10,14 @@ type DevicePtr uint64
 
 func (p DevicePtr) String() string { return fmt.Sprintf("%#x", uint64(p)) }
 
-// CopyHtoD copies src to device memory at dst (cuMemcpyHtoD_v2, synchronous).
+// The copies and memsets below return only once the data is in place on the device, visible
+// to every context. The driver's own calls do not promise that: cuMemcpyHtoD from pageable
+// memory may return once the data is staged, and cuMemcpyDtoD and cuMemset* may return
+// before they run. Within one context the legacy default stream orders them, but a read from
+// another device's context does not wait for them: on two H200s, a write from device 0 read
+// back from device 1 showed stale bytes. So each one ends with cuCtxSynchronize.
+
+// CopyHtoD copies src to device memory at dst (cuMemcpyHtoD_v2).
 func (c *Context) CopyHtoD(dst DevicePtr, src []byte) error {
 	if len(src) == 0 {
 		return wrap(invalidArg("empty host buffer"), "cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
@@ -18,6 +25,9 @@ func (c *Context) CopyHtoD(dst DevicePtr, src []byte) error {
 	return c.Do(func() error {
 		if err := callKeep(procMemcpyHtoD, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))); err != nil {
 			return wrap(err, "cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
+		}
+		if err := call(procCtxSynchronize); err != nil {
+			return wrap(err, "cuMemcpyHtoD", "%v, %d bytes (synchronize)", dst, len(src))
 		}
 		return nil
 	})
@@ -45,12 +55,14 @@ func (c *Context) CopyDtoD(dst, src DevicePtr, size uint64) error {
 		if err := call(procMemcpyDtoD, uintptr(dst), uintptr(src), uintptr(size)); err != nil {
 			return wrap(err, "cuMemcpyDtoD", "%v <- %v, %d bytes", dst, src, size)
 		}
+		if err := call(procCtxSynchronize); err != nil {
+			return wrap(err, "cuMemcpyDtoD", "%v <- %v, %d bytes (synchronize)", dst, src, size)
+		}
 		return nil
 	})
 }
 
-// MemsetD8 sets n bytes at dst to v (cuMemsetD8_v2, synchronous with respect to the host
-// for device memory).
+// MemsetD8 sets n bytes at dst to v (cuMemsetD8_v2).
 func (c *Context) MemsetD8(dst DevicePtr, v uint8, n uint64) error {
 	if n == 0 {
 		return wrap(invalidArg("zero count"), "cuMemsetD8", "%v, %#x, 0", dst, v)
@@ -58,6 +70,9 @@ func (c *Context) MemsetD8(dst DevicePtr, v uint8, n uint64) error {
 	return c.Do(func() error {
 		if err := call(procMemsetD8, uintptr(dst), uintptr(v), uintptr(n)); err != nil {
 			return wrap(err, "cuMemsetD8", "%v, %#x, %d", dst, v, n)
+		}
+		if err := call(procCtxSynchronize); err != nil {
+			return wrap(err, "cuMemsetD8", "%v, %#x, %d (synchronize)", dst, v, n)
 		}
 		return nil
 	})
@@ -71,6 +86,9 @@ func (c *Context) MemsetD32(dst DevicePtr, v uint32, n uint64) error {
 	return c.Do(func() error {
 		if err := call(procMemsetD32, uintptr(dst), uintptr(v), uintptr(n)); err != nil {
 			return wrap(err, "cuMemsetD32", "%v, %#x, %d", dst, v, n)
+		}
+		if err := call(procCtxSynchronize); err != nil {
+			return wrap(err, "cuMemsetD32", "%v, %#x, %d (synchronize)", dst, v, n)
 		}
 		return nil
 	})
