@@ -23,14 +23,7 @@ func main() {
 			fmt.Println(err)
 			os.Exit(1)
 		}
-		probe.Run2(b, os.Stdout, func(p cu.DevicePtr) (base cu.DevicePtr, size uint64, err error) {
-			err = c.Do(func() error {
-				var e error
-				base, size, e = cu.MemGetAddressRange(p)
-				return e
-			})
-			return
-		})
+		probe.Run2(b, os.Stdout, c.MemGetAddressRange)
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == "3" {
