@@ -200,15 +200,3 @@ func (t *tree[V]) firstFit(n uint64) *node[V] {
 	}
 	return nil
 }
-
-// each calls f on every node in key order until f returns false.
-func (t *tree[V]) each(f func(*node[V]) bool) {
-	var walk func(*node[V]) bool
-	walk = func(n *node[V]) bool {
-		if n == nil {
-			return true
-		}
-		return walk(n.left) && f(n) && walk(n.right)
-	}
-	walk(t.root)
-}

@@ -21,7 +21,7 @@ var h100Attributes = map[cu.DeviceAttribute]int{
 	cu.DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK:                       65536,
 	cu.DEVICE_ATTRIBUTE_CLOCK_RATE:                                    1980000,
 	cu.DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:                             512,
-	cu.DEVICE_ATTRIBUTE_GPU_OVERLAP:                                   1,
+	cu.DeviceAttribute(15):                                            1, // CU_DEVICE_ATTRIBUTE_GPU_OVERLAP (deprecated)
 	cu.DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:                          132,
 	cu.DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY:                           1,
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH:                       131072,
@@ -45,7 +45,7 @@ var h100Attributes = map[cu.DeviceAttribute]int{
 	cu.DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:                            1,
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH:               32768,
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS:              2048,
-	cu.DEVICE_ATTRIBUTE_CAN_TEX2D_GATHER:                              1,
+	cu.DeviceAttribute(44):                                            1, // CU_DEVICE_ATTRIBUTE_CAN_TEX2D_GATHER (deprecated)
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH:                32768,
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT:               32768,
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE:             8192,
@@ -69,7 +69,7 @@ var h100Attributes = map[cu.DeviceAttribute]int{
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH:                  32768,
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH:          32768,
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS:         2046,
-	cu.DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH:                268435456,
+	cu.DeviceAttribute(69):                                            268435456, // CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH (deprecated)
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH:                131072,
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT:               65000,
 	cu.DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH:                2097120,
@@ -88,7 +88,7 @@ var h100Attributes = map[cu.DeviceAttribute]int{
 	cu.DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED:                  1,
 	cu.DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM:       1,
 	cu.DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:                            1,
-	cu.DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH:               1,
+	cu.DeviceAttribute(96):                                            1, // CU_DEVICE_ATTRIBUTE_COOPERATIVE_MULTI_DEVICE_LAUNCH (deprecated)
 	cu.DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN:             232448,
 	cu.DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED:                       1,
 	cu.DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:           1,

@@ -142,7 +142,7 @@ func Run2(b vmm.Backend, w io.Writer, addrRange func(cu.DevicePtr) (cu.DevicePtr
 	if err == nil {
 		b.Release(rh)
 	}
-	rh, err = b.Retain(B)
+	_, err = b.Retain(B)
 	p("Retain hole", err)
 
 	p("Unmap h1+h2+gap", b.Unmap(A, 8*mib))
