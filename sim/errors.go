@@ -79,3 +79,6 @@ var (
 	// MEM_HANDLE_TYPE_FABRIC on a device without fabric support: not recorded.
 	resNoFabric = cu.ERROR_NOT_SUPPORTED
 )
+
+// Explain is why sim refused the call, for vmm.Error's message (vmm.Explainer).
+func (e *Error) Explain() string { return e.Reason }

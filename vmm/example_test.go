@@ -50,6 +50,6 @@ func ExampleError() {
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, cu.ERROR_INVALID_VALUE))
 	// Output:
-	// vmm: create 3MiB on device 0: CUDA_ERROR_INVALID_VALUE: one or more of the parameters passed to the API call is not within an acceptable range of values
+	// vmm: create 3MiB on device 0: CUDA_ERROR_INVALID_VALUE: one or more of the parameters passed to the API call is not within an acceptable range of values (size is not a positive multiple of the granularity)
 	// true
 }
