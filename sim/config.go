@@ -22,7 +22,7 @@ type Config struct {
 	// without one, fabric handles cannot be created or imported.
 	IMEX bool
 	// MulticastGranularity and MulticastRecommendedGranularity are what
-	// cuMulticastGetGranularity reports (2 MiB and 512 MiB on Hopper NVSwitch systems).
+	// cuMulticastGetGranularity reports (2 MiB and 2 MiB, as two H200s of one host reported with driver 580).
 	MulticastGranularity, MulticastRecommendedGranularity uint64
 	// HostNUMANodes is the number of host NUMA nodes allocations may be placed on
 	// (MEM_LOCATION_TYPE_HOST_NUMA IDs 0 to HostNUMANodes-1); 0 means 1.
@@ -111,7 +111,7 @@ func (c *Config) validate() error {
 		c.MulticastGranularity = 2 << 20
 	}
 	if c.MulticastRecommendedGranularity == 0 {
-		c.MulticastRecommendedGranularity = 512 << 20
+		c.MulticastRecommendedGranularity = 2 << 20
 	}
 	if !isPow2(c.MulticastGranularity) || c.MulticastRecommendedGranularity%c.MulticastGranularity != 0 {
 		return fmt.Errorf("sim: config %q: multicast granularity %d/%d", c.Name, c.MulticastGranularity, c.MulticastRecommendedGranularity)

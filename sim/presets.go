@@ -111,11 +111,11 @@ func PresetH200() Config {
 }
 
 // PresetHGX8 is an 8-GPU HGX H200 node: all devices peers of each other over NVSwitch,
-// multicast supported (2 MiB minimum, 512 MiB recommended granularity), no IMEX channel.
+// multicast supported (2 MiB minimum and recommended granularity, as two H200s reported), no IMEX channel.
 func PresetHGX8() Config {
 	buses := []int{0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb}
 	c := Config{Name: "hgx8", DriverVersion: 13000,
-		MulticastGranularity: 2 * mib, MulticastRecommendedGranularity: 512 * mib}
+		MulticastGranularity: 2 * mib, MulticastRecommendedGranularity: 2 * mib}
 	for i, bus := range buses {
 		d := hopper("NVIDIA H200", 150109880320, h100Attributes, h200Diff)
 		d.Multicast = true
@@ -134,7 +134,7 @@ func PresetHGX8() Config {
 // values are modelled on the H200's and not recorded from such a machine.
 func PresetMNNVL() Config {
 	c := Config{Name: "mnnvl", DriverVersion: 13000, IMEX: true,
-		MulticastGranularity: 2 * mib, MulticastRecommendedGranularity: 512 * mib, HostNUMANodes: 2}
+		MulticastGranularity: 2 * mib, MulticastRecommendedGranularity: 2 * mib, HostNUMANodes: 2}
 	for i := 0; i < 4; i++ {
 		d := hopper("NVIDIA GB200", 189471*mib, h100Attributes, h200Diff)
 		d.ComputeMajor, d.ComputeMinor = 10, 0
