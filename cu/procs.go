@@ -59,6 +59,13 @@ var (
 	procMulticastBindAddr       = lib.NewProc(loader.Symbol{Name: "cuMulticastBindAddr", Version: 12010})
 	procMulticastUnbind         = lib.NewProc(loader.Symbol{Name: "cuMulticastUnbind", Version: 12010})
 	procMulticastGetGranularity = lib.NewProc(loader.Symbol{Name: "cuMulticastGetGranularity", Version: 12010})
+
+	// Modules and kernel launch (module.go). cuLaunchKernel is resolved with the legacy
+	// default stream flag, like every symbol here, so stream 0 is the legacy stream.
+	procModuleLoadData    = lib.NewProc(loader.Symbol{Name: "cuModuleLoadData", Version: 2000})
+	procModuleGetFunction = lib.NewProc(loader.Symbol{Name: "cuModuleGetFunction", Version: 2000})
+	procModuleUnload      = lib.NewProc(loader.Symbol{Name: "cuModuleUnload", Version: 2000})
+	procLaunchKernel      = lib.NewProc(loader.Symbol{Name: "cuLaunchKernel", Version: 4000})
 )
 
 // Symbols lists every driver entry point cu may call, with its resolution state once

@@ -31,11 +31,11 @@ func openFDs() int {
 	return len(ents)
 }
 
-func parent(r *run.Report, be vmm.Backend, f run.Flags) {
+func parent(r *run.Report, be vmm.Backend, f run.Flags, d devices) {
 	m := vmm.New(be)
-	props := vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
-	b, err := buffer.New(m, 2*mib, buffer.Options{Props: &props, Policy: buffer.Exact})
-	if !r.Check(err, "parent: buffer of exportable memory") {
+	props := vmm.Props{Location: vmm.OnDevice(d.parent), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
+	b, err := buffer.New(m, 2*mib, buffer.Options{Device: d.parent, Props: &props, Policy: buffer.Exact})
+	if !r.Check(err, "parent: buffer of exportable memory on device %d", d.parent) {
 		return
 	}
 	defer func() { r.Check(b.Close(), "parent: close the buffer") }()
@@ -52,7 +52,7 @@ func parent(r *run.Report, be vmm.Backend, f run.Flags) {
 	// Count descriptors now that the driver is fully up (the real one opens a few dozen as
 	// it creates a context), and again once everything the exchange opened is closed.
 	before := openFDs()
-	if !exchange(r, m, b, f) {
+	if !exchange(r, m, b, f, d) {
 		return
 	}
 	if after := openFDs(); after == before {
@@ -65,12 +65,12 @@ func parent(r *run.Report, be vmm.Backend, f run.Flags) {
 		r.Fail("parent: the child's reply is not in the parent's memory (%v)", err)
 		return
 	}
-	r.OK("parent: the child's write shows through the parent's own mapping")
+	r.OK("parent: the child's write (from device %d) shows through the parent's own mapping on device %d", d.child, d.parent)
 }
 
 // exchange exports b's chunks, starts the child and sends them; it reports whether the
 // child verified them.
-func exchange(r *run.Report, m *vmm.Manager, b *buffer.Buffer, f run.Flags) bool {
+func exchange(r *run.Report, m *vmm.Manager, b *buffer.Buffer, f run.Flags, d devices) bool {
 	var hs []cu.MemHandle
 	var sizes []uint64
 	for _, c := range b.Chunks() {
@@ -105,7 +105,8 @@ func exchange(r *run.Report, m *vmm.Manager, b *buffer.Buffer, f run.Flags) bool
 		return false
 	}
 	// The child uses the backend the parent ended up with, never a fallback of its own.
-	args := []string{"--child", "--backend=" + m.Backend().Name()}
+	args := []string{"--child", "--backend=" + m.Backend().Name(),
+		fmt.Sprintf("--device=%d", d.parent), fmt.Sprintf("--child-device=%d", d.child)}
 	if m.Backend().Name() == "sim" {
 		args = append(args, "--preset="+f.Preset)
 	}
@@ -132,11 +133,16 @@ func exchange(r *run.Report, m *vmm.Manager, b *buffer.Buffer, f run.Flags) bool
 	return true
 }
 
-func childMain(f run.Flags, stdout, stderr io.Writer) int {
+func childMain(f run.Flags, d devices, stdout, stderr io.Writer) int {
 	r := &run.Report{W: stdout}
 	func() {
 		be, _, err := run.Open("ipc child", f, stderr)
 		if !r.Check(err, "child: opened backend %s", f.Backend) {
+			return
+		}
+		// Checked again here: the child's view of the devices is its own (it could differ,
+		// say with another CUDA_VISIBLE_DEVICES), and it is the child that maps the memory.
+		if !r.Check(checkDevices(be, d), "child: on device %d, to map memory of device %d: %s", d.child, d.parent, d) {
 			return
 		}
 		sock := os.NewFile(3, "socket")
@@ -151,9 +157,9 @@ func childMain(f run.Flags, stdout, stderr io.Writer) int {
 			return
 		}
 		fds := rcv.FDs()
-		imp, err := ipc.Import(vmm.New(be), rcv, []int{0})
+		imp, err := ipc.Import(vmm.New(be), rcv, []int{d.child})
 		closeErr := rcv.Close()
-		if !r.Check(err, "child: imported %d allocations, mapped them in one range and granted access", len(fds)) {
+		if !r.Check(err, "child: imported %d allocations, mapped them in one range and granted device %d access", len(fds), d.child) {
 			return
 		}
 		// Checked before anything can reuse the numbers.
@@ -174,9 +180,9 @@ func childMain(f run.Flags, stdout, stderr io.Writer) int {
 			r.Fail("child: the parent's %s do not match (%v)", vmm.Size(uint64(len(got))), err)
 			return
 		}
-		r.OK("child: all %s the parent wrote read back at %v", vmm.Size(imp.Size()), imp.Base())
+		r.OK("child: all %s the parent wrote on device %d read back at %v from device %d", vmm.Size(imp.Size()), d.parent, imp.Base(), d.child)
 		_, err = imp.WriteAt(run.Pattern(replySeed, 4096), int64(imp.Size())-4096)
-		r.Check(err, "child: wrote a reply in the last 4 KiB")
+		r.Check(err, "child: wrote a reply in the last 4 KiB from device %d", d.child)
 	}()
 	return r.Exit()
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
-func parent(r *run.Report, be vmm.Backend, f run.Flags) {
+func parent(r *run.Report, be vmm.Backend, f run.Flags, d devices) {
 	r.Note("descriptor passing (SCM_RIGHTS) needs Linux: nothing to verify here")
 }
 
-func childMain(f run.Flags, stdout, stderr io.Writer) int {
+func childMain(f run.Flags, d devices, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stderr, "ipc: --child needs Linux")
 	return run.ExitUsage
 }
