@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# Side-by-side per-call and per-operation costs: C, cgo and cuvmm (Go, no cgo), measured in
-# one run on one GPU machine. The machine needs gcc and the CUDA driver, not Go: build the
-# Go binaries first where Go is (`task bench:gpu`), carry .gpu/, then run this from the
-# repository root there. Raw outputs go to $OUT (default /tmp/cuvmm-bench).
+# Side-by-side per-call and per-operation costs (C, cgo and cuvmm, Go with no cgo) and the
+# growth of one device buffer (C: bench/c/grow.c; Go: bench/grow), measured in one run on
+# one GPU machine. The machine needs gcc and the CUDA driver, not Go: build the Go binaries
+# first where Go is (`task bench:gpu`), carry .gpu/, then run this from the repository root
+# there.
+#
+# $OUT (default /tmp/cuvmm-bench) receives only the key files: table.txt (every table),
+# growth.svg (the plot), growth.csv (the per-step series), growth_summary.csv (one row per
+# run and strategy, and the capacity test) and bench.tgz (every raw output). The raw
+# outputs are written to a scratch directory ($BENCH_WORK, default a new one under /tmp).
 set -euo pipefail
 out=${OUT:-/tmp/cuvmm-bench}
-mkdir -p "$out"
-gcc -O2 -I/usr/local/cuda/include bench/c/callcost.c -o "$out/callcost" -lcuda
-"$out/callcost" 1000000 >"$out/c.txt"
-.gpu/cgo.test -test.run '^$' -test.bench . -test.benchtime 1000000x -test.count 3 >"$out/cgo.txt"
-.gpu/cu.test -test.run '^$' -test.bench GPU -test.benchtime 1000000x -test.count 3 >"$out/go.txt"
+work=${BENCH_WORK:-$(mktemp -d /tmp/cuvmm-bench-raw.XXXXXX)}
+mkdir -p "$out" "$work/bin"
+gcc -O2 -I/usr/local/cuda/include bench/c/callcost.c -o "$work/bin/callcost" -lcuda
+"$work/bin/callcost" 1000000 >"$work/c.txt"
+.gpu/cgo.test -test.run '^$' -test.bench . -test.benchtime 1000000x -test.count 3 >"$work/cgo.txt"
+.gpu/cu.test -test.run '^$' -test.bench GPU -test.benchtime 1000000x -test.count 3 >"$work/go.txt"
 for spec in 2MiB:2000x 64MiB:200x 1024MiB:20x; do
-  .gpu/vmm.test -test.run '^$' -test.bench "GPUOps/${spec%%:*}\$" -test.benchtime "${spec#*:}" >>"$out/goops.txt"
+  .gpu/vmm.test -test.run '^$' -test.bench "GPUOps/${spec%%:*}\$" -test.benchtime "${spec#*:}" >>"$work/goops.txt"
 done
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 >"$out/machine.txt"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 >"$work/machine.txt"
 
 # One table: the median of the Go and cgo runs, the C figure, and the ratios.
-awk -v machine="$(cat "$out/machine.txt")" '
+awk -v machine="$(cat "$work/machine.txt")" '
   function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t } return a[int((n + 1) / 2)] }
   FILENAME ~ /c.txt$/ && $1 == "c" { c[$2] = $3 }
   FILENAME ~ /cgo.txt$/ && /^BenchmarkCgo/ { name = $1; sub(/^BenchmarkCgo/, "cu", name); sub(/-[0-9]+$/, "", name); cgo[name, ++ncgo[name]] = $3 }
@@ -36,4 +43,59 @@ awk -v machine="$(cat "$out/machine.txt")" '
     split("2MiB 64MiB 1024MiB", s, " ")
     for (j = 1; j <= 3; j++) for (k = 1; k <= 5; k++) { key = o[k] "/" s[j]
       printf "%-34s %12.0f %12.0f %9.3f\n", key, c[key], ops[key], ops[key] / c[key] }
-  }' "$out/c.txt" "$out/cgo.txt" "$out/go.txt" "$out/goops.txt" | tee "$out/table.txt"
+  }' "$work/c.txt" "$work/cgo.txt" "$work/go.txt" "$work/goops.txt" | tee "$out/table.txt"
+
+# Growth of one buffer to 16 GiB in 64 MiB steps and to 4 GiB in 2 MiB steps: grow.c's four
+# strategies in C, then bench/grow (the growable buffer and the Go ports of the same four,
+# with the peak device memory of each), then the capacity test (grow until out of memory).
+# A failure here still leaves the tables, the plot and the tarball; the exit status says so.
+grow_rc=0
+gcc -O2 -I/usr/local/cuda/include bench/c/grow.c -o "$work/bin/grow" -lcuda
+"$work/bin/grow" 16 64 >"$work/grow_c.txt" || grow_rc=$?
+"$work/bin/grow" 4 2 >>"$work/grow_c.txt" || grow_rc=$?
+.gpu/grow -runs 16GiB/64MiB,4GiB/2MiB -capacity -csv "$work/growth.csv" -summary "$work/growth_summary.csv" \
+  >"$work/grow_go.txt" 2>"$work/grow_go.err" || grow_rc=$?
+cat "$work/grow_go.err" >&2
+touch "$work/growth.csv" "$work/growth_summary.csv" # so that the tables below still print
+.gpu/plot -in "$work/growth.csv" -o "$out/growth.svg" -subtitle "$(cat "$work/machine.txt")" || grow_rc=$?
+
+# One table: strategy x run, C and Go times, the Go run's peak device memory, and each time
+# over the growable buffer's (geometric policy, Go); then the capacity test.
+awk '
+  function v(x, f) { return x == "" ? "-" : sprintf(f, x) }
+  function r(x, y) { return (x == "" || y == "" || y == 0) ? "-" : sprintf("%.2f", x / y) }
+  FILENAME ~ /grow_c.txt$/ && /^grow / { n = split($0, f, / +/); t = f[3]; s = f[4]; sub(/^total=/, "", t); sub(/^step=/, "", s)
+    cms[f[2], t "/" s] = f[6] }
+  FILENAME ~ /growth_summary.csv$/ && FNR > 1 { split($0, f, ",")
+    st[f[2], f[1]] = f[3]
+    if (f[3] == "ok" || f[3] == "out_of_memory") { gms[f[2], f[1]] = f[7] / 1e6; if (f[11] != "") peak[f[2], f[1]] = f[11] / 2^30 }
+    if (f[1] == "capacity") { cap[f[2]] = f[3]; reached[f[2]] = f[15] / 2^30; dev[f[2]] = f[16] / 2^30; free[f[2]] = f[17] / 2^30 } }
+  END {
+    nr = split("16GiB/64MiB 4GiB/2MiB", runs, " ")
+    ns = split("buffer_geometric buffer_exact vmm_reserved vmm_doubling memalloc_doubling memalloc_exact", strat, " ")
+    printf "\ngrowth of one buffer: time (ms), peak device memory over the baseline (GiB, Go run),\n"
+    printf "and time over the growable buffer'"'"'s (buffer_geometric, Go): C/buf, Go/buf\n"
+    printf "%-18s", ""; for (j = 1; j <= nr; j++) printf " | %-44s", runs[j]; printf "\n"
+    printf "%-18s", "strategy"; for (j = 1; j <= nr; j++) printf " | %9s %9s %8s %7s %7s", "C ms", "Go ms", "peak GiB", "C/buf", "Go/buf"; printf "\n"
+    for (i = 1; i <= ns; i++) { k = strat[i]; printf "%-18s", k
+      for (j = 1; j <= nr; j++) { ref = gms["buffer_geometric", runs[j]]
+        printf " | %9s %9s %8s %7s %7s", v(cms[k, runs[j]], "%.1f"), v(gms[k, runs[j]], "%.1f"), v(peak[k, runs[j]], "%.2f"),
+          r(cms[k, runs[j]], ref), r(gms[k, runs[j]], ref) }
+      printf "\n" }
+    for (i = 1; i <= ns; i++) for (j = 1; j <= nr; j++) if (st[strat[i], runs[j]] != "" && st[strat[i], runs[j]] != "ok")
+      printf "  %s %s: %s (growth_summary.csv says why)\n", strat[i], runs[j], st[strat[i], runs[j]]
+    printf "\ncapacity: grow in 1 GiB steps until the driver is out of memory\n"
+    split("buffer_exact memalloc_doubling", cs, " ")
+    for (i = 1; i <= 2; i++) { k = cs[i]
+      if (cap[k] == "out_of_memory") printf "%-18s reached %.2f GiB of %.2f GiB device memory: %.1f%% (%.1f%% of the %.2f GiB free at the start)\n",
+        k, reached[k], dev[k], 100 * reached[k] / dev[k], 100 * reached[k] / free[k], free[k]
+      else printf "%-18s %s\n", k, (cap[k] == "" ? "no result" : cap[k] " (growth_summary.csv says why)") }
+  }' "$work/grow_c.txt" "$work/growth_summary.csv" | tee -a "$out/table.txt"
+{ printf '\ndetail (bench/grow):\n'; cat "$work/grow_go.txt"; } >>"$out/table.txt"
+
+cp "$work/growth.csv" "$work/growth_summary.csv" "$out/"
+cp "$out/table.txt" "$work/"
+if [ -f "$out/growth.svg" ]; then cp "$out/growth.svg" "$work/"; fi
+tar -czf "$out/bench.tgz" -C "$work" --exclude=./bin .
+echo "raw outputs: $work (and $out/bench.tgz)"
+exit "$grow_rc"
