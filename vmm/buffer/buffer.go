@@ -326,12 +326,15 @@ func (b *Buffer) Grow(n uint64) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	args := fmt.Sprintf("to %s (size %s, committed %s)", vmm.Size(n), vmm.Size(b.size), vmm.Size(b.committed))
+	size, committed := b.size, b.committed // as they were, for the error
+	args := func() string {
+		return fmt.Sprintf("to %s (size %s, committed %s)", vmm.Size(n), vmm.Size(size), vmm.Size(committed))
+	}
 	if err := b.usable(); err != nil {
-		return &Error{Op: "grow", Args: args, Err: err}
+		return &Error{Op: "grow", Args: args(), Err: err}
 	}
 	if err := b.grow(n); err != nil {
-		return &Error{Op: "grow", Args: args, Err: err}
+		return &Error{Op: "grow", Args: args(), Err: err}
 	}
 	return nil
 }
@@ -521,12 +524,15 @@ func (b *Buffer) Shrink(n uint64) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	args := fmt.Sprintf("to %s (size %s, committed %s)", vmm.Size(n), vmm.Size(b.size), vmm.Size(b.committed))
+	size, committed := b.size, b.committed // as they were, for the error
+	args := func() string {
+		return fmt.Sprintf("to %s (size %s, committed %s)", vmm.Size(n), vmm.Size(size), vmm.Size(committed))
+	}
 	if err := b.usable(); err != nil {
-		return &Error{Op: "shrink", Args: args, Err: err}
+		return &Error{Op: "shrink", Args: args(), Err: err}
 	}
 	if err := b.shrink(n); err != nil {
-		return &Error{Op: "shrink", Args: args, Err: err}
+		return &Error{Op: "shrink", Args: args(), Err: err}
 	}
 	return nil
 }
@@ -646,17 +652,17 @@ func (b *Buffer) WriteAt(p []byte, off int64) (int, error) {
 }
 
 func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(cu.DevicePtr, []byte) error) (int, error) {
-	args := fmt.Sprintf("%s at offset %d", vmm.Size(uint64(len(p))), off)
+	args := func() string { return fmt.Sprintf("%s at offset %d", vmm.Size(uint64(len(p))), off) }
 	if b == nil {
-		return 0, &Error{Op: op, Args: args, Err: fmt.Errorf("%w: nil Buffer", ErrInvalid)}
+		return 0, &Error{Op: op, Args: args(), Err: fmt.Errorf("%w: nil Buffer", ErrInvalid)}
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if err := b.usable(); err != nil {
-		return 0, &Error{Op: op, Args: args, Err: err}
+		return 0, &Error{Op: op, Args: args(), Err: err}
 	}
 	if off < 0 || uint64(off) > b.size || uint64(len(p)) > b.size-uint64(off) {
-		return 0, &Error{Op: op, Args: args, Err: fmt.Errorf("%w: size %s", ErrOutOfRange, vmm.Size(b.size))}
+		return 0, &Error{Op: op, Args: args(), Err: fmt.Errorf("%w: size %s", ErrOutOfRange, vmm.Size(b.size))}
 	}
 	// One copy per chunk: each chunk is its own allocation, and whether the driver copies
 	// across two of them in one call is not recorded.
@@ -672,7 +678,7 @@ func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(cu.DevicePtr, []
 		n := min(uint64(len(p)-done), ch.off+ch.size-pos)
 		va := base + cu.DevicePtr(pos)
 		if err := cp(va, p[done:done+int(n)]); err != nil {
-			return done, &Error{Op: op, Args: args, Err: callErr(err, "copy %v+%s from device %d", va, vmm.Size(n), b.dev)}
+			return done, &Error{Op: op, Args: args(), Err: callErr(err, "copy %v+%s from device %d", va, vmm.Size(n), b.dev)}
 		}
 		done += int(n)
 	}
@@ -723,44 +729,66 @@ func segments(spans []span, from, to uint64) []seg {
 	return out
 }
 
-// The driver calls, counted and named for errors.
+// The driver calls, counted and named for errors. The names are formatted only when a
+// call fails: growth makes thousands of these calls and most succeed.
 
 func (b *Buffer) reserve(size uint64, hint cu.DevicePtr) (cu.DevicePtr, error) {
 	b.st.Calls++
 	va, err := b.b.Reserve(size, 0, hint, 0)
-	return va, callErr(err, "reserve %s hint %v", vmm.Size(size), hint)
+	if err != nil {
+		return va, callErr(err, "reserve %s hint %v", vmm.Size(size), hint)
+	}
+	return va, nil
 }
 
 func (b *Buffer) free(va cu.DevicePtr, size uint64) error {
 	b.st.Calls++
-	return callErr(b.b.Free(va, size), "free %v+%s", va, vmm.Size(size))
+	if err := b.b.Free(va, size); err != nil {
+		return callErr(err, "free %v+%s", va, vmm.Size(size))
+	}
+	return nil
 }
 
 func (b *Buffer) create(size uint64) (cu.MemHandle, error) {
 	b.st.Calls++
 	prop := b.prop
 	h, err := b.b.Create(size, &prop, 0)
-	return h, callErr(err, "create %s on %s", vmm.Size(size), b.loc)
+	if err != nil {
+		return h, callErr(err, "create %s on %s", vmm.Size(size), b.loc)
+	}
+	return h, nil
 }
 
 func (b *Buffer) release(h cu.MemHandle) error {
 	b.st.Calls++
-	return callErr(b.b.Release(h), "release %v", h)
+	if err := b.b.Release(h); err != nil {
+		return callErr(err, "release %v", h)
+	}
+	return nil
 }
 
 func (b *Buffer) mapAt(va cu.DevicePtr, size uint64, h cu.MemHandle) error {
 	b.st.Calls++
-	return callErr(b.b.Map(va, size, 0, h, 0), "map %v+%s %v", va, vmm.Size(size), h)
+	if err := b.b.Map(va, size, 0, h, 0); err != nil {
+		return callErr(err, "map %v+%s %v", va, vmm.Size(size), h)
+	}
+	return nil
 }
 
 func (b *Buffer) unmap(va cu.DevicePtr, size uint64) error {
 	b.st.Calls++
-	return callErr(b.b.Unmap(va, size), "unmap %v+%s", va, vmm.Size(size))
+	if err := b.b.Unmap(va, size); err != nil {
+		return callErr(err, "unmap %v+%s", va, vmm.Size(size))
+	}
+	return nil
 }
 
 func (b *Buffer) setAccess(va cu.DevicePtr, size uint64) error {
 	b.st.Calls++
-	return callErr(b.b.SetAccess(va, size, b.access), "set access %v+%s %s", va, vmm.Size(size), accessString(b.access))
+	if err := b.b.SetAccess(va, size, b.access); err != nil {
+		return callErr(err, "set access %v+%s %s", va, vmm.Size(size), accessString(b.access))
+	}
+	return nil
 }
 
 // alignUp rounds n up to a multiple of g (a power of two); ok is false on overflow.
