@@ -93,6 +93,17 @@ awk '
   }' "$work/grow_c.txt" "$work/growth_summary.csv" | tee -a "$out/table.txt"
 { printf '\ndetail (bench/grow):\n'; cat "$work/grow_go.txt"; } >>"$out/table.txt"
 
+# The simulator on the same machine: one create, reserve, map, set access, unmap, release,
+# free cycle of 2 MiB, and its cost with 10 and 100,000 other mappings live.
+.gpu/sim.test -test.run '^$' -test.bench 'Cycle' -test.count 5 >"$work/sim.txt" || grow_rc=$?
+awk '/^BenchmarkCycle/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n); t[n, ++c[n]] = $3 }
+  END { printf "\nsim (median of 5, ns per cycle)\n"
+    for (n in c) { m = c[n]; for (i = 1; i <= m; i++) a[i] = t[n, i]
+      for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
+      med[n] = a[int((m + 1) / 2)]; printf "%-40s %10.0f\n", n, med[n] }
+    k10 = "CycleWithLiveMappings/10"; k100 = "CycleWithLiveMappings/100000"
+    if (med[k10] > 0) printf "%-40s %10.2f\n", "100000 live / 10 live", med[k100] / med[k10] }' "$work/sim.txt" | tee -a "$out/table.txt"
+
 cp "$work/growth.csv" "$work/growth_summary.csv" "$out/"
 cp "$out/table.txt" "$work/"
 if [ -f "$out/growth.svg" ]; then cp "$out/growth.svg" "$work/"; fi
