@@ -25,20 +25,47 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	// The backend's own description of the call ("cu: cuMemMap(...)") repeats what Op and
-	// Args say: show the driver's result, and the backend's explanation if it has one.
-	cause := e.Err.Error()
-	if r, ok := cu.ResultOf(e.Err); ok {
-		cause = r.Error()
-		var x Explainer
-		if errors.As(e.Err, &x) && x.Explain() != "" {
-			cause += " (" + x.Explain() + ")"
-		}
-	}
 	if e.Args == "" {
-		return "vmm: " + e.Op + ": " + cause
+		return "vmm: " + e.Op + ": " + Cause(e.Err)
 	}
-	return "vmm: " + e.Op + " " + e.Args + ": " + cause
+	return "vmm: " + e.Op + " " + e.Args + ": " + Cause(e.Err)
+}
+
+// Cause describes err for a message that already names the call: the driver's result and,
+// in parentheses, the backend's explanation if it has one. The backend's own description of
+// the call ("cu: cuMemMap(...)", "sim: cuMemMap(...)") would repeat the caller's.
+func Cause(err error) string {
+	r, ok := cu.ResultOf(err)
+	if !ok {
+		return err.Error()
+	}
+	cause := r.Error()
+	var x Explainer
+	if errors.As(err, &x) && x.Explain() != "" {
+		cause += " (" + x.Explain() + ")"
+	}
+	return cause
+}
+
+// CallError names one failed backend call inside a larger operation, for packages built on
+// vmm ("map 0x7f0000200000+2MiB handle 0x3: CUDA_ERROR_..."). It unwraps to the backend's
+// error.
+type CallError struct {
+	Call string
+	Err  error
+}
+
+func (e *CallError) Error() string { return e.Call + ": " + Cause(e.Err) }
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+// Call returns nil for a nil err, else a *CallError naming the call. Format it only on
+// failure: callers on hot paths check err first.
+func Call(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return &CallError{Call: fmt.Sprintf(format, args...), Err: err}
 }
 
 // Explainer is implemented by backend errors that can say why a call was refused beyond

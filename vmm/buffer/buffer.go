@@ -205,7 +205,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
 	b.st.Calls++
 	g, err := b.b.Granularity(&b.prop, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
 	if err != nil {
-		return fail(callErr(err, "granularity of %s", b.loc))
+		return fail(vmm.Call(err, "granularity of %s", b.loc))
 	}
 	if g == 0 || g&(g-1) != 0 {
 		return fail(fmt.Errorf("%w: driver granularity %d is not a power of two", ErrInvalid, g))
@@ -678,7 +678,7 @@ func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(cu.DevicePtr, []
 		n := min(uint64(len(p)-done), ch.off+ch.size-pos)
 		va := base + cu.DevicePtr(pos)
 		if err := cp(va, p[done:done+int(n)]); err != nil {
-			return done, &Error{Op: op, Args: args(), Err: callErr(err, "copy %v+%s from device %d", va, vmm.Size(n), b.dev)}
+			return done, &Error{Op: op, Args: args(), Err: vmm.Call(err, "copy %v+%s from device %d", va, vmm.Size(n), b.dev)}
 		}
 		done += int(n)
 	}
@@ -736,7 +736,7 @@ func (b *Buffer) reserve(size uint64, hint cu.DevicePtr) (cu.DevicePtr, error) {
 	b.st.Calls++
 	va, err := b.b.Reserve(size, 0, hint, 0)
 	if err != nil {
-		return va, callErr(err, "reserve %s hint %v", vmm.Size(size), hint)
+		return va, vmm.Call(err, "reserve %s hint %v", vmm.Size(size), hint)
 	}
 	return va, nil
 }
@@ -744,7 +744,7 @@ func (b *Buffer) reserve(size uint64, hint cu.DevicePtr) (cu.DevicePtr, error) {
 func (b *Buffer) free(va cu.DevicePtr, size uint64) error {
 	b.st.Calls++
 	if err := b.b.Free(va, size); err != nil {
-		return callErr(err, "free %v+%s", va, vmm.Size(size))
+		return vmm.Call(err, "free %v+%s", va, vmm.Size(size))
 	}
 	return nil
 }
@@ -754,7 +754,7 @@ func (b *Buffer) create(size uint64) (cu.MemHandle, error) {
 	prop := b.prop
 	h, err := b.b.Create(size, &prop, 0)
 	if err != nil {
-		return h, callErr(err, "create %s on %s", vmm.Size(size), b.loc)
+		return h, vmm.Call(err, "create %s on %s", vmm.Size(size), b.loc)
 	}
 	return h, nil
 }
@@ -762,7 +762,7 @@ func (b *Buffer) create(size uint64) (cu.MemHandle, error) {
 func (b *Buffer) release(h cu.MemHandle) error {
 	b.st.Calls++
 	if err := b.b.Release(h); err != nil {
-		return callErr(err, "release %v", h)
+		return vmm.Call(err, "release %v", h)
 	}
 	return nil
 }
@@ -770,7 +770,7 @@ func (b *Buffer) release(h cu.MemHandle) error {
 func (b *Buffer) mapAt(va cu.DevicePtr, size uint64, h cu.MemHandle) error {
 	b.st.Calls++
 	if err := b.b.Map(va, size, 0, h, 0); err != nil {
-		return callErr(err, "map %v+%s %v", va, vmm.Size(size), h)
+		return vmm.Call(err, "map %v+%s %v", va, vmm.Size(size), h)
 	}
 	return nil
 }
@@ -778,7 +778,7 @@ func (b *Buffer) mapAt(va cu.DevicePtr, size uint64, h cu.MemHandle) error {
 func (b *Buffer) unmap(va cu.DevicePtr, size uint64) error {
 	b.st.Calls++
 	if err := b.b.Unmap(va, size); err != nil {
-		return callErr(err, "unmap %v+%s", va, vmm.Size(size))
+		return vmm.Call(err, "unmap %v+%s", va, vmm.Size(size))
 	}
 	return nil
 }
@@ -786,7 +786,7 @@ func (b *Buffer) unmap(va cu.DevicePtr, size uint64) error {
 func (b *Buffer) setAccess(va cu.DevicePtr, size uint64) error {
 	b.st.Calls++
 	if err := b.b.SetAccess(va, size, b.access); err != nil {
-		return callErr(err, "set access %v+%s %s", va, vmm.Size(size), accessString(b.access))
+		return vmm.Call(err, "set access %v+%s %s", va, vmm.Size(size), accessString(b.access))
 	}
 	return nil
 }

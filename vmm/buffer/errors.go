@@ -2,10 +2,7 @@ package buffer
 
 import (
 	"errors"
-	"fmt"
 	"strings"
-
-	"github.com/cuvmm/cuvmm/cu"
 )
 
 var (
@@ -45,28 +42,3 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
-
-// callError names one failed driver call inside an operation ("map 0x7f0000200000+2MiB
-// handle 0x3"). It drops package cu's own prefix, which repeats the call's arguments.
-type callError struct {
-	call string
-	err  error
-}
-
-func (e *callError) Error() string {
-	cause := e.err
-	var ce *cu.Error
-	if errors.As(cause, &ce) {
-		cause = ce.Err
-	}
-	return e.call + ": " + cause.Error()
-}
-
-func (e *callError) Unwrap() error { return e.err }
-
-func callErr(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	return &callError{call: fmt.Sprintf(format, args...), err: err}
-}

@@ -70,36 +70,6 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-type callError struct {
-	call string
-	err  error
-}
-
-func (e *callError) Error() string {
-	cause := e.err
-	var ce *cu.Error
-	if errors.As(cause, &ce) {
-		cause = ce.Err
-	}
-	var ve *vmm.Error
-	if errors.As(cause, &ve) {
-		cause = ve.Err
-		if errors.As(cause, &ce) {
-			cause = ce.Err
-		}
-	}
-	return e.call + ": " + cause.Error()
-}
-
-func (e *callError) Unwrap() error { return e.err }
-
-func callErr(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	return &callError{call: fmt.Sprintf(format, args...), err: err}
-}
-
 // MaxDescriptors is the most allocations one message carries: Linux passes at most 253
 // descriptors in one message (SCM_MAX_FD).
 const MaxDescriptors = 253
@@ -282,11 +252,11 @@ func ExportHandles(m *vmm.Manager, handles []cu.MemHandle, sizes []uint64) (*Exp
 	b := m.Backend()
 	prop, err := b.Properties(handles[0])
 	if err != nil {
-		return fail(callErr(err, "properties of %v", handles[0]))
+		return fail(vmm.Call(err, "properties of %v", handles[0]))
 	}
 	g, err := b.Granularity(&cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: prop.Location}, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
 	if err != nil {
-		return fail(callErr(err, "granularity"))
+		return fail(vmm.Call(err, "granularity"))
 	}
 	h := Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: g, Sizes: append([]uint64(nil), sizes...)}
 	if err := h.validate(); err != nil {
@@ -296,7 +266,7 @@ func ExportHandles(m *vmm.Manager, handles []cu.MemHandle, sizes []uint64) (*Exp
 	for _, hd := range handles {
 		fd, err := b.ExportFD(hd)
 		if err != nil {
-			return fail(errors.Join(callErr(err, "export %v as fd", hd), closeFDs(e.fds)))
+			return fail(errors.Join(vmm.Call(err, "export %v as fd", hd), closeFDs(e.fds)))
 		}
 		e.fds = append(e.fds, fd)
 	}
@@ -369,7 +339,7 @@ func Import(m *vmm.Manager, r *Received, access []int) (*Imported, error) {
 	}
 	imp, err := mapHandles(m, r.Header, access, func(b vmm.Backend, i int) (cu.MemHandle, error) {
 		h, err := b.ImportFD(r.fds[i])
-		return h, callErr(err, "import fd %d", r.fds[i])
+		return h, vmm.Call(err, "import fd %d", r.fds[i])
 	})
 	if err != nil {
 		return nil, &Error{Op: "import", Args: args, Err: err}
@@ -415,7 +385,7 @@ func mapHandles(m *vmm.Manager, h Header, access []int, get func(vmm.Backend, in
 			return fail(err)
 		}
 		imp.handles = append(imp.handles, hd)
-		undo = append(undo, func() error { return callErr(b.Release(hd), "release %v", hd) })
+		undo = append(undo, func() error { return vmm.Call(b.Release(hd), "release %v", hd) })
 	}
 	align := h.Granularity
 	if align&(align-1) != 0 {
@@ -423,20 +393,20 @@ func mapHandles(m *vmm.Manager, h Header, access []int, get func(vmm.Backend, in
 	}
 	va, err := b.Reserve(total, align, 0, 0)
 	if err != nil {
-		return fail(callErr(err, "reserve %s", vmm.Size(total)))
+		return fail(vmm.Call(err, "reserve %s", vmm.Size(total)))
 	}
-	undo = append(undo, func() error { return callErr(b.Free(va, total), "free %v+%s", va, vmm.Size(total)) })
+	undo = append(undo, func() error { return vmm.Call(b.Free(va, total), "free %v+%s", va, vmm.Size(total)) })
 	var off uint64
 	for i, s := range h.Sizes {
 		at := va + cu.DevicePtr(off)
 		if err := b.Map(at, s, 0, imp.handles[i], 0); err != nil {
-			return fail(callErr(err, "map %v+%s %v", at, vmm.Size(s), imp.handles[i]))
+			return fail(vmm.Call(err, "map %v+%s %v", at, vmm.Size(s), imp.handles[i]))
 		}
-		undo = append(undo, func() error { return callErr(b.Unmap(at, s), "unmap %v+%s", at, vmm.Size(s)) })
+		undo = append(undo, func() error { return vmm.Call(b.Unmap(at, s), "unmap %v+%s", at, vmm.Size(s)) })
 		off += s
 	}
 	if err := b.SetAccess(va, total, vmm.ReadWrite(access...)); err != nil {
-		return fail(callErr(err, "set access %v+%s devices %v", va, vmm.Size(total), access))
+		return fail(vmm.Call(err, "set access %v+%s devices %v", va, vmm.Size(total), access))
 	}
 	imp.base = va
 	return imp, nil
@@ -485,7 +455,7 @@ func (i *Imported) copy(op string, p []byte, off int64, f func(cu.DevicePtr) err
 		return 0, nil
 	}
 	if err := f(i.base + cu.DevicePtr(off)); err != nil {
-		return 0, &Error{Op: op, Args: args, Err: callErr(err, "copy from device %d", i.dev)}
+		return 0, &Error{Op: op, Args: args, Err: vmm.Call(err, "copy from device %d", i.dev)}
 	}
 	return len(p), nil
 }
@@ -503,11 +473,11 @@ func (i *Imported) Close() error {
 		b, va, size := i.b, i.base, i.size
 		// One unmap over all the allocations: the driver unmaps adjacent mappings in one
 		// call. Then the handles, then the range, which must be unmapped first.
-		i.pending = append(i.pending, func() error { return callErr(b.Unmap(va, size), "unmap %v+%s", va, vmm.Size(size)) })
+		i.pending = append(i.pending, func() error { return vmm.Call(b.Unmap(va, size), "unmap %v+%s", va, vmm.Size(size)) })
 		for _, h := range i.handles {
-			i.pending = append(i.pending, func() error { return callErr(b.Release(h), "release %v", h) })
+			i.pending = append(i.pending, func() error { return vmm.Call(b.Release(h), "release %v", h) })
 		}
-		i.pending = append(i.pending, func() error { return callErr(b.Free(va, size), "free %v+%s", va, vmm.Size(size)) })
+		i.pending = append(i.pending, func() error { return vmm.Call(b.Free(va, size), "free %v+%s", va, vmm.Size(size)) })
 	}
 	var errs []error
 	var left []func() error
@@ -572,7 +542,7 @@ func ImportFabric(m *vmm.Manager, handles []FabricHandle, access []int) (*Import
 	}
 	imp, err := mapHandles(m, h, access, func(b vmm.Backend, i int) (cu.MemHandle, error) {
 		hd, err := b.ImportFabric(handles[i].Handle)
-		return hd, callErr(err, "import fabric handle %d", i)
+		return hd, vmm.Call(err, "import fabric handle %d", i)
 	})
 	if err != nil {
 		return nil, &Error{Op: "import fabric", Args: fmt.Sprintf("%d handles", len(handles)), Err: err}

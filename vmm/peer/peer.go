@@ -51,29 +51,6 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-type callError struct {
-	call string
-	err  error
-}
-
-func (e *callError) Error() string {
-	cause := e.err
-	var ce *cu.Error
-	if errors.As(cause, &ce) {
-		cause = ce.Err
-	}
-	return e.call + ": " + cause.Error()
-}
-
-func (e *callError) Unwrap() error { return e.err }
-
-func callErr(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	return &callError{call: fmt.Sprintf(format, args...), err: err}
-}
-
 // Mode is the access a device is granted.
 type Mode int
 
@@ -135,7 +112,7 @@ func New(m *vmm.Manager, owner int, size uint64) (*Memory, error) {
 	prop := deviceProp(owner)
 	g, err := b.Granularity(&prop, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
 	if err != nil {
-		return fail(callErr(err, "granularity of device %d", owner))
+		return fail(vmm.Call(err, "granularity of device %d", owner))
 	}
 	total, ok := alignUp(size, g)
 	if !ok {
@@ -143,17 +120,17 @@ func New(m *vmm.Manager, owner int, size uint64) (*Memory, error) {
 	}
 	h, err := b.Create(total, &prop, 0)
 	if err != nil {
-		return fail(callErr(err, "create %s on device %d", vmm.Size(total), owner))
+		return fail(vmm.Call(err, "create %s on device %d", vmm.Size(total), owner))
 	}
 	va, err := b.Reserve(total, 0, 0, 0)
 	if err != nil {
-		return fail(errors.Join(callErr(err, "reserve %s", vmm.Size(total)), b.Release(h)))
+		return fail(errors.Join(vmm.Call(err, "reserve %s", vmm.Size(total)), b.Release(h)))
 	}
 	if err := b.Map(va, total, 0, h, 0); err != nil {
-		return fail(errors.Join(callErr(err, "map %v+%s %v", va, vmm.Size(total), h), b.Free(va, total), b.Release(h)))
+		return fail(errors.Join(vmm.Call(err, "map %v+%s %v", va, vmm.Size(total), h), b.Free(va, total), b.Release(h)))
 	}
 	if err := b.SetAccess(va, total, vmm.ReadWrite(owner)); err != nil {
-		return fail(errors.Join(callErr(err, "set access %v+%s rw device %d", va, vmm.Size(total), owner),
+		return fail(errors.Join(vmm.Call(err, "set access %v+%s rw device %d", va, vmm.Size(total), owner),
 			b.Unmap(va, total), b.Free(va, total), b.Release(h)))
 	}
 	return &Memory{b: b, owner: owner, size: total, h: h, base: va, access: map[int]Mode{}}, nil
@@ -265,7 +242,7 @@ func (p *Memory) set(f cu.MemAccessFlags, devs []int) error {
 		}
 		desc = append(desc, cu.MemAccessDesc{Location: vmm.OnDevice(d), Flags: f})
 	}
-	return callErr(p.b.SetAccess(p.base, p.size, desc), "set access %v+%s %s", p.base, vmm.Size(p.size), descString(desc))
+	return vmm.Call(p.b.SetAccess(p.base, p.size, desc), "set access %v+%s %s", p.base, vmm.Size(p.size), descString(desc))
 }
 
 // Access returns the access device dev has, as the driver reports it.
@@ -280,7 +257,7 @@ func (p *Memory) Access(dev int) (cu.MemAccessFlags, error) {
 	}
 	f, err := p.b.GetAccess(vmm.OnDevice(dev), p.base)
 	if err != nil {
-		return 0, &Error{Op: "get access", Args: fmt.Sprintf("device %d", dev), Err: callErr(err, "get access %v", p.base)}
+		return 0, &Error{Op: "get access", Args: fmt.Sprintf("device %d", dev), Err: vmm.Call(err, "get access %v", p.base)}
 	}
 	return f, nil
 }
@@ -330,21 +307,21 @@ func (p *Memory) Close() error {
 	p.closed = true
 	if !p.unmapped {
 		if err := p.b.Unmap(p.base, p.size); err != nil {
-			return &Error{Op: "close", Err: callErr(err, "unmap %v+%s", p.base, vmm.Size(p.size))}
+			return &Error{Op: "close", Err: vmm.Call(err, "unmap %v+%s", p.base, vmm.Size(p.size))}
 		}
 		p.unmapped = true
 	}
 	var errs []error
 	if !p.released {
 		if err := p.b.Release(p.h); err != nil {
-			errs = append(errs, callErr(err, "release %v", p.h))
+			errs = append(errs, vmm.Call(err, "release %v", p.h))
 		} else {
 			p.released = true
 		}
 	}
 	if !p.freed {
 		if err := p.b.Free(p.base, p.size); err != nil {
-			errs = append(errs, callErr(err, "free %v+%s", p.base, vmm.Size(p.size)))
+			errs = append(errs, vmm.Call(err, "free %v+%s", p.base, vmm.Size(p.size)))
 		} else {
 			p.freed = true
 		}
@@ -361,7 +338,7 @@ func canAccess(b vmm.Backend, dev, owner int) error {
 	}
 	ok, err := b.CanAccessPeer(dev, owner)
 	if err != nil {
-		return callErr(err, "can device %d access device %d", dev, owner)
+		return vmm.Call(err, "can device %d access device %d", dev, owner)
 	}
 	if !ok {
 		return fmt.Errorf("%w: device %d cannot access device %d", ErrNoPeerAccess, dev, owner)

@@ -81,7 +81,7 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 		prop := deviceProp(r)
 		dg, err := b.Granularity(&prop, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
 		if err != nil {
-			return fail(callErr(err, "granularity of device %d", r))
+			return fail(vmm.Call(err, "granularity of device %d", r))
 		}
 		if dg == 0 || dg&(dg-1) != 0 {
 			return fail(fmt.Errorf("%w: device %d granularity %d", ErrInvalid, r, dg))
@@ -112,7 +112,7 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 	}
 	va, err := b.Reserve(total, g, 0, 0)
 	if err != nil {
-		return fail(callErr(err, "reserve %s alignment %s", vmm.Size(total), vmm.Size(g)))
+		return fail(vmm.Call(err, "reserve %s alignment %s", vmm.Size(total), vmm.Size(g)))
 	}
 	s := &Striped{b: b, base: va, size: total, access: append([]int(nil), access...)}
 	undo := func() error {
@@ -122,13 +122,13 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 			// mappings in one call.
 			mapped := uint64(len(s.stripes)) * stripe
 			if mapped > 0 {
-				errs = append(errs, callErr(b.Unmap(va, mapped), "unmap %v+%s", va, vmm.Size(mapped)))
+				errs = append(errs, vmm.Call(b.Unmap(va, mapped), "unmap %v+%s", va, vmm.Size(mapped)))
 			}
 			for _, h := range s.handles {
-				errs = append(errs, callErr(b.Release(h), "release %v", h))
+				errs = append(errs, vmm.Call(b.Release(h), "release %v", h))
 			}
 		}
-		errs = append(errs, callErr(b.Free(va, total), "free %v+%s", va, vmm.Size(total)))
+		errs = append(errs, vmm.Call(b.Free(va, total), "free %v+%s", va, vmm.Size(total)))
 		return errors.Join(errs...)
 	}
 	for i := uint64(0); i < n; i++ {
@@ -137,18 +137,18 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 		prop := deviceProp(dev)
 		h, err := b.Create(stripe, &prop, 0)
 		if err != nil {
-			return fail(errors.Join(callErr(err, "create %s on device %d", vmm.Size(stripe), dev), undo()))
+			return fail(errors.Join(vmm.Call(err, "create %s on device %d", vmm.Size(stripe), dev), undo()))
 		}
 		s.handles = append(s.handles, h)
 		at := va + cu.DevicePtr(off)
 		if err := b.Map(at, stripe, 0, h, 0); err != nil {
-			return fail(errors.Join(callErr(err, "map %v+%s %v", at, vmm.Size(stripe), h), undo()))
+			return fail(errors.Join(vmm.Call(err, "map %v+%s %v", at, vmm.Size(stripe), h), undo()))
 		}
 		s.stripes = append(s.stripes, StripeInfo{Offset: off, Size: stripe, Device: dev})
 	}
 	desc := vmm.ReadWrite(access...)
 	if err := b.SetAccess(va, total, desc); err != nil {
-		return fail(errors.Join(callErr(err, "set access %v+%s %s", va, vmm.Size(total), descString(desc)), undo()))
+		return fail(errors.Join(vmm.Call(err, "set access %v+%s %s", va, vmm.Size(total), descString(desc)), undo()))
 	}
 	return s, nil
 }
@@ -219,7 +219,7 @@ func (s *Striped) copy(op string, dev int, off uint64, p []byte, f func(cu.Devic
 		n := min(uint64(len(p)-done), st.Offset+st.Size-pos)
 		va := s.base + cu.DevicePtr(pos)
 		if err := f(va, p[done:done+int(n)]); err != nil {
-			return &Error{Op: op, Args: args, Err: callErr(err, "copy %v+%s (stripe on device %d)", va, vmm.Size(n), st.Device)}
+			return &Error{Op: op, Args: args, Err: vmm.Call(err, "copy %v+%s (stripe on device %d)", va, vmm.Size(n), st.Device)}
 		}
 		done += int(n)
 	}
@@ -240,7 +240,7 @@ func (s *Striped) Close() error {
 	s.closed = true
 	if !s.unmapped {
 		if err := s.b.Unmap(s.base, s.size); err != nil {
-			return &Error{Op: "close", Err: callErr(err, "unmap %v+%s", s.base, vmm.Size(s.size))}
+			return &Error{Op: "close", Err: vmm.Call(err, "unmap %v+%s", s.base, vmm.Size(s.size))}
 		}
 		s.unmapped = true
 		s.pending, s.handles = s.handles, nil
@@ -249,14 +249,14 @@ func (s *Striped) Close() error {
 	var left []cu.MemHandle
 	for _, h := range s.pending {
 		if err := s.b.Release(h); err != nil {
-			errs = append(errs, callErr(err, "release %v", h))
+			errs = append(errs, vmm.Call(err, "release %v", h))
 			left = append(left, h)
 		}
 	}
 	s.pending = left
 	if !s.freed {
 		if err := s.b.Free(s.base, s.size); err != nil {
-			errs = append(errs, callErr(err, "free %v+%s", s.base, vmm.Size(s.size)))
+			errs = append(errs, vmm.Call(err, "free %v+%s", s.base, vmm.Size(s.size)))
 		} else {
 			s.freed = true
 		}

@@ -53,29 +53,6 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-type callError struct {
-	call string
-	err  error
-}
-
-func (e *callError) Error() string {
-	cause := e.err
-	var ce *cu.Error
-	if errors.As(cause, &ce) {
-		cause = ce.Err
-	}
-	return e.call + ": " + cause.Error()
-}
-
-func (e *callError) Unwrap() error { return e.err }
-
-func callErr(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	return &callError{call: fmt.Sprintf(format, args...), err: err}
-}
-
 // Options configure an Array. The zero value is device 0 memory in pages of the
 // allocation granularity, accessible from device 0.
 type Options struct {
@@ -170,7 +147,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Array, error) {
 	a.st.Calls++
 	g, err := a.b.Granularity(&a.prop, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
 	if err != nil {
-		return fail(callErr(err, "granularity"))
+		return fail(vmm.Call(err, "granularity"))
 	}
 	if g == 0 || g&(g-1) != 0 {
 		return fail(fmt.Errorf("%w: driver granularity %d", ErrInvalid, g))
@@ -195,7 +172,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Array, error) {
 	}
 	base, err := a.b.Reserve(total, align, 0, 0)
 	if err != nil {
-		return fail(callErr(err, "reserve %s alignment %d", vmm.Size(total), align))
+		return fail(vmm.Call(err, "reserve %s alignment %d", vmm.Size(total), align))
 	}
 	a.base = base
 	return a, nil
@@ -352,7 +329,7 @@ func (a *Array) commit(off, n uint64) error {
 			return t.fail(err)
 		}
 		if a.zero {
-			if err := callErr(a.b.MemsetD8(a.dev, va, 0, size), "zero %v+%s from device %d", va, vmm.Size(size), a.dev); err != nil {
+			if err := vmm.Call(a.b.MemsetD8(a.dev, va, 0, size), "zero %v+%s from device %d", va, vmm.Size(size), a.dev); err != nil {
 				return t.fail(err)
 			}
 		}
@@ -451,7 +428,7 @@ func (a *Array) WriteAt(p []byte, off int64) (int, error) {
 		return 0, &Error{Op: "write", Args: args, Err: err}
 	}
 	n, err := a.eachPage(uint64(off), p, func(va cu.DevicePtr, q []byte, _ bool) error {
-		return callErr(a.b.CopyHtoD(a.dev, va, q), "copy to %v+%s from device %d", va, vmm.Size(uint64(len(q))), a.dev)
+		return vmm.Call(a.b.CopyHtoD(a.dev, va, q), "copy to %v+%s from device %d", va, vmm.Size(uint64(len(q))), a.dev)
 	})
 	if err != nil {
 		return n, &Error{Op: "write", Args: args, Err: err}
@@ -485,7 +462,7 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 			clear(q)
 			return nil
 		}
-		return callErr(a.b.CopyDtoH(a.dev, q, va), "copy from %v+%s to device %d", va, vmm.Size(uint64(len(q))), a.dev)
+		return vmm.Call(a.b.CopyDtoH(a.dev, q, va), "copy from %v+%s to device %d", va, vmm.Size(uint64(len(q))), a.dev)
 	})
 	if err != nil {
 		return n, &Error{Op: "read", Args: args, Err: err}
@@ -538,7 +515,7 @@ func (a *Array) Close() error {
 		a.st.Calls++
 		if err := a.b.Free(base, size); err != nil {
 			a.pending = append(a.pending, cleanup{what: "free", do: func() error {
-				return callErr(a.b.Free(base, size), "free %v+%s", base, vmm.Size(size))
+				return vmm.Call(a.b.Free(base, size), "free %v+%s", base, vmm.Size(size))
 			}})
 		}
 	}
@@ -567,27 +544,27 @@ func (a *Array) create() (cu.MemHandle, error) {
 	a.st.Calls++
 	prop := a.prop
 	h, err := a.b.Create(a.page, &prop, 0)
-	return h, callErr(err, "create %s", vmm.Size(a.page))
+	return h, vmm.Call(err, "create %s", vmm.Size(a.page))
 }
 
 func (a *Array) release(h cu.MemHandle) error {
 	a.st.Calls++
-	return callErr(a.b.Release(h), "release %v", h)
+	return vmm.Call(a.b.Release(h), "release %v", h)
 }
 
 func (a *Array) mapAt(va cu.DevicePtr, h cu.MemHandle) error {
 	a.st.Calls++
-	return callErr(a.b.Map(va, a.page, 0, h, 0), "map %v+%s %v", va, vmm.Size(a.page), h)
+	return vmm.Call(a.b.Map(va, a.page, 0, h, 0), "map %v+%s %v", va, vmm.Size(a.page), h)
 }
 
 func (a *Array) unmap(va cu.DevicePtr, size uint64) error {
 	a.st.Calls++
-	return callErr(a.b.Unmap(va, size), "unmap %v+%s", va, vmm.Size(size))
+	return vmm.Call(a.b.Unmap(va, size), "unmap %v+%s", va, vmm.Size(size))
 }
 
 func (a *Array) setAccess(va cu.DevicePtr, size uint64) error {
 	a.st.Calls++
-	return callErr(a.b.SetAccess(va, size, a.access), "set access %v+%s", va, vmm.Size(size))
+	return vmm.Call(a.b.SetAccess(va, size, a.access), "set access %v+%s", va, vmm.Size(size))
 }
 
 // tx collects the undo steps of one operation (see buffer's).
