@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -196,7 +197,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
 	}
 	devs := []int{opts.Device}
 	for _, d := range opts.Access {
-		if d != opts.Device && !contains(devs, d) {
+		if d != opts.Device && !slices.Contains(devs, d) {
 			devs = append(devs, d)
 		}
 	}
@@ -795,15 +796,6 @@ func (b *Buffer) setAccess(va cu.DevicePtr, size uint64) error {
 func alignUp(n, g uint64) (uint64, bool) {
 	r := (n + g - 1) &^ (g - 1)
 	return r, r >= n
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func accessString(d []cu.MemAccessDesc) string {

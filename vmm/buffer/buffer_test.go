@@ -12,6 +12,7 @@ import (
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
+	"github.com/cuvmm/cuvmm/vmm/vmmtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,19 +23,6 @@ func newSim(t testing.TB) (*sim.Sim, *vmm.Manager) {
 	s, err := sim.New(sim.PresetH100())
 	require.NoError(t, err)
 	return s, vmm.New(s)
-}
-
-// pattern is deterministic data that differs at every offset and per seed.
-func pattern(seed byte, n int) []byte {
-	p := make([]byte, n)
-	x := uint32(seed)*2654435761 + 1
-	for i := range p {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		p[i] = byte(x)
-	}
-	return p
 }
 
 // leaks is what the sim holds that a buffer could leak.
@@ -79,7 +67,7 @@ func TestGrowKeepsBaseAndData(t *testing.T) {
 				size := uint64(len(want)) + 3*mib + uint64(i)*4096
 				require.NoError(t, b.Grow(size))
 				require.Equal(t, base, b.Base(), "the base never moves while the hint is honoured")
-				chunk := pattern(byte(i), int(size)-len(want))
+				chunk := vmmtest.Pattern(byte(i), int(size)-len(want))
 				_, err := b.WriteAt(chunk, int64(len(want)))
 				require.NoError(t, err)
 				want = append(want, chunk...)
@@ -158,7 +146,7 @@ func TestHintRefusedRemapsWithoutCopy(t *testing.T) {
 	s, m := newSim(t)
 	b, err := buffer.New(m, 4*mib, buffer.Options{Reserve: 4 * mib})
 	require.NoError(t, err)
-	want := pattern(1, 4*mib)
+	want := vmmtest.Pattern(1, 4*mib)
 	_, err = b.WriteAt(want, 0)
 	require.NoError(t, err)
 	unblock := block(t, s, b)
@@ -190,7 +178,7 @@ func TestEveryHintIgnored(t *testing.T) {
 	require.NoError(t, err)
 	b, err := buffer.New(vmm.New(s), 2*mib, buffer.Options{Reserve: 2 * mib})
 	require.NoError(t, err)
-	want := pattern(9, 2*mib)
+	want := vmmtest.Pattern(9, 2*mib)
 	_, err = b.WriteAt(want, 0)
 	require.NoError(t, err)
 	for size := uint64(4 * mib); size <= 64*mib; size *= 2 {
@@ -231,7 +219,7 @@ func TestShrinkReleasesAndGrowsBackInPlace(t *testing.T) {
 	var want []byte
 	for i := range 5 {
 		require.NoError(t, b.Grow(uint64(i+1)*2*mib))
-		p := pattern(byte(i), 2*mib)
+		p := vmmtest.Pattern(byte(i), 2*mib)
 		_, err := b.WriteAt(p, int64(i)*2*mib)
 		require.NoError(t, err)
 		want = append(want, p...)
@@ -312,7 +300,7 @@ func TestConcurrentUse(t *testing.T) {
 	b, err := buffer.New(m, 2*mib, buffer.Options{Reserve: 4 * mib})
 	require.NoError(t, err)
 	defer b.Close()
-	head := pattern(9, 4096)
+	head := vmmtest.Pattern(9, 4096)
 	_, err = b.WriteAt(head, 0)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
@@ -356,7 +344,7 @@ type scenario struct {
 
 func fill(t *testing.T, b *buffer.Buffer, seed byte) []byte {
 	t.Helper()
-	want := pattern(seed, int(b.Size()))
+	want := vmmtest.Pattern(seed, int(b.Size()))
 	_, err := b.WriteAt(want, 0)
 	require.NoError(t, err)
 	return want

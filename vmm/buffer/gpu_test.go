@@ -10,6 +10,7 @@ import (
 	"github.com/cuvmm/cuvmm/loader"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
+	"github.com/cuvmm/cuvmm/vmm/vmmtest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -50,7 +51,7 @@ func TestGPUBuffer(t *testing.T) {
 			for i := range 12 {
 				size := uint64(len(want)) + 3*mib
 				require.NoError(t, b.Grow(size))
-				p := pattern(byte(i), int(size)-len(want))
+				p := vmmtest.Pattern(byte(i), int(size)-len(want))
 				_, err := b.WriteAt(p, int64(len(want)))
 				require.NoError(t, err)
 				want = append(want, p...)

@@ -14,6 +14,7 @@ import (
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/cuvmm/cuvmm/vmm/vmmtest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -26,18 +27,6 @@ const (
 	seed  = 42
 	reply = 43
 )
-
-func pattern(seed byte, n int) []byte {
-	p := make([]byte, n)
-	x := uint32(seed)*2654435761 + 1
-	for i := range p {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		p[i] = byte(x)
-	}
-	return p
-}
 
 func openBackend(name string) (vmm.Backend, error) {
 	if name == "cuda" {
@@ -89,10 +78,10 @@ func child(backend string) error {
 	if _, err := imp.ReadAt(got, 0); err != nil {
 		return err
 	}
-	if want := pattern(seed, len(got)); !bytes.Equal(want, got) {
+	if want := vmmtest.Pattern(seed, len(got)); !bytes.Equal(want, got) {
 		return fmt.Errorf("the parent's %d bytes differ", len(got))
 	}
-	_, err = imp.WriteAt(pattern(reply, 4096), int64(imp.Size())-4096)
+	_, err = imp.WriteAt(vmmtest.Pattern(reply, 4096), int64(imp.Size())-4096)
 	if err == nil {
 		_, err = c.Write([]byte("done"))
 	}
@@ -126,7 +115,7 @@ func socketpair(t *testing.T, typ int) (*net.UnixConn, *net.UnixConn) {
 	return conn(fds[0]), conn(fds[1])
 }
 
-// shareable is a growable buffer whose chunks can be exported, filled with pattern(seed).
+// shareable is a growable buffer whose chunks can be exported, filled with vmmtest.Pattern(seed).
 func shareable(t *testing.T, m *vmm.Manager) *buffer.Buffer {
 	t.Helper()
 	props := vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
@@ -134,7 +123,7 @@ func shareable(t *testing.T, m *vmm.Manager) *buffer.Buffer {
 	require.NoError(t, err)
 	require.NoError(t, b.Grow(6*mib))
 	require.NoError(t, b.Grow(8*mib))
-	_, err = b.WriteAt(pattern(seed, int(b.Size())), 0)
+	_, err = b.WriteAt(vmmtest.Pattern(seed, int(b.Size())), 0)
 	require.NoError(t, err)
 	return b
 }
@@ -174,7 +163,7 @@ func TestSendReceiveInProcess(t *testing.T) {
 			got := make([]byte, imp.Size())
 			_, err = imp.ReadAt(got, 0)
 			require.NoError(t, err)
-			require.Equal(t, pattern(seed, int(8*mib)), got)
+			require.Equal(t, vmmtest.Pattern(seed, int(8*mib)), got)
 			_, err = imp.ReadAt(got[:1], int64(imp.Size()))
 			require.ErrorIs(t, err, ipc.ErrOutOfRange)
 			require.NoError(t, imp.Close())
@@ -331,7 +320,7 @@ func crossProcess(t *testing.T, backend string, be vmm.Backend) {
 	got := make([]byte, 4096)
 	_, err := b.ReadAt(got, int64(b.Size())-4096)
 	require.NoError(t, err)
-	require.Equal(t, pattern(reply, 4096), got, "the child's write shows in the parent's memory")
+	require.Equal(t, vmmtest.Pattern(reply, 4096), got, "the child's write shows in the parent's memory")
 }
 
 func TestCrossProcess(t *testing.T) {

@@ -17,6 +17,7 @@ package sparse
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -139,7 +140,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Array, error) {
 	a := &Array{b: m.Backend(), prop: props.Driver(), dev: opts.Device, zero: opts.Zero, pages: map[uint64]cu.MemHandle{}}
 	devs := []int{opts.Device}
 	for _, d := range opts.Access {
-		if !contains(devs, d) {
+		if !slices.Contains(devs, d) {
 			devs = append(devs, d)
 		}
 	}
@@ -609,13 +610,4 @@ func runs(idx []uint64) [][]uint64 {
 func alignUp(n, g uint64) (uint64, bool) {
 	r := (n + g - 1) &^ (g - 1)
 	return r, r >= n
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }

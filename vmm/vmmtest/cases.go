@@ -67,7 +67,7 @@ func testData(t *testing.T, e *env) {
 		j := newJanitor(t, e.b)
 		size := 4 * e.g
 		_, va := j.mustBuffer(size, 0)
-		want := pattern(1, int(size))
+		want := Pattern(1, int(size))
 		require.NoError(t, e.b.CopyHtoD(0, va, want))
 		requireBytes(t, e.b, 0, va, want)
 		// device-to-device within the buffer, then memset
@@ -93,10 +93,10 @@ func testData(t *testing.T, e *env) {
 		b := j.mustReserve(e.g)
 		j.mustMap(b, e.g, 0, h)
 		require.NoError(t, e.b.SetAccess(b, e.g, rw(0)))
-		want := pattern(2, int(e.g))
+		want := Pattern(2, int(e.g))
 		require.NoError(t, e.b.CopyHtoD(0, a, want))
 		requireBytes(t, e.b, 0, b, want)
-		w2 := pattern(3, 4096)
+		w2 := Pattern(3, 4096)
 		require.NoError(t, e.b.CopyHtoD(0, b+100, w2))
 		requireBytes(t, e.b, 0, a+100, w2)
 	})
@@ -113,14 +113,14 @@ func testData(t *testing.T, e *env) {
 			return
 		}
 		require.NoError(t, e.b.SetAccess(half, e.g, rw(0)))
-		want := pattern(4, int(2*e.g))
+		want := Pattern(4, int(2*e.g))
 		require.NoError(t, e.b.CopyHtoD(0, whole, want))
 		requireBytes(t, e.b, 0, half, want[e.g:])
 	})
 	t.Run("release-while-mapped", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		h, va := j.mustBuffer(e.g, 0)
-		want := pattern(5, int(e.g))
+		want := Pattern(5, int(e.g))
 		require.NoError(t, e.b.CopyHtoD(0, va, want))
 		e.c.check(t, "data/release-while-mapped", e.b.Release(h))
 		requireBytes(t, e.b, 0, va, want)
@@ -487,7 +487,7 @@ func testRetain(t *testing.T, e *env) {
 	e.c.check(t, "retain/ok", err)
 	if err == nil {
 		// Releasing the original keeps the memory alive through the retained reference.
-		want := pattern(6, 4096)
+		want := Pattern(6, 4096)
 		require.NoError(t, e.b.CopyHtoD(0, va, want))
 		require.NoError(t, e.b.Release(h))
 		p, err := e.b.Properties(r)

@@ -85,13 +85,13 @@ func child(open func() (vmm.Backend, error)) error {
 	if err := b.CopyDtoH(0, got, va); err != nil {
 		return err
 	}
-	want := pattern(seed, int(size))
+	want := Pattern(seed, int(size))
 	for i := range want {
 		if got[i] != want[i] {
 			return fmt.Errorf("byte %d of %d: got %#x, want %#x", i, size, got[i], want[i])
 		}
 	}
-	return b.CopyHtoD(0, va, pattern(seed+1, 4096))
+	return b.CopyHtoD(0, va, Pattern(seed+1, 4096))
 }
 
 func openFDs(t *testing.T) int {
@@ -136,7 +136,7 @@ func exchange(t *testing.T, e *env) {
 		j.mustMap(va, size, 0, h)
 		require.NoError(t, e.b.SetAccess(va, size, rw(0)))
 		const seed = 42
-		require.NoError(t, e.b.CopyHtoD(0, va, pattern(seed, int(size))))
+		require.NoError(t, e.b.CopyHtoD(0, va, Pattern(seed, int(size))))
 
 		fd, err := e.b.ExportFD(h)
 		require.NoError(t, err)
@@ -161,7 +161,7 @@ func exchange(t *testing.T, e *env) {
 		require.NoError(t, unix.Sendmsg(pair[0], hdr, unix.UnixRights(fd), nil, 0))
 		err = cmd.Wait()
 		require.NoError(t, err, "child: %s", out.String())
-		requireBytes(t, e.b, 0, va, pattern(seed+1, 4096))
+		requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
 	}()
 }
 

@@ -87,9 +87,9 @@ func (j *janitor) mustBuffer(size uint64, dev int) (cu.MemHandle, cu.DevicePtr) 
 	return h, va
 }
 
-// pattern is deterministic data that differs at every byte offset and per seed, so that a
-// copy from the wrong place or an offset error shows.
-func pattern(seed byte, n int) []byte {
+// Pattern is deterministic data that differs at every byte offset and per seed, so that a
+// copy from the wrong place or an offset error shows. Tests of code built on vmm use it too.
+func Pattern(seed byte, n int) []byte {
 	p := make([]byte, n)
 	x := uint32(seed)*2654435761 + 1
 	for i := range p {

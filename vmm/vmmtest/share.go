@@ -20,7 +20,7 @@ func testShare(t *testing.T, e *env) {
 	va := j.mustReserve(e.g)
 	j.mustMap(va, e.g, 0, h)
 	require.NoError(t, e.b.SetAccess(va, e.g, rw(0)))
-	want := pattern(7, int(e.g))
+	want := Pattern(7, int(e.g))
 	require.NoError(t, e.b.CopyHtoD(0, va, want))
 
 	fd, err := e.b.ExportFD(h)
@@ -119,7 +119,7 @@ func testPeer(t *testing.T, e *env) {
 	va := j.mustReserve(e.g)
 	j.mustMap(va, e.g, 0, h)
 	e.c.check(t, "peer/grant-both", e.b.SetAccess(va, e.g, append(rw(0), rw(1)...)))
-	want := pattern(8, int(e.g))
+	want := Pattern(8, int(e.g))
 	require.NoError(t, e.b.CopyHtoD(1, va, want), "write from device 1's context")
 	requireBytes(t, e.b, 0, va, want)
 	requireBytes(t, e.b, 1, va, want)
@@ -179,7 +179,7 @@ func testMulticast(t *testing.T, e *env) {
 		desc = append(desc, rw(d)...)
 	}
 	require.NoError(t, e.b.SetAccess(va, mg, desc))
-	want := pattern(9, 4096)
+	want := Pattern(9, 4096)
 	require.NoError(t, e.b.CopyHtoD(0, va, want))
 	for d, m := range mems {
 		r := j.mustReserve(mg)
