@@ -4,6 +4,8 @@ package vmm_test
 
 import (
 	"fmt"
+	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -14,8 +16,17 @@ import (
 // BenchmarkGPUOps times each VMM operation through the real backend, the same sequence as
 // bench/c/callcost.c, so that the two can be compared side by side. Each operation's mean
 // is reported as its own metric (ns/create, ns/map, ...).
+//
+// The goroutine is locked to its OS thread, as the C loop runs on one: otherwise, after a
+// call that blocks long enough (cuMemSetAccess, cuMemUnmap), the scheduler may move the
+// goroutine to another thread and core, and the next short call (cuMemMap) pays for cold
+// caches. CUVMM_OPS_UNLOCKED=1 measures without the lock.
 func BenchmarkGPUOps(b *testing.B) {
 	be := cudaOrSkip(b)
+	if os.Getenv("CUVMM_OPS_UNLOCKED") != "1" {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	prop := &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}}
 	desc := vmm.ReadWrite(0)
 	for _, size := range []uint64{2 << 20, 64 << 20, 1 << 30} {

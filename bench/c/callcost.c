@@ -1,7 +1,8 @@
 // C baseline for the per-call cost of the driver and of the VMM operations, to run next to
 // the Go benchmarks on the same machine (see bench/run.sh). Build on the GPU machine:
 //   gcc -O2 -I/usr/local/cuda/include callcost.c -o callcost -lcuda
-// Output: one line per measurement, "c <name> <ns/op>".
+// Output: one line per measurement, "c <name> <ns/op>". "callcost N ops" measures only the
+// VMM operations, for runs that alternate with the Go benchmark.
 #include <cuda.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,16 +17,18 @@ int main(int argc, char **argv) {
   CK(cuInit(0));
   CUdevice dev; CK(cuDeviceGet(&dev, 0));
   int v; double t0 = now();
+  int opsOnly = argc > 2 && strcmp(argv[2], "ops") == 0; // "callcost N ops": only the VMM operations
+  if (opsOnly) n = 0;
   for (int i = 0; i < n; i++) cuDriverGetVersion(&v);
-  printf("c cuDriverGetVersion %.1f\n", (now() - t0) / n);
+  if (!opsOnly) printf("c cuDriverGetVersion %.1f\n", (now() - t0) / n);
   t0 = now();
   for (int i = 0; i < n; i++) cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev);
-  printf("c cuDeviceGetAttribute %.1f\n", (now() - t0) / n);
+  if (!opsOnly) printf("c cuDeviceGetAttribute %.1f\n", (now() - t0) / n);
   CUmemAllocationProp p; memset(&p, 0, sizeof p); p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
   p.location.type = CU_MEM_LOCATION_TYPE_DEVICE; p.location.id = dev;
   size_t g; t0 = now();
   for (int i = 0; i < n; i++) cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
-  printf("c cuMemGetAllocationGranularity %.1f\n", (now() - t0) / n);
+  if (!opsOnly) printf("c cuMemGetAllocationGranularity %.1f\n", (now() - t0) / n);
 
   // Per-operation VMM cost for 2 MiB, 64 MiB and 1 GiB chunks: the same sequence as the Go
   // benchmark (BenchmarkGPUOps in vmm): create, reserve, map, set access, unmap, release, free.
