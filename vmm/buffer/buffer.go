@@ -322,20 +322,26 @@ func (b *Buffer) usable() error {
 // committed; a smaller n does nothing. The bytes already written keep their addresses and
 // values. On error the buffer is unchanged.
 func (b *Buffer) Grow(n uint64) error {
+	return b.resize("grow", n, b.grow)
+}
+
+// resize runs Grow's or Shrink's work under the lock and names the operation on error,
+// with the size and commitment as they were before it.
+func (b *Buffer) resize(op string, n uint64, do func(uint64) error) error {
 	if b == nil {
-		return &Error{Op: "grow", Args: "to " + vmm.Size(n), Err: fmt.Errorf("%w: nil Buffer", ErrInvalid)}
+		return &Error{Op: op, Args: "to " + vmm.Size(n), Err: fmt.Errorf("%w: nil Buffer", ErrInvalid)}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	size, committed := b.size, b.committed // as they were, for the error
+	size, committed := b.size, b.committed
 	args := func() string {
 		return fmt.Sprintf("to %s (size %s, committed %s)", vmm.Size(n), vmm.Size(size), vmm.Size(committed))
 	}
 	if err := b.usable(); err != nil {
-		return &Error{Op: "grow", Args: args(), Err: err}
+		return &Error{Op: op, Args: args(), Err: err}
 	}
-	if err := b.grow(n); err != nil {
-		return &Error{Op: "grow", Args: args(), Err: err}
+	if err := do(n); err != nil {
+		return &Error{Op: op, Args: args(), Err: err}
 	}
 	return nil
 }
@@ -520,22 +526,7 @@ func (b *Buffer) freeSpans(spans []span) {
 // reservation is kept, so the buffer can grow back in place. On error the buffer is
 // unchanged.
 func (b *Buffer) Shrink(n uint64) error {
-	if b == nil {
-		return &Error{Op: "shrink", Args: "to " + vmm.Size(n), Err: fmt.Errorf("%w: nil Buffer", ErrInvalid)}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	size, committed := b.size, b.committed // as they were, for the error
-	args := func() string {
-		return fmt.Sprintf("to %s (size %s, committed %s)", vmm.Size(n), vmm.Size(size), vmm.Size(committed))
-	}
-	if err := b.usable(); err != nil {
-		return &Error{Op: "shrink", Args: args(), Err: err}
-	}
-	if err := b.shrink(n); err != nil {
-		return &Error{Op: "shrink", Args: args(), Err: err}
-	}
-	return nil
+	return b.resize("shrink", n, b.shrink)
 }
 
 func (b *Buffer) shrink(n uint64) error {
