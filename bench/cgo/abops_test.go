@@ -1,0 +1,207 @@
+package cgo
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/vmm"
+)
+
+// BenchmarkOpsAB compares the per-operation cost of the VMM calls made three ways, in one
+// process and interleaved so that the driver's drift over time (a 2 MiB create took 9 µs
+// in one pass and 27 µs in the next on an H100) falls on all three alike:
+//
+//   - c: the whole cycle or batch as C code, every driver call and clock read in C;
+//   - cgo: a minimal cgo binding, Go crossing into C once per driver call;
+//   - cuvmm: the vmm backend of this module, no cgo (its call path is runtime.cgocall into
+//     an assembly trampoline, the same in this cgo-enabled binary as without cgo).
+//
+// Each iteration runs the three in a rotating order. "cycle" is bench/c/callcost.c's
+// sequence (reserve, create, map, set access, unmap, release, free of one chunk, each
+// operation timed); "batch" creates k chunks, maps them all into one reservation, sets
+// access on each, unmaps each and releases each, each phase timed as a whole.
+//
+// Besides the usual benchmark line it prints one line per phase and way:
+//
+//	ab <mode>/<size> <phase> <way> mean <ns> median <ns> ratio-of-means <x> median-paired-ratio <x>
+//
+// where the ratios are over c, and the paired ratio is taken per iteration before the
+// median, so that it compares calls made moments apart.
+func BenchmarkOpsAB(b *testing.B) {
+	load(b)
+	if err := ABLoad(); err != nil {
+		b.Fatal(err)
+	}
+	be, err := vmm.CUDA()
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cases := []struct {
+		mode string
+		size uint64
+		k    int
+	}{
+		{"cycle", 2 << 20, 1}, {"cycle", 64 << 20, 1}, {"cycle", 1 << 30, 1},
+		{"batch", 2 << 20, 512}, {"batch", 64 << 20, 64}, {"batch", 1 << 30, 8},
+	}
+	for _, c := range cases {
+		b.Run(fmt.Sprintf("%s/%dMiB", c.mode, c.size>>20), func(b *testing.B) {
+			ways := []func() ([5]int64, error){
+				func() ([5]int64, error) {
+					if c.mode == "cycle" {
+						return CCycle(c.size)
+					}
+					return CBatch(c.size, c.k)
+				},
+				func() ([5]int64, error) { return goRun[uint64](cgoOps{}, c.size, c.k) },
+				func() ([5]int64, error) { return goRun[cu.MemHandle](vmmOps{be}, c.size, c.k) },
+			}
+			names := []string{"c", "cgo", "cuvmm"}
+			samples := make([][5][]float64, len(ways))
+			i := 0
+			for b.Loop() {
+				for j := range ways {
+					w := (i + j) % len(ways)
+					t, err := ways[w]()
+					if err != nil {
+						b.Fatal(err)
+					}
+					for p := range t {
+						samples[w][p] = append(samples[w][p], float64(t[p])/float64(c.k))
+					}
+				}
+				i++
+			}
+			for p, phase := range Phases {
+				for w, name := range names {
+					s := samples[w][p]
+					ratios := make([]float64, len(s))
+					for n := range s {
+						ratios[n] = s[n] / samples[0][p][n]
+					}
+					fmt.Printf("ab %s/%dMiB %s %s mean %.0f median %.0f ratio-of-means %.4f median-paired-ratio %.4f n %d\n",
+						c.mode, c.size>>20, phase, name, mean(s), median(s), mean(s)/mean(samples[0][p]), median(ratios), len(s))
+				}
+			}
+		})
+	}
+}
+
+// ops is what goRun needs of a binding.
+type ops[H any] interface {
+	Reserve(size uint64) (cu.DevicePtr, error)
+	Free(va cu.DevicePtr, size uint64) error
+	Create(size uint64) (H, error)
+	Release(h H) error
+	Map(va cu.DevicePtr, size uint64, h H) error
+	Unmap(va cu.DevicePtr, size uint64) error
+	SetAccess(va cu.DevicePtr, size uint64) error
+}
+
+var base = time.Now()
+
+// mono is one monotonic clock read (time.Since calls the runtime's nanotime, one vDSO
+// clock_gettime(CLOCK_MONOTONIC), as C's ab_now does).
+func mono() time.Duration { return time.Since(base) }
+
+// goRun is ab_cycle (k == 1) or ab_batch in Go over o, timed in Go.
+func goRun[H any](o ops[H], size uint64, k int) (t [5]int64, err error) {
+	va, err := o.Reserve(size * uint64(k))
+	if err != nil {
+		return t, err
+	}
+	at := func(i int) cu.DevicePtr { return va + cu.DevicePtr(uint64(i)*size) }
+	var hs [512]H
+	a0 := mono()
+	for i := range k {
+		if hs[i], err = o.Create(size); err != nil {
+			return t, err
+		}
+	}
+	a1 := mono()
+	for i := range k {
+		if err = o.Map(at(i), size, hs[i]); err != nil {
+			return t, err
+		}
+	}
+	a2 := mono()
+	for i := range k {
+		if err = o.SetAccess(at(i), size); err != nil {
+			return t, err
+		}
+	}
+	a3 := mono()
+	for i := range k {
+		if err = o.Unmap(at(i), size); err != nil {
+			return t, err
+		}
+	}
+	a4 := mono()
+	for i := range k {
+		if err = o.Release(hs[i]); err != nil {
+			return t, err
+		}
+	}
+	a5 := mono()
+	if err = o.Free(va, size*uint64(k)); err != nil {
+		return t, err
+	}
+	return [5]int64{int64(a1 - a0), int64(a2 - a1), int64(a3 - a2), int64(a4 - a3), int64(a5 - a4)}, nil
+}
+
+type cgoOps struct{ Binding }
+
+func (o cgoOps) Reserve(size uint64) (cu.DevicePtr, error) {
+	va, err := o.Binding.Reserve(size)
+	return cu.DevicePtr(va), err
+}
+func (o cgoOps) Free(va cu.DevicePtr, size uint64) error { return o.Binding.Free(uint64(va), size) }
+func (o cgoOps) Map(va cu.DevicePtr, size uint64, h uint64) error {
+	return o.Binding.Map(uint64(va), size, h)
+}
+func (o cgoOps) Unmap(va cu.DevicePtr, size uint64) error { return o.Binding.Unmap(uint64(va), size) }
+func (o cgoOps) SetAccess(va cu.DevicePtr, size uint64) error {
+	return o.Binding.SetAccess(uint64(va), size)
+}
+
+var (
+	abProp = &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}}
+	abDesc = vmm.ReadWrite(0)
+)
+
+type vmmOps struct{ be vmm.Backend }
+
+func (o vmmOps) Reserve(size uint64) (cu.DevicePtr, error) { return o.be.Reserve(size, 0, 0, 0) }
+func (o vmmOps) Free(va cu.DevicePtr, size uint64) error   { return o.be.Free(va, size) }
+func (o vmmOps) Create(size uint64) (cu.MemHandle, error)  { return o.be.Create(size, abProp, 0) }
+func (o vmmOps) Release(h cu.MemHandle) error              { return o.be.Release(h) }
+func (o vmmOps) Map(va cu.DevicePtr, size uint64, h cu.MemHandle) error {
+	return o.be.Map(va, size, 0, h, 0)
+}
+func (o vmmOps) Unmap(va cu.DevicePtr, size uint64) error { return o.be.Unmap(va, size) }
+func (o vmmOps) SetAccess(va cu.DevicePtr, size uint64) error {
+	return o.be.SetAccess(va, size, abDesc)
+}
+
+func mean(s []float64) float64 {
+	var sum float64
+	for _, x := range s {
+		sum += x
+	}
+	return sum / float64(len(s))
+}
+
+func median(s []float64) float64 {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	if len(c)%2 == 1 {
+		return c[len(c)/2]
+	}
+	return (c[len(c)/2-1] + c[len(c)/2]) / 2
+}
