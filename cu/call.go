@@ -3,7 +3,6 @@ package cu
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/cuvmm/cuvmm/loader"
 )
@@ -12,22 +11,21 @@ import (
 // did not resolve returns its *loader.SymbolError, joined with ERROR_NOT_SUPPORTED so that
 // callers who only know cu's results can still test for it.
 //
-// call allocates nothing: it goes through syscall6 (see syscall.go), whose fast path keeps
-// the arguments on the stack, and args is only read, so its backing array stays in the
-// caller's frame. The price is that call is not //go:uintptrescapes: pointer arguments must
-// point to heap memory the caller keeps alive for the call, and never to the stack. Every
-// out-parameter comes from outPool (getOut, alive until putOut). Pointers into memory that
-// cu does not control, or that the compiler could place on the stack (a user's slice, a
-// result made with new), go through callKeep instead.
+// call is for calls whose arguments are all values; a call with out-parameters or structs
+// to pass builds a frame itself (frame.go). It allocates nothing, and args is only read,
+// so its backing array stays in the caller's frame. The memory rule of syscall.go applies:
+// a pointer among args must point to heap memory kept alive for the call; pointers into
+// memory that cu does not control (a user's slice, a result made with new) go through
+// callKeep instead.
 func call(p *loader.Proc, args ...uintptr) error {
-	addr, err := p.Addr()
-	if err != nil {
-		return symbolErr(err)
+	if len(args) > maxSyscallArgs {
+		panic("cu: driver call with more than 6 arguments")
 	}
-	if r := syscallN(addr, args); uint32(r) != 0 {
-		return Result(int32(uint32(r)))
+	var f frame
+	for i, a := range args {
+		f.a[i] = a
 	}
-	return nil
+	return f.call(p)
 }
 
 // callKeep is call for pointer arguments that do not point to pooled scratch memory. Being
@@ -55,20 +53,6 @@ type notSupported struct{ err error }
 
 func (e *notSupported) Error() string   { return e.err.Error() }
 func (e *notSupported) Unwrap() []error { return []error{e.err, ERROR_NOT_SUPPORTED} }
-
-// out is scratch memory for a call's out-parameters. Taking the address of a local would
-// move it to the heap on every call; pooling keeps the fast queries allocation-free.
-type out struct {
-	u64  [4]uint64
-	prop MemAllocationProp
-	loc  MemLocation
-	mc   MulticastObjectProp
-}
-
-var outPool = sync.Pool{New: func() any { return new(out) }}
-
-func getOut() *out  { return outPool.Get().(*out) }
-func putOut(o *out) { outPool.Put(o) }
 
 // Error is the error of a failed driver call: which call, with which arguments, and the
 // driver's result (or the symbol error) it returned. errors.Is(err, cu.ERROR_INVALID_VALUE)

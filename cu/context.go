@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
-	"unsafe"
 )
 
 // Context is a device's primary context, retained. Calls that need a current context run
@@ -25,13 +24,13 @@ func (d Device) PrimaryContext() (*Context, error) {
 	if err := Init(); err != nil {
 		return nil, err
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procDevicePrimaryCtxRetain, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(d)); err != nil {
+	var f frame
+	f.ref(0, 0)
+	f.a[1] = uintptr(d)
+	if err := f.call(procDevicePrimaryCtxRetain); err != nil {
 		return nil, wrap(err, "cuDevicePrimaryCtxRetain", "%d", d)
 	}
-	return &Context{dev: d, h: uintptr(o.u64[0])}, nil
+	return &Context{dev: d, h: uintptr(f.scratch[0])}, nil
 }
 
 var primaries sync.Map // Device -> *primaryEntry
@@ -108,11 +107,10 @@ func (c *Context) Synchronize() error {
 // only meaningful with the goroutine locked to its thread; tests use it to check that cu
 // leaves no context behind where it should not.
 func CurrentContext() (uintptr, error) {
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procCtxGetCurrent, uintptr(unsafe.Pointer(&o.u64[0]))); err != nil {
+	var f frame
+	f.ref(0, 0)
+	if err := f.call(procCtxGetCurrent); err != nil {
 		return 0, wrap(err, "cuCtxGetCurrent", "")
 	}
-	return uintptr(o.u64[0]), nil
+	return uintptr(f.scratch[0]), nil
 }

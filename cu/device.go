@@ -33,13 +33,12 @@ func DeviceCount() (int, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procDeviceGetCount, uintptr(unsafe.Pointer(&o.u64[0]))); err != nil {
+	var f frame
+	f.ref(0, 0)
+	if err := f.call(procDeviceGetCount); err != nil {
 		return 0, wrap(err, "cuDeviceGetCount", "")
 	}
-	return int(int32(uint32(o.u64[0]))), nil
+	return int(int32(uint32(f.scratch[0]))), nil
 }
 
 // DeviceGet returns the device of an ordinal in [0, DeviceCount()).
@@ -50,13 +49,13 @@ func DeviceGet(ordinal int) (Device, error) {
 	if ordinal < 0 || ordinal > 1<<30 {
 		return 0, wrap(ERROR_INVALID_DEVICE, "cuDeviceGet", "%d", ordinal)
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procDeviceGet, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(ordinal)); err != nil {
+	var f frame
+	f.ref(0, 0)
+	f.a[1] = uintptr(ordinal)
+	if err := f.call(procDeviceGet); err != nil {
 		return 0, wrap(err, "cuDeviceGet", "%d", ordinal)
 	}
-	return Device(int32(uint32(o.u64[0]))), nil
+	return Device(int32(uint32(f.scratch[0]))), nil
 }
 
 // Name returns the device's product name.
@@ -89,24 +88,24 @@ func (d Device) PCIBusID() (string, error) {
 
 // TotalMem returns the device's memory in bytes.
 func (d Device) TotalMem() (uint64, error) {
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procDeviceTotalMem, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(d)); err != nil {
+	var f frame
+	f.ref(0, 0)
+	f.a[1] = uintptr(d)
+	if err := f.call(procDeviceTotalMem); err != nil {
 		return 0, wrap(err, "cuDeviceTotalMem", "%d", d)
 	}
-	return o.u64[0], nil
+	return f.scratch[0], nil
 }
 
 // Attribute returns one device attribute.
 func (d Device) Attribute(a DeviceAttribute) (int, error) {
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procDeviceGetAttribute, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(a), uintptr(d)); err != nil {
+	var f frame
+	f.ref(0, 0)
+	f.a[1], f.a[2] = uintptr(a), uintptr(d)
+	if err := f.call(procDeviceGetAttribute); err != nil {
 		return 0, wrap(err, "cuDeviceGetAttribute", "%v, device %d", a, d)
 	}
-	return int(int32(uint32(o.u64[0]))), nil
+	return int(int32(uint32(f.scratch[0]))), nil
 }
 
 // Flag returns a boolean attribute: true when its value is non-zero.
@@ -126,24 +125,24 @@ func (d Device) ComputeCapability() (major, minor int, err error) {
 
 // CanAccessPeer reports whether d can access memory of peer (cuDeviceCanAccessPeer).
 func (d Device) CanAccessPeer(peer Device) (bool, error) {
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procDeviceCanAccessPeer, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(d), uintptr(peer)); err != nil {
+	var f frame
+	f.ref(0, 0)
+	f.a[1], f.a[2] = uintptr(d), uintptr(peer)
+	if err := f.call(procDeviceCanAccessPeer); err != nil {
 		return false, wrap(err, "cuDeviceCanAccessPeer", "%d, %d", d, peer)
 	}
-	return int32(uint32(o.u64[0])) != 0, nil
+	return int32(uint32(f.scratch[0])) != 0, nil
 }
 
 // P2PAttribute returns an attribute of the link from d to dst (cuDeviceGetP2PAttribute).
 func (d Device) P2PAttribute(a P2PAttribute, dst Device) (int, error) {
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procDeviceGetP2PAttribute, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(a), uintptr(d), uintptr(dst)); err != nil {
+	var f frame
+	f.ref(0, 0)
+	f.a[1], f.a[2], f.a[3] = uintptr(a), uintptr(d), uintptr(dst)
+	if err := f.call(procDeviceGetP2PAttribute); err != nil {
 		return 0, wrap(err, "cuDeviceGetP2PAttribute", "%d, %d -> %d", a, d, dst)
 	}
-	return int(int32(uint32(o.u64[0]))), nil
+	return int(int32(uint32(f.scratch[0]))), nil
 }
 
 func cstring(b []byte) string {

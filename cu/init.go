@@ -1,9 +1,6 @@
 package cu
 
-import (
-	"sync"
-	"unsafe"
-)
+import "sync"
 
 var initOnce struct {
 	sync.Once
@@ -29,13 +26,12 @@ func Init() error {
 // DriverVersion returns the CUDA version the driver supports, as 1000*major + 10*minor
 // (13000 for CUDA 13.0). It needs no cuInit.
 func DriverVersion() (int, error) {
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procDriverGetVersion, uintptr(unsafe.Pointer(&o.u64[0]))); err != nil {
+	var f frame
+	f.ref(0, 0)
+	if err := f.call(procDriverGetVersion); err != nil {
 		return 0, wrap(err, "cuDriverGetVersion", "")
 	}
-	return int(int32(uint32(o.u64[0]))), nil
+	return int(int32(uint32(f.scratch[0]))), nil
 }
 
 // LibraryPath is the file the driver was loaded from, or "" if it could not be loaded.

@@ -96,16 +96,16 @@ func (c *Context) MemsetD32(dst DevicePtr, v uint32, n uint64) error {
 
 // MemGetInfo returns the free and total memory of the context's device (cuMemGetInfo_v2).
 func (c *Context) MemGetInfo() (free, total uint64, err error) {
-	o := getOut()
-	defer putOut(o)
-	o.u64[0], o.u64[1] = 0, 0
+	var f frame
 	err = c.Do(func() error {
-		if err := call(procMemGetInfo, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.u64[1]))); err != nil {
+		f.ref(0, 0)
+		f.ref(1, 1)
+		if err := f.call(procMemGetInfo); err != nil {
 			return wrap(err, "cuMemGetInfo", "device %d", c.dev)
 		}
 		return nil
 	})
-	return o.u64[0], o.u64[1], err
+	return f.scratch[0], f.scratch[1], err
 }
 
 // MemAlloc allocates size bytes of ordinary device memory (cuMemAlloc_v2): the classic
@@ -114,16 +114,16 @@ func (c *Context) MemAlloc(size uint64) (DevicePtr, error) {
 	if size == 0 {
 		return 0, wrap(invalidArg("zero size"), "cuMemAlloc", "0")
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
+	var f frame
 	err := c.Do(func() error {
-		if err := call(procMemAlloc, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(size)); err != nil {
+		f.ref(0, 0)
+		f.a[1] = uintptr(size)
+		if err := f.call(procMemAlloc); err != nil {
 			return wrap(err, "cuMemAlloc", "%d", size)
 		}
 		return nil
 	})
-	return DevicePtr(o.u64[0]), err
+	return DevicePtr(f.scratch[0]), err
 }
 
 // MemFree frees memory from MemAlloc (cuMemFree_v2).
@@ -140,14 +140,15 @@ func (c *Context) MemFree(p DevicePtr) error {
 // (cuMemGetAddressRange_v2). Unlike the VMM calls it needs a current context: without one
 // the driver returns CUDA_ERROR_INVALID_CONTEXT.
 func (c *Context) MemGetAddressRange(p DevicePtr) (base DevicePtr, size uint64, err error) {
-	o := getOut()
-	defer putOut(o)
-	o.u64[0], o.u64[1] = 0, 0
+	var f frame
 	err = c.Do(func() error {
-		if err := call(procMemGetAddressRange, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.u64[1])), uintptr(p)); err != nil {
+		f.ref(0, 0)
+		f.ref(1, 1)
+		f.a[2] = uintptr(p)
+		if err := f.call(procMemGetAddressRange); err != nil {
 			return wrap(err, "cuMemGetAddressRange", "%v", p)
 		}
 		return nil
 	})
-	return DevicePtr(o.u64[0]), o.u64[1], err
+	return DevicePtr(f.scratch[0]), f.scratch[1], err
 }

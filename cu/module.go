@@ -49,11 +49,11 @@ func (c *Context) ModuleLoadData(image []byte) (*Module, error) {
 	}
 	img := make([]byte, len(image)+1)
 	copy(img, image)
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
+	// The image is the caller's memory, so this call goes through callKeep, and its
+	// out-parameter with it (a frame's scratch cannot be mixed with kept pointers).
+	out := new(uint64)
 	err := c.Do(func() error {
-		if err := callKeep(procModuleLoadData, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&img[0]))); err != nil {
+		if err := callKeep(procModuleLoadData, uintptr(unsafe.Pointer(out)), uintptr(unsafe.Pointer(&img[0]))); err != nil {
 			return wrap(err, "cuModuleLoadData", "%d bytes, device %d", len(image), c.dev)
 		}
 		return nil
@@ -61,7 +61,7 @@ func (c *Context) ModuleLoadData(image []byte) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Module{ctx: c, h: uintptr(o.u64[0])}, nil
+	return &Module{ctx: c, h: uintptr(*out)}, nil
 }
 
 // Function looks up the kernel called name (cuModuleGetFunction): the name as the module
@@ -80,11 +80,9 @@ func (m *Module) Function(name string) (Function, error) {
 		return Function{}, wrap(ErrModuleUnloaded, "cuModuleGetFunction", "%q", name)
 	}
 	cname := append([]byte(name), 0)
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
+	out := new(uint64)
 	err := m.ctx.Do(func() error {
-		if err := callKeep(procModuleGetFunction, uintptr(unsafe.Pointer(&o.u64[0])), m.h, uintptr(unsafe.Pointer(&cname[0]))); err != nil {
+		if err := callKeep(procModuleGetFunction, uintptr(unsafe.Pointer(out)), m.h, uintptr(unsafe.Pointer(&cname[0]))); err != nil {
 			return wrap(err, "cuModuleGetFunction", "%q", name)
 		}
 		return nil
@@ -92,7 +90,7 @@ func (m *Module) Function(name string) (Function, error) {
 	if err != nil {
 		return Function{}, err
 	}
-	return Function{mod: m, h: uintptr(o.u64[0]), name: name}, nil
+	return Function{mod: m, h: uintptr(*out), name: name}, nil
 }
 
 // Unload unloads the module (cuModuleUnload). Its Functions can no longer be launched. It

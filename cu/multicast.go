@@ -1,9 +1,5 @@
 package cu
 
-import (
-	"unsafe"
-)
-
 // Multicast objects (CUDA 12.1). Creating one on a shared multi-GPU host can put the GPUs
 // out of service for everyone: callers decide; this package only forwards.
 
@@ -15,13 +11,15 @@ func MulticastGetGranularity(prop *MulticastObjectProp, option MulticastGranular
 	if prop == nil {
 		return 0, wrap(invalidArg("nil properties"), "cuMulticastGetGranularity", "nil, %d", option)
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0], o.mc = 0, *prop
-	if err := call(procMulticastGetGranularity, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.mc)), uintptr(option)); err != nil {
+	var f frame
+	*f.mcProp(1) = *prop
+	f.ref(0, 0)
+	f.ref(1, 1)
+	f.a[2] = uintptr(option)
+	if err := f.call(procMulticastGetGranularity); err != nil {
 		return 0, wrap(err, "cuMulticastGetGranularity", "%+v, %d", *prop, option)
 	}
-	return o.u64[0], nil
+	return f.scratch[0], nil
 }
 
 // MulticastCreate creates a multicast object (cuMulticastCreate). Release it with MemRelease.
@@ -32,13 +30,14 @@ func MulticastCreate(prop *MulticastObjectProp) (MemHandle, error) {
 	if prop == nil {
 		return 0, wrap(invalidArg("nil properties"), "cuMulticastCreate", "nil")
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0], o.mc = 0, *prop
-	if err := call(procMulticastCreate, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.mc))); err != nil {
+	var f frame
+	*f.mcProp(1) = *prop
+	f.ref(0, 0)
+	f.ref(1, 1)
+	if err := f.call(procMulticastCreate); err != nil {
 		return 0, wrap(err, "cuMulticastCreate", "%+v", *prop)
 	}
-	h := MemHandle(o.u64[0])
+	h := MemHandle(f.scratch[0])
 	handles.add(h, kindMulticast)
 	return h, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"sort"
 	"testing"
 	"time"
 	"unsafe"
@@ -131,27 +132,144 @@ func BenchmarkGPUOpsLayers(b *testing.B) {
 		t[3] += t4 - t3
 		t[4] += t5 - t4
 	}
-	for _, size := range []uint64{2 << 20, 64 << 20, 1 << 30} {
-		for _, layer := range []string{"raw", "raw-dlsym", "cu"} {
-			b.Run(fmt.Sprintf("%s/%dMiB", layer, size>>20), func(b *testing.B) {
-				var t [5]time.Duration
-				for b.Loop() {
-					switch layer {
-					case "raw":
-						rawCycle(pa, size, &t)
-					case "raw-dlsym":
-						rawCycle(dl, size, &t)
-					default:
-						cuCycle(size, &t)
+	// Variants of the three short calls, each adding one piece of cu's bookkeeping to raw.
+	type impl struct {
+		name    string
+		create  func(size uint64) uint64
+		mmap    func(va, size, h uint64)
+		release func(h uint64)
+	}
+	rawCreate := func(size uint64) uint64 {
+		ck("create", syscall6(pa.create, uintptr(unsafe.Pointer(&sc.h)), uintptr(size), uintptr(unsafe.Pointer(&sc.prop)), 0, 0, 0))
+		return sc.h
+	}
+	rawMap := func(va, size, h uint64) {
+		ck("map", syscall6(pa.mmap, uintptr(va), uintptr(size), 0, uintptr(h), 0, 0))
+	}
+	rawRelease := func(h uint64) { ck("release", syscall6(pa.release, uintptr(h), 0, 0, 0, 0, 0)) }
+	impls := []impl{
+		{"raw", rawCreate, rawMap, rawRelease},
+		{"proc", func(size uint64) uint64 {
+			a, _ := procMemCreate.Addr()
+			ck("create", syscall6(a, uintptr(unsafe.Pointer(&sc.h)), uintptr(size), uintptr(unsafe.Pointer(&sc.prop)), 0, 0, 0))
+			return sc.h
+		}, func(va, size, h uint64) {
+			a, _ := procMemMap.Addr()
+			ck("map", syscall6(a, uintptr(va), uintptr(size), 0, uintptr(h), 0, 0))
+		}, func(h uint64) {
+			a, _ := procMemRelease.Addr()
+			ck("release", syscall6(a, uintptr(h), 0, 0, 0, 0, 0))
+		}},
+		{"rlock", rawCreate, func(va, size, h uint64) {
+			handles.mu.RLock()
+			rawMap(va, size, h)
+			handles.mu.RUnlock()
+		}, rawRelease},
+		{"table", func(size uint64) uint64 {
+			h := rawCreate(size)
+			handles.add(MemHandle(h), kindMemory)
+			return h
+		}, func(va, size, h uint64) {
+			if err := handles.acquire(MemHandle(h)); err != nil {
+				b.Fatal(err)
+			}
+			rawMap(va, size, h)
+			handles.done()
+		}, func(h uint64) {
+			if err := handles.release(MemHandle(h), func() error { rawRelease(h); return nil }); err != nil {
+				b.Fatal(err)
+			}
+		}},
+		{"frame", func(size uint64) uint64 {
+			var f frame
+			*f.prop(1) = *prop
+			f.ref(0, 0)
+			f.ref(2, 1)
+			f.a[1] = uintptr(size)
+			if err := f.call(procMemCreate); err != nil {
+				b.Fatal(err)
+			}
+			return f.scratch[0]
+		}, func(va, size, h uint64) {
+			if err := call(procMemMap, uintptr(va), uintptr(size), 0, uintptr(h), 0); err != nil {
+				b.Fatal(err)
+			}
+		}, rawRelease},
+		{"cu", func(size uint64) uint64 {
+			h, err := MemCreate(size, prop, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return uint64(h)
+		}, func(va, size, h uint64) {
+			if err := MemMap(DevicePtr(va), size, 0, MemHandle(h), 0); err != nil {
+				b.Fatal(err)
+			}
+		}, func(h uint64) {
+			if err := MemRelease(MemHandle(h)); err != nil {
+				b.Fatal(err)
+			}
+		}},
+	}
+	cycle := func(im impl, size uint64, t *[5]time.Duration) {
+		ck("reserve", syscall6(pa.reserve, uintptr(unsafe.Pointer(&sc.va)), uintptr(size), 0, 0, 0, 0))
+		va := sc.va
+		t0 := mono()
+		h := im.create(size)
+		t1 := mono()
+		im.mmap(va, size, h)
+		t2 := mono()
+		ck("access", syscall6(pa.access, uintptr(va), uintptr(size), uintptr(unsafe.Pointer(&sc.desc[0])), 1, 0, 0))
+		t3 := mono()
+		ck("unmap", syscall6(pa.unmap, uintptr(va), uintptr(size), 0, 0, 0, 0))
+		t4 := mono()
+		im.release(h)
+		t5 := mono()
+		ck("free", syscall6(pa.free, uintptr(va), uintptr(size), 0, 0, 0, 0))
+		t[0] += t1 - t0
+		t[1] += t2 - t1
+		t[4] += t5 - t4
+		_ = t3
+	}
+	_ = rawCycle
+	_ = cuCycle
+	for _, size := range []uint64{2 << 20, 64 << 20} {
+		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
+			samples := make([][5][]float64, len(impls))
+			i := 0
+			for b.Loop() {
+				for j := range impls {
+					w := (i + j) % len(impls)
+					var t [5]time.Duration
+					cycle(impls[w], size, &t)
+					for p := range t {
+						samples[w][p] = append(samples[w][p], float64(t[p]))
 					}
 				}
-				n := float64(b.N)
-				for i, m := range []string{"ns/create", "ns/map", "ns/setaccess", "ns/unmap", "ns/release"} {
-					b.ReportMetric(float64(t[i].Nanoseconds())/n, m)
+				i++
+			}
+			for p, phase := range []string{"create", "map", "setaccess", "unmap", "release"} {
+				if p == 2 || p == 3 {
+					continue
 				}
-			})
-		}
+				for w, im := range impls {
+					s := samples[w][p]
+					r := make([]float64, len(s))
+					for n := range s {
+						r[n] = s[n] / samples[0][p][n]
+					}
+					fmt.Printf("layers %dMiB %s %s median %.0f median-paired-ratio %.4f\n", size>>20, phase, im.name, diagMedian(s), diagMedian(r))
+				}
+			}
+		})
 	}
+	_ = dl
+}
+
+func diagMedian(s []float64) float64 {
+	c := append([]float64(nil), s...)
+	sort.Float64s(c)
+	return c[len(c)/2]
 }
 
 // BenchmarkClock is the cost of the clock reads the operation benchmarks make.

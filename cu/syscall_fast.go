@@ -1,4 +1,4 @@
-//go:build linux && (amd64 || arm64)
+//go:build linux && (amd64 || arm64) && !cuvmm_purego
 
 package cu
 
@@ -11,14 +11,6 @@ import (
 	// uses purego elsewhere too (the loader), but the trampoline depends on it directly.
 	_ "github.com/ebitengine/purego"
 )
-
-// syscall6Args is the block the trampoline reads its arguments from and writes the result
-// to. Its field offsets reach the assembly through go_asm.h (syscall6Args_fn, ...), so the
-// layout is not repeated by hand.
-type syscall6Args struct {
-	fn, a1, a2, a3, a4, a5, a6 uintptr
-	r1                         uintptr
-}
 
 // syscall6ABI0 is the entry address of the assembly trampoline syscall6trampoline<>, set
 // by a DATA directive in syscall_linux_$GOARCH.s. A Go func value would name the ABIInternal
@@ -61,7 +53,19 @@ func syscall6(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr {
 	// and block-copied with 16-byte moves right after 8-byte stores, a store-forwarding
 	// stall that cost about 7 ns a call on amd64.
 	var args syscall6Args
-	args.fn, args.a1, args.a2, args.a3, args.a4, args.a5, args.a6 = fn, a1, a2, a3, a4, a5, a6
+	args.fn, args.a[0], args.a[1], args.a[2], args.a[3], args.a[4], args.a[5] = fn, a1, a2, a3, a4, a5, a6
 	runtime_cgocall(syscall6ABI0, unsafe.Pointer(&args))
 	return args.r1
 }
+
+// invoke calls f.fn with f's arguments through the trampoline, which turns the arguments
+// marked in f.rel into addresses inside f, and returns the full result register. The frame
+// may live on the stack for the reasons syscall6 gives; the addresses are formed only
+// once the goroutine is in the system call.
+func (f *frame) invoke() uintptr {
+	runtime_cgocall(syscall6ABI0, unsafe.Pointer(&f.syscall6Args))
+	return f.r1
+}
+
+// fastPath reports which syscall6 this build has: the trampoline.
+const fastPath = true

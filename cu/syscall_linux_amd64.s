@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && amd64 && !cuvmm_purego
 
 #include "textflag.h"
 #include "go_asm.h"
@@ -8,8 +8,11 @@ GLOBL ·syscall6ABI0(SB), NOPTR|RODATA, $8
 DATA ·syscall6ABI0(SB)/8, $syscall6trampoline<>(SB)
 
 // syscall6trampoline<> is called by runtime.asmcgocall on the system stack, as a C
-// function (System V AMD64 ABI): DI = *syscall6Args. It calls args.fn(args.a1, ..., a6)
-// and stores the integer result (RAX) in args.r1.
+// function (System V AMD64 ABI): DI = *syscall6Args. It calls args.fn(args.a[0], ...,
+// args.a[5]) and stores the integer result (RAX) in args.r1. Each argument whose bit is set
+// in args.rel is an offset from the start of args (into the frame that holds it, see
+// frame.go) and is passed as that address: only here, with the goroutine in the system
+// call, is its stack guaranteed not to move.
 //
 // NOFRAME: for a frame size of zero with a CALL inside, the Go assembler would insert its
 // own PUSHQ BP / MOVQ SP, BP prologue; with NOFRAME it inserts nothing, so the frame below
@@ -31,13 +34,35 @@ TEXT syscall6trampoline<>(SB), NOSPLIT|NOFRAME, $0
 	MOVQ  DI, 0(SP)              // keep *syscall6Args across the call
 	MOVQ  DI, R11
 
+	MOVQ syscall6Args_rel(R11), AX
 	MOVQ syscall6Args_fn(R11), R10
-	MOVQ syscall6Args_a1(R11), DI
-	MOVQ syscall6Args_a2(R11), SI
-	MOVQ syscall6Args_a3(R11), DX
-	MOVQ syscall6Args_a4(R11), CX
-	MOVQ syscall6Args_a5(R11), R8
-	MOVQ syscall6Args_a6(R11), R9
+	MOVQ (syscall6Args_a+0)(R11), DI
+	MOVQ (syscall6Args_a+8)(R11), SI
+	MOVQ (syscall6Args_a+16)(R11), DX
+	MOVQ (syscall6Args_a+24)(R11), CX
+	MOVQ (syscall6Args_a+32)(R11), R8
+	MOVQ (syscall6Args_a+40)(R11), R9
+	TESTQ AX, AX
+	JEQ  call                    // no offsets: the common case, straight to the call
+	BTQ  $0, AX
+	JCC  2(PC)
+	ADDQ R11, DI
+	BTQ  $1, AX
+	JCC  2(PC)
+	ADDQ R11, SI
+	BTQ  $2, AX
+	JCC  2(PC)
+	ADDQ R11, DX
+	BTQ  $3, AX
+	JCC  2(PC)
+	ADDQ R11, CX
+	BTQ  $4, AX
+	JCC  2(PC)
+	ADDQ R11, R8
+	BTQ  $5, AX
+	JCC  2(PC)
+	ADDQ R11, R9
+call:
 	XORL AX, AX                  // varargs: no vector registers used
 	CALL R10
 

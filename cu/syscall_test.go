@@ -186,16 +186,16 @@ func TestCallLibc(t *testing.T) {
 		require.NoError(t, call(libcProc(t, "labs"), uintptr(bit40)))
 	})
 
-	t.Run("pooled out-parameter", func(t *testing.T) {
-		o := getOut()
-		defer putOut(o)
-		o.u64[0], o.u64[1] = 0, 0
+	t.Run("out-parameter in a frame", func(t *testing.T) {
+		var f frame
+		f.a[0] = 0 // CLOCK_REALTIME
+		f.ref(1, 0)
 		before := time.Now().Unix()
-		require.NoError(t, call(clockGettime, 0 /* CLOCK_REALTIME */, uintptr(unsafe.Pointer(&o.u64[0]))))
+		require.NoError(t, f.call(clockGettime))
 		after := time.Now().Unix()
-		require.GreaterOrEqual(t, int64(o.u64[0]), before)
-		require.LessOrEqual(t, int64(o.u64[0]), after)
-		require.Less(t, o.u64[1], uint64(1e9), "tv_nsec")
+		require.GreaterOrEqual(t, int64(f.scratch[0]), before)
+		require.LessOrEqual(t, int64(f.scratch[0]), after)
+		require.Less(t, f.scratch[1], uint64(1e9), "tv_nsec")
 	})
 
 	t.Run("callKeep on user memory", func(t *testing.T) {
@@ -219,6 +219,9 @@ func TestCallLibc(t *testing.T) {
 }
 
 func TestSyscallNoAllocs(t *testing.T) {
+	if !fastPath {
+		t.Skip("purego.SyscallN allocates")
+	}
 	labs := libcAddr(t, "labs")
 	clockGettime := libcProc(t, "clock_gettime")
 	x := uintptr(bit40)
@@ -228,23 +231,23 @@ func TestSyscallNoAllocs(t *testing.T) {
 		}
 	}), "syscall6")
 
-	o := getOut()
+	// A heap out-parameter the caller keeps alive, through call.
+	ts := new([2]uint64)
 	require.Zero(t, testing.AllocsPerRun(1000, func() {
-		if call(clockGettime, 1, uintptr(unsafe.Pointer(&o.u64[0]))) != nil {
+		if call(clockGettime, 1, uintptr(unsafe.Pointer(&ts[0]))) != nil {
 			panic("clock_gettime")
 		}
-	}), "call with a pooled out-parameter")
-	putOut(o)
+	}), "call with a heap out-parameter")
 
-	// The shape of DriverVersion: scratch from the pool, one call, back to the pool.
-	// (sync.Pool drops some Puts under -race; AllocsPerRun's integer average absorbs that.)
+	// The shape of DriverVersion: the out-parameter in a frame on the stack.
 	require.Zero(t, testing.AllocsPerRun(1000, func() {
-		o := getOut()
-		defer putOut(o)
-		if call(clockGettime, 1, uintptr(unsafe.Pointer(&o.u64[0]))) != nil {
+		var f frame
+		f.a[0] = 1
+		f.ref(1, 0)
+		if f.call(clockGettime) != nil {
 			panic("clock_gettime")
 		}
-	}), "getOut, call, putOut")
+	}), "frame call")
 }
 
 // recurse calls f n frames deep, each frame holding 256 bytes that it checks on the way
@@ -392,31 +395,34 @@ func BenchmarkPuregoSyscallN(b *testing.B) {
 	runtime.KeepAlive(sum)
 }
 
-// The shape of DriverVersion (pooled out-parameter, one pointer argument, result checked)
-// through call, and through the previous call, which was purego.SyscallN under
-// //go:uintptrescapes.
+// The shape of DriverVersion (an out-parameter, one pointer argument, result checked)
+// through a frame, and through the first version of call, which was purego.SyscallN under
+// //go:uintptrescapes with pooled heap scratch.
 
 func BenchmarkCallOutParam(b *testing.B) {
 	p := libcProc(b, "clock_gettime")
 	b.ReportAllocs()
 	for b.Loop() {
-		o := getOut()
-		if err := call(p, 1, uintptr(unsafe.Pointer(&o.u64[0]))); err != nil {
+		var f frame
+		f.a[0] = 1
+		f.ref(1, 0)
+		if err := f.call(p); err != nil {
 			b.Fatal(err)
 		}
-		putOut(o)
 	}
 }
+
+var puregoScratch = sync.Pool{New: func() any { return new([2]uint64) }}
 
 func BenchmarkPuregoCallOutParam(b *testing.B) {
 	p := libcProc(b, "clock_gettime")
 	b.ReportAllocs()
 	for b.Loop() {
-		o := getOut()
-		if err := puregoCall(p, 1, uintptr(unsafe.Pointer(&o.u64[0]))); err != nil {
+		o := puregoScratch.Get().(*[2]uint64)
+		if err := puregoCall(p, 1, uintptr(unsafe.Pointer(&o[0]))); err != nil {
 			b.Fatal(err)
 		}
-		putOut(o)
+		puregoScratch.Put(o)
 	}
 }
 

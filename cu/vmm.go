@@ -15,13 +15,15 @@ func MemGetAllocationGranularity(prop *MemAllocationProp, option MemAllocationGr
 	if prop == nil {
 		return 0, wrap(invalidArg("nil properties"), "cuMemGetAllocationGranularity", "nil, %d", option)
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0], o.prop = 0, *prop
-	if err := call(procMemGetAllocationGranularity, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.prop)), uintptr(option)); err != nil {
+	var f frame
+	*f.prop(1) = *prop
+	f.ref(0, 0)
+	f.ref(1, 1)
+	f.a[2] = uintptr(option)
+	if err := f.call(procMemGetAllocationGranularity); err != nil {
 		return 0, wrap(err, "cuMemGetAllocationGranularity", "%+v, %d", *prop, option)
 	}
-	return o.u64[0], nil
+	return f.scratch[0], nil
 }
 
 // MemCreate allocates size bytes of physical memory described by prop (cuMemCreate).
@@ -32,13 +34,15 @@ func MemCreate(size uint64, prop *MemAllocationProp, flags uint64) (MemHandle, e
 	if prop == nil {
 		return 0, wrap(invalidArg("nil properties"), "cuMemCreate", "%d, nil, %d", size, flags)
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0], o.prop = 0, *prop
-	if err := call(procMemCreate, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(size), uintptr(unsafe.Pointer(&o.prop)), uintptr(flags)); err != nil {
+	var f frame
+	*f.prop(1) = *prop
+	f.ref(0, 0)
+	f.ref(2, 1)
+	f.a[1], f.a[3] = uintptr(size), uintptr(flags)
+	if err := f.call(procMemCreate); err != nil {
 		return 0, wrap(err, "cuMemCreate", "%d, %+v, %d", size, *prop, flags)
 	}
-	h := MemHandle(o.u64[0])
+	h := MemHandle(f.scratch[0])
 	handles.add(h, kindMemory)
 	return h, nil
 }
@@ -46,7 +50,11 @@ func MemCreate(size uint64, prop *MemAllocationProp, flags uint64) (MemHandle, e
 // MemRelease drops one reference to h (cuMemRelease). The memory is freed once every
 // reference is released and every mapping of it unmapped.
 func MemRelease(h MemHandle) error {
-	err := handles.release(h, func() error { return call(procMemRelease, uintptr(h)) })
+	err := handles.release(h, func() error {
+		var f frame
+		f.a[0] = uintptr(h)
+		return f.call(procMemRelease)
+	})
 	if err != nil {
 		return wrap(err, "cuMemRelease", "%v", h)
 	}
@@ -59,14 +67,14 @@ func MemRetainAllocationHandle(addr DevicePtr) (MemHandle, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
+	var f frame
 	// The driver takes the address as void*, but only as a number: it is a device address.
-	if err := call(procMemRetainAllocationHandle, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(addr)); err != nil {
+	f.ref(0, 0)
+	f.a[1] = uintptr(addr)
+	if err := f.call(procMemRetainAllocationHandle); err != nil {
 		return 0, wrap(err, "cuMemRetainAllocationHandle", "%v", addr)
 	}
-	h := MemHandle(o.u64[0])
+	h := MemHandle(f.scratch[0])
 	handles.add(h, kindMemory)
 	return h, nil
 }
@@ -77,13 +85,13 @@ func MemGetAllocationPropertiesFromHandle(h MemHandle) (MemAllocationProp, error
 		return MemAllocationProp{}, wrap(err, "cuMemGetAllocationPropertiesFromHandle", "%v", h)
 	}
 	defer handles.done()
-	o := getOut()
-	defer putOut(o)
-	o.prop = MemAllocationProp{}
-	if err := call(procMemGetAllocationPropertiesFromHandle, uintptr(unsafe.Pointer(&o.prop)), uintptr(h)); err != nil {
+	var f frame
+	f.ref(0, 1)
+	f.a[1] = uintptr(h)
+	if err := f.call(procMemGetAllocationPropertiesFromHandle); err != nil {
 		return MemAllocationProp{}, wrap(err, "cuMemGetAllocationPropertiesFromHandle", "%v", h)
 	}
-	return o.prop, nil
+	return *f.prop(1), nil
 }
 
 // MemAddressReserve reserves size bytes of virtual address space (cuMemAddressReserve).
@@ -92,13 +100,13 @@ func MemAddressReserve(size, alignment uint64, addr DevicePtr, flags uint64) (De
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procMemAddressReserve, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(size), uintptr(alignment), uintptr(addr), uintptr(flags)); err != nil {
+	var f frame
+	f.ref(0, 0)
+	f.a[1], f.a[2], f.a[3], f.a[4] = uintptr(size), uintptr(alignment), uintptr(addr), uintptr(flags)
+	if err := f.call(procMemAddressReserve); err != nil {
 		return 0, wrap(err, "cuMemAddressReserve", "size %d, alignment %d, hint %v, flags %d", size, alignment, addr, flags)
 	}
-	return DevicePtr(o.u64[0]), nil
+	return DevicePtr(f.scratch[0]), nil
 }
 
 // MemAddressFree frees a reservation (cuMemAddressFree).
@@ -106,7 +114,9 @@ func MemAddressFree(ptr DevicePtr, size uint64) error {
 	if err := Init(); err != nil {
 		return err
 	}
-	if err := call(procMemAddressFree, uintptr(ptr), uintptr(size)); err != nil {
+	var f frame
+	f.a[0], f.a[1] = uintptr(ptr), uintptr(size)
+	if err := f.call(procMemAddressFree); err != nil {
 		return wrap(err, "cuMemAddressFree", "%v, %d", ptr, size)
 	}
 	return nil
@@ -117,8 +127,11 @@ func MemMap(ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error
 	if err := handles.acquire(h); err != nil {
 		return wrap(err, "cuMemMap", "%v, %d, offset %d, %v", ptr, size, offset, h)
 	}
-	defer handles.done()
-	if err := call(procMemMap, uintptr(ptr), uintptr(size), uintptr(offset), uintptr(h), uintptr(flags)); err != nil {
+	var f frame
+	f.a[0], f.a[1], f.a[2], f.a[3], f.a[4] = uintptr(ptr), uintptr(size), uintptr(offset), uintptr(h), uintptr(flags)
+	err := f.call(procMemMap)
+	handles.done()
+	if err != nil {
 		return wrap(err, "cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, h, flags)
 	}
 	return nil
@@ -129,7 +142,9 @@ func MemUnmap(ptr DevicePtr, size uint64) error {
 	if err := Init(); err != nil {
 		return err
 	}
-	if err := call(procMemUnmap, uintptr(ptr), uintptr(size)); err != nil {
+	var f frame
+	f.a[0], f.a[1] = uintptr(ptr), uintptr(size)
+	if err := f.call(procMemUnmap); err != nil {
 		return wrap(err, "cuMemUnmap", "%v, %d", ptr, size)
 	}
 	return nil
@@ -144,7 +159,18 @@ func MemSetAccess(ptr DevicePtr, size uint64, desc []MemAccessDesc) error {
 	if len(desc) == 0 {
 		return wrap(invalidArg("no access descriptors"), "cuMemSetAccess", "%v, %d, []", ptr, size)
 	}
-	if err := callKeep(procMemSetAccess, uintptr(ptr), uintptr(size), uintptr(unsafe.Pointer(&desc[0])), uintptr(len(desc))); err != nil {
+	var err error
+	if len(desc) <= maxFrameDescs {
+		// The common case (one or a few devices): a copy in the frame, nothing allocated.
+		var f frame
+		copy(f.descs(len(desc)), desc)
+		f.a[0], f.a[1], f.a[3] = uintptr(ptr), uintptr(size), uintptr(len(desc))
+		f.ref(2, 0)
+		err = f.call(procMemSetAccess)
+	} else {
+		err = callKeep(procMemSetAccess, uintptr(ptr), uintptr(size), uintptr(unsafe.Pointer(&desc[0])), uintptr(len(desc)))
+	}
+	if err != nil {
 		return wrap(err, "cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
 	}
 	return nil
@@ -155,13 +181,15 @@ func MemGetAccess(loc MemLocation, ptr DevicePtr) (MemAccessFlags, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0], o.loc = 0, loc
-	if err := call(procMemGetAccess, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(&o.loc)), uintptr(ptr)); err != nil {
+	var f frame
+	*f.loc(1) = loc
+	f.ref(0, 0)
+	f.ref(1, 1)
+	f.a[2] = uintptr(ptr)
+	if err := f.call(procMemGetAccess); err != nil {
 		return 0, wrap(err, "cuMemGetAccess", "%+v, %v", loc, ptr)
 	}
-	return MemAccessFlags(o.u64[0]), nil
+	return MemAccessFlags(f.scratch[0]), nil
 }
 
 // MemExportToFD exports h as a POSIX file descriptor the caller owns
@@ -171,13 +199,13 @@ func MemExportToFD(h MemHandle) (int, error) {
 		return -1, wrap(err, "cuMemExportToShareableHandle", "%v, POSIX_FILE_DESCRIPTOR", h)
 	}
 	defer handles.done()
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procMemExportToShareableHandle, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(h), uintptr(MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), 0); err != nil {
+	var f frame
+	f.ref(0, 0)
+	f.a[1], f.a[2] = uintptr(h), uintptr(MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+	if err := f.call(procMemExportToShareableHandle); err != nil {
 		return -1, wrap(err, "cuMemExportToShareableHandle", "%v, POSIX_FILE_DESCRIPTOR", h)
 	}
-	return int(int32(uint32(o.u64[0]))), nil
+	return int(int32(uint32(f.scratch[0]))), nil
 }
 
 // MemExportToFabric exports h as a fabric handle (MEM_HANDLE_TYPE_FABRIC).
@@ -203,13 +231,13 @@ func MemExportToWin32(h MemHandle, t MemHandleType) (uintptr, error) {
 		return 0, wrap(err, "cuMemExportToShareableHandle", "%v, %d", h, t)
 	}
 	defer handles.done()
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procMemExportToShareableHandle, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(h), uintptr(t), 0); err != nil {
+	var f frame
+	f.ref(0, 0)
+	f.a[1], f.a[2] = uintptr(h), uintptr(t)
+	if err := f.call(procMemExportToShareableHandle); err != nil {
 		return 0, wrap(err, "cuMemExportToShareableHandle", "%v, %d", h, t)
 	}
-	return uintptr(o.u64[0]), nil
+	return uintptr(f.scratch[0]), nil
 }
 
 // MemImportFromFD imports an allocation from a POSIX file descriptor
@@ -221,14 +249,14 @@ func MemImportFromFD(fd int) (MemHandle, error) {
 	if fd < 0 {
 		return 0, wrap(invalidArg("negative file descriptor"), "cuMemImportFromShareableHandle", "fd %d", fd)
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
+	var f frame
 	// For POSIX descriptors the driver takes the descriptor's value cast to void*.
-	if err := call(procMemImportFromShareableHandle, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(fd), uintptr(MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)); err != nil {
+	f.ref(0, 0)
+	f.a[1], f.a[2] = uintptr(fd), uintptr(MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+	if err := f.call(procMemImportFromShareableHandle); err != nil {
 		return 0, wrap(err, "cuMemImportFromShareableHandle", "fd %d", fd)
 	}
-	h := MemHandle(o.u64[0])
+	h := MemHandle(f.scratch[0])
 	handles.add(h, kindMemory)
 	return h, nil
 }
@@ -238,15 +266,14 @@ func MemImportFromFabric(fh MemFabricHandle) (MemHandle, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
+	// The 64-byte fabric handle does not fit a frame: the call keeps a heap copy alive.
+	out := new(uint64)
 	p := new(MemFabricHandle)
 	*p = fh
-	if err := callKeep(procMemImportFromShareableHandle, uintptr(unsafe.Pointer(&o.u64[0])), uintptr(unsafe.Pointer(p)), uintptr(MEM_HANDLE_TYPE_FABRIC)); err != nil {
+	if err := callKeep(procMemImportFromShareableHandle, uintptr(unsafe.Pointer(out)), uintptr(unsafe.Pointer(p)), uintptr(MEM_HANDLE_TYPE_FABRIC)); err != nil {
 		return 0, wrap(err, "cuMemImportFromShareableHandle", "FABRIC")
 	}
-	h := MemHandle(o.u64[0])
+	h := MemHandle(*out)
 	handles.add(h, kindMemory)
 	return h, nil
 }
@@ -259,13 +286,13 @@ func MemImportFromWin32(handle uintptr, t MemHandleType) (MemHandle, error) {
 	if t != MEM_HANDLE_TYPE_WIN32 && t != MEM_HANDLE_TYPE_WIN32_KMT {
 		return 0, wrap(invalidArg("not a Win32 handle type"), "cuMemImportFromShareableHandle", "%#x, %d", handle, t)
 	}
-	o := getOut()
-	defer putOut(o)
-	o.u64[0] = 0
-	if err := call(procMemImportFromShareableHandle, uintptr(unsafe.Pointer(&o.u64[0])), handle, uintptr(t)); err != nil {
+	var f frame
+	f.ref(0, 0)
+	f.a[1], f.a[2] = handle, uintptr(t)
+	if err := f.call(procMemImportFromShareableHandle); err != nil {
 		return 0, wrap(err, "cuMemImportFromShareableHandle", "%#x, %d", handle, t)
 	}
-	h := MemHandle(o.u64[0])
+	h := MemHandle(f.scratch[0])
 	handles.add(h, kindMemory)
 	return h, nil
 }

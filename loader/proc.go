@@ -2,6 +2,7 @@ package loader
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // Flags of cuGetProcAddress (CUdriverProcAddress_flags).
@@ -56,6 +57,7 @@ type Proc struct {
 	lib  *Library
 	sym  Symbol
 	once sync.Once
+	done atomic.Bool // addr and err hold the resolution: Addr's inlined path
 	addr uintptr
 	err  error
 }
@@ -75,8 +77,13 @@ func (p *Proc) Symbol() Symbol { return p.sym }
 // Addr returns the entry point's address, resolving it on first use. The error is a
 // *SymbolError: errors.Is(err, ErrNotSupported) for a missing or too-old symbol,
 // errors.Is(err, ErrNoDriver) when the library itself did not load.
+//
+// Addr is small enough to be inlined into every driver call: after the first call it is
+// one atomic load.
 func (p *Proc) Addr() (uintptr, error) {
-	p.once.Do(p.resolve)
+	if !p.done.Load() {
+		p.resolveOnce()
+	}
 	return p.addr, p.err
 }
 
@@ -86,8 +93,14 @@ func (p *Proc) Find() error {
 	return err
 }
 
+// resolveOnce is Addr's slow path, kept out of line so that Addr stays inlinable.
+//
+//go:noinline
+func (p *Proc) resolveOnce() { p.once.Do(p.resolve) }
+
 func (p *Proc) resolve() {
 	p.addr, p.err = p.lib.resolve(p.sym)
+	p.done.Store(true)
 }
 
 func (l *Library) resolve(s Symbol) (uintptr, error) {

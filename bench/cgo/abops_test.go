@@ -61,8 +61,9 @@ func BenchmarkOpsAB(b *testing.B) {
 				},
 				func() ([5]int64, error) { return goRun[uint64](cgoOps{}, c.size, c.k) },
 				func() ([5]int64, error) { return goRun[cu.MemHandle](vmmOps{be}, c.size, c.k) },
+				func() ([5]int64, error) { return goRun[uint64](cgoTimedOps{}, c.size, c.k) },
 			}
-			names := []string{"c", "cgo", "cuvmm"}
+			names := []string{"c", "cgo", "cuvmm", "cgo-ctimed"}
 			samples := make([][5][]float64, len(ways))
 			i := 0
 			for b.Loop() {
@@ -118,39 +119,54 @@ func goRun[H any](o ops[H], size uint64, k int) (t [5]int64, err error) {
 	}
 	at := func(i int) cu.DevicePtr { return va + cu.DevicePtr(uint64(i)*size) }
 	var hs [512]H
+	ct, cTimed := o.(interface{ Last() int64 })
+	var in [5]int64 // the C-timed sums, when o times its calls in C
+	last := func(p int) {
+		if cTimed {
+			in[p] += ct.Last()
+		}
+	}
 	a0 := mono()
 	for i := range k {
 		if hs[i], err = o.Create(size); err != nil {
 			return t, err
 		}
+		last(0)
 	}
 	a1 := mono()
 	for i := range k {
 		if err = o.Map(at(i), size, hs[i]); err != nil {
 			return t, err
 		}
+		last(1)
 	}
 	a2 := mono()
 	for i := range k {
 		if err = o.SetAccess(at(i), size); err != nil {
 			return t, err
 		}
+		last(2)
 	}
 	a3 := mono()
 	for i := range k {
 		if err = o.Unmap(at(i), size); err != nil {
 			return t, err
 		}
+		last(3)
 	}
 	a4 := mono()
 	for i := range k {
 		if err = o.Release(hs[i]); err != nil {
 			return t, err
 		}
+		last(4)
 	}
 	a5 := mono()
 	if err = o.Free(va, size*uint64(k)); err != nil {
 		return t, err
+	}
+	if cTimed {
+		return in, nil
 	}
 	return [5]int64{int64(a1 - a0), int64(a2 - a1), int64(a3 - a2), int64(a4 - a3), int64(a5 - a4)}, nil
 }
@@ -168,6 +184,25 @@ func (o cgoOps) Map(va cu.DevicePtr, size uint64, h uint64) error {
 func (o cgoOps) Unmap(va cu.DevicePtr, size uint64) error { return o.Binding.Unmap(uint64(va), size) }
 func (o cgoOps) SetAccess(va cu.DevicePtr, size uint64) error {
 	return o.Binding.SetAccess(uint64(va), size)
+}
+
+type cgoTimedOps struct{ TimedBinding }
+
+func (o cgoTimedOps) Reserve(size uint64) (cu.DevicePtr, error) {
+	va, err := o.Binding.Reserve(size)
+	return cu.DevicePtr(va), err
+}
+func (o cgoTimedOps) Free(va cu.DevicePtr, size uint64) error {
+	return o.Binding.Free(uint64(va), size)
+}
+func (o cgoTimedOps) Map(va cu.DevicePtr, size uint64, h uint64) error {
+	return o.TimedBinding.Map(uint64(va), size, h)
+}
+func (o cgoTimedOps) Unmap(va cu.DevicePtr, size uint64) error {
+	return o.TimedBinding.Unmap(uint64(va), size)
+}
+func (o cgoTimedOps) SetAccess(va cu.DevicePtr, size uint64) error {
+	return o.TimedBinding.SetAccess(uint64(va), size)
 }
 
 var (
