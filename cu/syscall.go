@@ -46,4 +46,3 @@ const maxSyscallArgs = 6
 // Both implementations of syscall6 (the frame-less form, for tests and benchmarks) must have
 // this signature.
 var _ func(fn, a1, a2, a3, a4, a5, a6 uintptr) uintptr = syscall6
-
