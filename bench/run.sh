@@ -15,10 +15,14 @@ work=${BENCH_WORK:-$(mktemp -d /tmp/cuvmm-bench-raw.XXXXXX)}
 mkdir -p "$out" "$work/bin"
 gcc -O2 -I/usr/local/cuda/include bench/c/callcost.c -o "$work/bin/callcost" -lcuda
 "$work/bin/callcost" 1000000 >"$work/c.txt"
-.gpu/cgo.test -test.run '^$' -test.bench . -test.benchtime 1000000x -test.count 3 >"$work/cgo.txt"
-.gpu/cu.test -test.run '^$' -test.bench GPU -test.benchtime 1000000x -test.count 3 >"$work/go.txt"
-for spec in 2MiB:2000x 64MiB:200x 1024MiB:20x; do
-  .gpu/vmm.test -test.run '^$' -test.bench "GPUOps/${spec%%:*}\$" -test.benchtime "${spec#*:}" >>"$work/goops.txt"
+.gpu/cgo.test -test.run '^$' -test.bench 'Cgo(DriverGetVersion|DeviceGetAttribute|MemGetAllocationGranularity)$' \
+  -test.benchtime 1000000x -test.count 3 >"$work/cgo.txt"
+.gpu/cu.test -test.run '^$' -test.bench 'GPU(DriverGetVersion|DeviceGetAttribute|MemGetAllocationGranularity)$' \
+  -test.benchtime 1000000x -test.count 3 >"$work/go.txt"
+# Per VMM operation: C, a cgo binding and cuvmm interleaved in one process (bench/cgo
+# BenchmarkOpsAB), each operation timed one by one ("cycle") and in batches.
+for spec in cycle/2MiB:1000x cycle/64MiB:500x cycle/1024MiB:100x batch/2MiB:40x batch/64MiB:100x batch/1024MiB:100x; do
+  .gpu/cgo.test -test.run '^$' -test.bench "OpsAB/${spec%%:*}\$" -test.benchtime "${spec#*:}" >>"$work/ab.txt"
 done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 >"$work/machine.txt"
 
@@ -28,8 +32,7 @@ awk -v machine="$(cat "$work/machine.txt")" '
   FILENAME ~ /c.txt$/ && $1 == "c" { c[$2] = $3 }
   FILENAME ~ /cgo.txt$/ && /^BenchmarkCgo/ { name = $1; sub(/^BenchmarkCgo/, "cu", name); sub(/-[0-9]+$/, "", name); cgo[name, ++ncgo[name]] = $3 }
   FILENAME ~ /go.txt$/ && /^BenchmarkGPU/ { name = $1; sub(/^BenchmarkGPU/, "cu", name); sub(/-[0-9]+$/, "", name); g[name, ++ng[name]] = $3; al[name] = $7 }
-  FILENAME ~ /goops.txt$/ && /^BenchmarkGPUOps/ { split($1, p, "/"); sz = p[2]; sub(/-[0-9]+$/, "", sz); if (sz == "1024MiB") sz = "1024MiB";
-    for (i = 5; i < NF; i += 2) { m = $(i + 1); sub(/^ns\//, "", m); ops[m "/" sz] = $i } }
+  FILENAME ~ /ab.txt$/ && $1 == "ab" { k = $2 " " $3; abmed[k, $4] = $8; abrm[k, $4] = $10; abmpr[k, $4] = $12; abn[k] = $14 }
   END {
     printf "machine: %s\n\n", machine
     printf "%-34s %10s %10s %10s %9s %9s %7s\n", "per call (ns)", "C", "cgo", "cuvmm", "cuvmm/C", "cuvmm/cgo", "allocs"
@@ -38,12 +41,15 @@ awk -v machine="$(cat "$work/machine.txt")" '
       for (i = 1; i <= ncgo[n]; i++) a[i] = cgo[n, i]; cg = med(a, ncgo[n])
       for (i = 1; i <= ng[n]; i++) b[i] = g[n, i]; gg = med(b, ng[n])
       printf "%-34s %10.1f %10.1f %10.1f %9.2f %9.2f %7s\n", n, c[n], cg, gg, gg / c[n], gg / cg, al[n] }
-    printf "\n%-34s %12s %12s %9s\n", "per VMM operation (ns)", "C", "cuvmm", "cuvmm/C"
+    printf "\nper VMM operation, interleaved in one process (bench/cgo BenchmarkOpsAB): median ns, and the median of\n"
+    printf "per-iteration ratios over C (mean ratio in brackets); driver = the call alone, timed in C, made from Go\n"
+    printf "%-22s %10s %10s %10s %10s %16s %16s %8s\n", "operation", "C", "cgo", "cuvmm", "driver", "cuvmm/C", "cgo/C", "driver/C"
+    split("cycle/2MiB cycle/64MiB cycle/1024MiB batch/2MiB batch/64MiB batch/1024MiB", cs, " ")
     split("create map setaccess unmap release", o, " ")
-    split("2MiB 64MiB 1024MiB", s, " ")
-    for (j = 1; j <= 3; j++) for (k = 1; k <= 5; k++) { key = o[k] "/" s[j]
-      printf "%-34s %12.0f %12.0f %9.3f\n", key, c[key], ops[key], ops[key] / c[key] }
-  }' "$work/c.txt" "$work/cgo.txt" "$work/go.txt" "$work/goops.txt" | tee "$out/table.txt"
+    for (j = 1; j <= 6; j++) for (q = 1; q <= 5; q++) { k = cs[j] " " o[q]; if (!(k in abn)) continue
+      printf "%-22s %10.0f %10.0f %10.0f %10.0f %8.3f [%5.3f] %8.3f [%5.3f] %8.3f\n", cs[j] " " o[q], abmed[k, "c"], abmed[k, "cgo"], abmed[k, "cuvmm"], abmed[k, "cgo-ctimed"],
+        abmpr[k, "cuvmm"], abrm[k, "cuvmm"], abmpr[k, "cgo"], abrm[k, "cgo"], abmpr[k, "cgo-ctimed"] }
+  }' "$work/c.txt" "$work/cgo.txt" "$work/go.txt" "$work/ab.txt" | tee "$out/table.txt"
 
 # Growth of one buffer to 16 GiB in 64 MiB steps and to 4 GiB in 2 MiB steps: grow.c's four
 # strategies in C, then bench/grow (the growable buffer and the Go ports of the same four,

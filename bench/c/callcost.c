@@ -18,13 +18,6 @@ int main(int argc, char **argv) {
   CUdevice dev; CK(cuDeviceGet(&dev, 0));
   int v; double t0 = now();
   int opsOnly = argc > 2 && strcmp(argv[2], "ops") == 0; // "callcost N ops": only the VMM operations
-  int batch = argc > 2 && strcmp(argv[2], "batch") == 0; // "callcost N batch": the batched operations
-  if (batch) opsOnly = 1;
-  {
-    double c0 = now(), x = 0;
-    for (int i = 0; i < 1000000; i++) x += now();
-    printf("c clock_gettime %.1f\n", (now() - c0) / 1000000 + 0 * x);
-  }
   if (opsOnly) n = 0;
   for (int i = 0; i < n; i++) cuDriverGetVersion(&v);
   if (!opsOnly) printf("c cuDriverGetVersion %.1f\n", (now() - t0) / n);
@@ -42,30 +35,6 @@ int main(int argc, char **argv) {
   CUmemAccessDesc a; memset(&a, 0, sizeof a); a.location = p.location; a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   size_t sizes[] = {2u << 20, 64u << 20, 1u << 30};
   int reps[] = {2000, 200, 20};
-  if (batch) {
-    // K chunks of one size: every create, then every map (into one reservation), every
-    // set access, every unmap, every release, each phase timed as a whole.
-    int ks[] = {512, 64, 8}, rounds[] = {8, 8, 4};
-    for (int s = 0; s < 3; s++) {
-      size_t sz = sizes[s]; int k = ks[s];
-      CUmemGenericAllocationHandle hs[512];
-      double t[5] = {0};
-      for (int r = 0; r < rounds[s]; r++) {
-        CUdeviceptr va; CK(cuMemAddressReserve(&va, sz * k, 0, 0, 0));
-        double a0 = now(); for (int i = 0; i < k; i++) CK(cuMemCreate(&hs[i], sz, &p, 0));
-        double a1 = now(); for (int i = 0; i < k; i++) CK(cuMemMap(va + i * sz, sz, 0, hs[i], 0));
-        double a2 = now(); for (int i = 0; i < k; i++) CK(cuMemSetAccess(va + i * sz, sz, &a, 1));
-        double a3 = now(); for (int i = 0; i < k; i++) CK(cuMemUnmap(va + i * sz, sz));
-        double a4 = now(); for (int i = 0; i < k; i++) CK(cuMemRelease(hs[i]));
-        double a5 = now(); CK(cuMemAddressFree(va, sz * k));
-        t[0] += a1 - a0; t[1] += a2 - a1; t[2] += a3 - a2; t[3] += a4 - a3; t[4] += a5 - a4;
-      }
-      double n = (double)k * rounds[s];
-      printf("cb create/%zuMiB %.1f\ncb map/%zuMiB %.1f\ncb setaccess/%zuMiB %.1f\ncb unmap/%zuMiB %.1f\ncb release/%zuMiB %.1f\n",
-             sz >> 20, t[0] / n, sz >> 20, t[1] / n, sz >> 20, t[2] / n, sz >> 20, t[3] / n, sz >> 20, t[4] / n);
-    }
-    return 0;
-  }
   for (int s = 0; s < 3; s++) {
     size_t sz = sizes[s]; int r = reps[s];
     double tc = 0, tm = 0, ta = 0, tu = 0, tr = 0;

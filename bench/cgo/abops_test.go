@@ -11,21 +11,24 @@ import (
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
-// BenchmarkOpsAB compares the per-operation cost of the VMM calls made three ways, in one
+// BenchmarkOpsAB compares the per-operation cost of the VMM calls made four ways, in one
 // process and interleaved so that the driver's drift over time (a 2 MiB create took 9 µs
-// in one pass and 27 µs in the next on an H100) falls on all three alike:
+// in one pass and 27 µs in the next on an H100) falls on all of them alike:
 //
 //   - c: the whole cycle or batch as C code, every driver call and clock read in C;
 //   - cgo: a minimal cgo binding, Go crossing into C once per driver call;
 //   - cuvmm: the vmm backend of this module, no cgo (its call path is runtime.cgocall into
-//     an assembly trampoline, the same in this cgo-enabled binary as without cgo).
+//     an assembly trampoline, the same in this cgo-enabled binary as without cgo);
+//   - cgo-ctimed: the cgo binding with each driver call timed in C around the call alone,
+//     which tells the driver's own time when called from Go from the cost of getting there.
 //
-// Each iteration runs the three in a rotating order. "cycle" is bench/c/callcost.c's
+// Each iteration runs the four in a rotating order. "cycle" is bench/c/callcost.c's
 // sequence (reserve, create, map, set access, unmap, release, free of one chunk, each
 // operation timed); "batch" creates k chunks, maps them all into one reservation, sets
 // access on each, unmaps each and releases each, each phase timed as a whole.
 //
-// Besides the usual benchmark line it prints one line per phase and way:
+// bench/run.sh runs it and tabulates the result. Besides the usual benchmark line it prints
+// one line per phase and way:
 //
 //	ab <mode>/<size> <phase> <way> mean <ns> median <ns> ratio-of-means <x> median-paired-ratio <x>
 //
