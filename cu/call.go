@@ -22,9 +22,7 @@ func call(p *loader.Proc, args ...uintptr) error {
 		panic("cu: driver call with more than 6 arguments")
 	}
 	var f frame
-	for i, a := range args {
-		f.a[i] = a
-	}
+	copy(f.a[:], args)
 	return f.call(p)
 }
 

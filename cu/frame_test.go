@@ -2,8 +2,6 @@ package cu
 
 import (
 	"fmt"
-	"runtime"
-	"sync"
 	"testing"
 	"unsafe"
 
@@ -125,57 +123,23 @@ func TestFrameNoAllocs(t *testing.T) {
 	}))
 }
 
-// TestFrameStress makes frame calls from many goroutines while the GC runs without pause
-// and each call sits at the bottom of a recursion that grew its stack: a frame address
-// formed before the stack moved would make sscanf write into freed stack memory and the
-// values come back wrong.
+// TestFrameStress makes frame calls from many goroutines while the GC runs and each call
+// sits at the bottom of a shallow recursion, so that the call itself (purego's, on the
+// fallback path) is what grows and moves the stack: a frame address formed before the
+// stack moved would make sscanf write into freed stack memory and the values come back
+// wrong. (It caught the fallback path's heap copy being placed on the stack.)
 func TestFrameStress(t *testing.T) {
 	sscanf := libcAddr(t, "sscanf")
-	workers, iters := 8, 2000
+	iters := 2000
 	if testing.Short() {
 		iters = 200
 	}
-	stop := make(chan struct{})
-	gcDone := make(chan struct{})
-	go func() {
-		defer close(gcDone)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.GC()
-			}
+	stress(t, 8, iters, func(_, i int) int { return i % 64 }, func(w, i int) error {
+		want := [4]int32{int32(w), int32(i), -int32(i), int32(w * i)}
+		input := fmt.Sprintf("%d %d %d %d", want[0], want[1], want[2], want[3])
+		if r, v := sscanfFrame(sscanf, input); r != 4 || v != want {
+			return fmt.Errorf("sscanf(%q) = %d %v", input, r, v)
 		}
-	}()
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range iters {
-				want := [4]int32{int32(w), int32(i), -int32(i), int32(w * i)}
-				input := fmt.Sprintf("%d %d %d %d", want[0], want[1], want[2], want[3])
-				err := recurse(i%64, func() error {
-					r, v := sscanfFrame(sscanf, input)
-					if r != 4 || v != want {
-						return fmt.Errorf("sscanf(%q) = %d %v", input, r, v)
-					}
-					return nil
-				})
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(stop)
-	<-gcDone
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+		return nil
+	})
 }

@@ -274,9 +274,9 @@ func recurse(n int, f func() error) error {
 	return err
 }
 
-// TestSyscallStress calls libc from many goroutines at once while the GC runs without
-// pause (scanning stacks, shrinking them) and each call sits at the bottom of a deep
-// recursion that grew its stack, and checks every result.
+// TestSyscallStress calls libc from many goroutines at once while the GC runs without pause
+// (scanning stacks, shrinking them) and each call sits at the bottom of a deep recursion
+// that grew its stack, and checks every result.
 func TestSyscallStress(t *testing.T) {
 	memset := libcAddr(t, "memset")
 	labs := libcAddr(t, "labs")
@@ -295,20 +295,6 @@ func TestSyscallStress(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(1))
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-
-	stop := make(chan struct{})
-	gcDone := make(chan struct{})
-	go func() {
-		defer close(gcDone)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-				runtime.GC()
-			}
-		}
-	}()
 
 	once := func(w, i int) error {
 		s := scratchPool.Get().(*scratch)
@@ -344,28 +330,7 @@ func TestSyscallStress(t *testing.T) {
 		return nil
 	}
 
-	var wg sync.WaitGroup
-	errs := make(chan error, workers)
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range iters {
-				depth := (w*7919 + i*104729) % 400
-				if err := recurse(depth, func() error { return once(w, i) }); err != nil {
-					errs <- fmt.Errorf("worker %d, iteration %d, depth %d: %w", w, i, depth, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(stop)
-	<-gcDone
-	close(errs)
-	for err := range errs {
-		t.Error(err)
-	}
+	stress(t, workers, iters, func(w, i int) int { return (w*7919 + i*104729) % 400 }, once)
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	t.Logf("%d goroutines x %d calls of 3 functions, %d GC cycles meanwhile", workers, iters, after.NumGC-before.NumGC)
@@ -439,4 +404,47 @@ func puregoCall(p *loader.Proc, args ...uintptr) error {
 		return Result(int32(uint32(r)))
 	}
 	return nil
+}
+
+// stress runs once(w, i) for iters iterations in each of workers goroutines, each call at
+// the bottom of a recursion depth(w, i) frames deep (so that stacks grow and are copied
+// around the calls), while another goroutine runs the GC without pause (scanning and
+// shrinking stacks). It reports every error.
+func stress(t *testing.T, workers, iters int, depth func(w, i int) int, once func(w, i int) error) {
+	t.Helper()
+	stop := make(chan struct{})
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				runtime.GC()
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range iters {
+				d := depth(w, i)
+				if err := recurse(d, func() error { return once(w, i) }); err != nil {
+					errs <- fmt.Errorf("worker %d, iteration %d, depth %d: %w", w, i, d, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	<-gcDone
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }
