@@ -12,11 +12,13 @@ import (
 // callers who only know cu's results can still test for it.
 //
 // call is for calls whose arguments are all values; a call with out-parameters or structs
-// to pass builds a frame itself (frame.go). It allocates nothing, and args is only read,
-// so its backing array stays in the caller's frame. The memory rule of syscall.go applies:
-// a pointer among args must point to heap memory kept alive for the call; pointers into
-// memory that cu does not control (a user's slice, a result made with new) go through
-// callKeep instead.
+// to pass builds a frame itself (frame.go). So do the VMM calls on the hot path (map,
+// unmap, release, free), even with values only: going through call puts one more Go
+// function between them and the driver, which measured several percent of a cuMemMap
+// (BenchmarkGPUCallLayers). call allocates nothing, and args is only read, so its backing
+// array stays in the caller's frame. The memory rule of syscall.go applies: a pointer among
+// args must point to heap memory kept alive for the call; pointers into memory that cu does
+// not control (a user's slice, a result made with new) go through callKeep instead.
 func call(p *loader.Proc, args ...uintptr) error {
 	if len(args) > maxSyscallArgs {
 		panic("cu: driver call with more than 6 arguments")
@@ -26,11 +28,12 @@ func call(p *loader.Proc, args ...uintptr) error {
 	return f.call(p)
 }
 
-// callKeep is call for pointer arguments that do not point to pooled scratch memory. Being
+// callKeep is call for pointer arguments into memory that cu does not own. Being
 // //go:uintptrescapes, it makes the compiler move the pointee of every
 // uintptr(unsafe.Pointer(x)) argument to the heap and keep it alive until callKeep returns,
 // as for syscall.Syscall. That costs an allocation for the arguments (and for the pointee,
-// if it would otherwise have lived on the stack), so only the calls on user memory use it.
+// if it would otherwise have lived on the stack), so only the calls on user memory, and the
+// few whose arguments do not fit a frame, use it.
 //
 //go:uintptrescapes
 func callKeep(p *loader.Proc, args ...uintptr) error {
