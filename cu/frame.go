@@ -75,9 +75,10 @@ func (f *frame) descs(n int) []MemAccessDesc {
 }
 
 // call makes the driver call p with the frame's arguments and returns its CUresult as an
-// error, like the package-level call. It is small enough to be inlined, so that a VMM call
-// is one Go frame from the caller to runtime.cgocall: every extra function returned through
-// after the driver call runs cold.
+// error, like the package-level call. It is too large to be inlined itself, but Proc.Addr
+// and invoke are inlined into it, so that a VMM call is one Go frame between the exported
+// function and runtime.cgocall: every extra function returned through after the driver
+// call runs cold. (Its allocation-free use is checked by TestSyscallNoAllocs.)
 func (f *frame) call(p *loader.Proc) error {
 	addr, err := p.Addr()
 	if err != nil {

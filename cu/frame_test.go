@@ -108,21 +108,6 @@ func TestFrameClockGettime(t *testing.T) {
 	require.Zero(t, f.scratch[0]+f.scratch[1]+f.scratch[4])
 }
 
-func TestFrameNoAllocs(t *testing.T) {
-	if purego := !fastPath; purego {
-		t.Skip("the purego path copies each frame to the heap")
-	}
-	clk := libcProc(t, "clock_gettime")
-	require.Zero(t, testing.AllocsPerRun(1000, func() {
-		var f frame
-		f.a[0] = 1
-		f.ref(1, 0)
-		if f.call(clk) != nil {
-			panic("clock_gettime")
-		}
-	}))
-}
-
 // TestFrameStress makes frame calls from many goroutines while the GC runs and each call
 // sits at the bottom of a shallow recursion, so that the call itself (purego's, on the
 // fallback path) is what grows and moves the stack: a frame address formed before the

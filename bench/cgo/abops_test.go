@@ -62,9 +62,9 @@ func BenchmarkOpsAB(b *testing.B) {
 					}
 					return CBatch(c.size, c.k)
 				},
-				func() ([5]int64, error) { return goRun[uint64](cgoOps{}, c.size, c.k) },
+				func() ([5]int64, error) { return goRun[uint64](Binding{}, c.size, c.k) },
 				func() ([5]int64, error) { return goRun[cu.MemHandle](vmmOps{be}, c.size, c.k) },
-				func() ([5]int64, error) { return goRun[uint64](cgoTimedOps{}, c.size, c.k) },
+				func() ([5]int64, error) { return goRun[uint64](TimedBinding{}, c.size, c.k) },
 			}
 			names := []string{"c", "cgo", "cuvmm", "cgo-ctimed"}
 			samples := make([][5][]float64, len(ways))
@@ -98,14 +98,15 @@ func BenchmarkOpsAB(b *testing.B) {
 }
 
 // ops is what goRun needs of a binding.
+// Addresses are plain uint64, as the cgo bindings take them; vmmOps converts.
 type ops[H any] interface {
-	Reserve(size uint64) (cu.DevicePtr, error)
-	Free(va cu.DevicePtr, size uint64) error
+	Reserve(size uint64) (uint64, error)
+	Free(va, size uint64) error
 	Create(size uint64) (H, error)
 	Release(h H) error
-	Map(va cu.DevicePtr, size uint64, h H) error
-	Unmap(va cu.DevicePtr, size uint64) error
-	SetAccess(va cu.DevicePtr, size uint64) error
+	Map(va, size uint64, h H) error
+	Unmap(va, size uint64) error
+	SetAccess(va, size uint64) error
 }
 
 var base = time.Now()
@@ -120,7 +121,7 @@ func goRun[H any](o ops[H], size uint64, k int) (t [5]int64, err error) {
 	if err != nil {
 		return t, err
 	}
-	at := func(i int) cu.DevicePtr { return va + cu.DevicePtr(uint64(i)*size) }
+	at := func(i int) uint64 { return va + uint64(i)*size }
 	var hs [512]H
 	ct, cTimed := o.(interface{ Last() int64 })
 	var in [5]int64 // the C-timed sums, when o times its calls in C
@@ -174,40 +175,6 @@ func goRun[H any](o ops[H], size uint64, k int) (t [5]int64, err error) {
 	return [5]int64{int64(a1 - a0), int64(a2 - a1), int64(a3 - a2), int64(a4 - a3), int64(a5 - a4)}, nil
 }
 
-type cgoOps struct{ Binding }
-
-func (o cgoOps) Reserve(size uint64) (cu.DevicePtr, error) {
-	va, err := o.Binding.Reserve(size)
-	return cu.DevicePtr(va), err
-}
-func (o cgoOps) Free(va cu.DevicePtr, size uint64) error { return o.Binding.Free(uint64(va), size) }
-func (o cgoOps) Map(va cu.DevicePtr, size uint64, h uint64) error {
-	return o.Binding.Map(uint64(va), size, h)
-}
-func (o cgoOps) Unmap(va cu.DevicePtr, size uint64) error { return o.Binding.Unmap(uint64(va), size) }
-func (o cgoOps) SetAccess(va cu.DevicePtr, size uint64) error {
-	return o.Binding.SetAccess(uint64(va), size)
-}
-
-type cgoTimedOps struct{ TimedBinding }
-
-func (o cgoTimedOps) Reserve(size uint64) (cu.DevicePtr, error) {
-	va, err := o.Binding.Reserve(size)
-	return cu.DevicePtr(va), err
-}
-func (o cgoTimedOps) Free(va cu.DevicePtr, size uint64) error {
-	return o.Binding.Free(uint64(va), size)
-}
-func (o cgoTimedOps) Map(va cu.DevicePtr, size uint64, h uint64) error {
-	return o.TimedBinding.Map(uint64(va), size, h)
-}
-func (o cgoTimedOps) Unmap(va cu.DevicePtr, size uint64) error {
-	return o.TimedBinding.Unmap(uint64(va), size)
-}
-func (o cgoTimedOps) SetAccess(va cu.DevicePtr, size uint64) error {
-	return o.TimedBinding.SetAccess(uint64(va), size)
-}
-
 var (
 	abProp = &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}}
 	abDesc = vmm.ReadWrite(0)
@@ -215,16 +182,19 @@ var (
 
 type vmmOps struct{ be vmm.Backend }
 
-func (o vmmOps) Reserve(size uint64) (cu.DevicePtr, error) { return o.be.Reserve(size, 0, 0, 0) }
-func (o vmmOps) Free(va cu.DevicePtr, size uint64) error   { return o.be.Free(va, size) }
-func (o vmmOps) Create(size uint64) (cu.MemHandle, error)  { return o.be.Create(size, abProp, 0) }
-func (o vmmOps) Release(h cu.MemHandle) error              { return o.be.Release(h) }
-func (o vmmOps) Map(va cu.DevicePtr, size uint64, h cu.MemHandle) error {
-	return o.be.Map(va, size, 0, h, 0)
+func (o vmmOps) Reserve(size uint64) (uint64, error) {
+	va, err := o.be.Reserve(size, 0, 0, 0)
+	return uint64(va), err
 }
-func (o vmmOps) Unmap(va cu.DevicePtr, size uint64) error { return o.be.Unmap(va, size) }
-func (o vmmOps) SetAccess(va cu.DevicePtr, size uint64) error {
-	return o.be.SetAccess(va, size, abDesc)
+func (o vmmOps) Free(va, size uint64) error               { return o.be.Free(cu.DevicePtr(va), size) }
+func (o vmmOps) Create(size uint64) (cu.MemHandle, error) { return o.be.Create(size, abProp, 0) }
+func (o vmmOps) Release(h cu.MemHandle) error             { return o.be.Release(h) }
+func (o vmmOps) Map(va, size uint64, h cu.MemHandle) error {
+	return o.be.Map(cu.DevicePtr(va), size, 0, h, 0)
+}
+func (o vmmOps) Unmap(va, size uint64) error { return o.be.Unmap(cu.DevicePtr(va), size) }
+func (o vmmOps) SetAccess(va, size uint64) error {
+	return o.be.SetAccess(cu.DevicePtr(va), size, abDesc)
 }
 
 func mean(s []float64) float64 {
