@@ -23,10 +23,9 @@ import (
 //
 //	layers <size> <op> <variant> median <ns> median-paired-ratio <x>
 //
-// Variants: raw (syscall6, heap scratch); proc (+ Proc.Addr); rlock (+ the handle table's
-// read lock around map); table (+ the handle table: add, acquire and done, release); frame
-// (a frame instead of heap scratch, and call instead of syscall6); cu (the exported
-// functions).
+// Variants: raw (syscall6, heap scratch); proc (+ Proc.Addr); table (+ the handle table:
+// add, pin and unpin, release); frame (a frame instead of heap scratch, and call instead of
+// syscall6, with the driver's values); cu (the exported functions).
 func BenchmarkGPUCallLayers(b *testing.B) {
 	requireDriver(b)
 	runtime.LockOSThread()
@@ -82,21 +81,17 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 		}, func(h uint64) {
 			ck("release", syscall6(addr(procMemRelease), uintptr(h), 0, 0, 0, 0, 0))
 		}},
-		{"rlock", rawCreate, func(va, size, h uint64) {
-			handles.mu.RLock()
-			rawMap(va, size, h)
-			handles.mu.RUnlock()
-		}, rawRelease},
 		{"table", func(size uint64) uint64 {
-			h := rawCreate(size)
-			handles.add(MemHandle(h), kindMemory)
-			return h
+			h, err := handles.add(rawCreate(size))
+			must(err)
+			return uint64(h)
 		}, func(va, size, h uint64) {
-			must(handles.acquire(MemHandle(h)))
-			rawMap(va, size, h)
-			handles.done()
+			s, drv, err := handles.pin(MemHandle(h))
+			must(err)
+			rawMap(va, size, drv)
+			s.unpin()
 		}, func(h uint64) {
-			must(handles.release(MemHandle(h), func() error { rawRelease(h); return nil }))
+			must(handles.release(MemHandle(h), func(drv uint64) error { rawRelease(drv); return nil }))
 		}},
 		{"frame", func(size uint64) uint64 {
 			var f frame

@@ -4,18 +4,23 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+
+	"github.com/cuvmm/cuvmm/internal/guard"
 )
 
 // Context is a device's primary context, retained. Calls that need a current context run
 // through it: each makes the context current on a locked OS thread for its duration, so the
 // calling goroutine never carries thread-bound state and never exits locked.
+//
+// Calls through one Context run in parallel; Release waits for those in flight and
+// refuses new ones (a released context's handle must not reach the driver).
 type Context struct {
-	dev Device
-	h   uintptr // CUcontext
+	dev    Device
+	h      uintptr // CUcontext
+	shared bool    // from Device.Primary: never released
 
-	mu       sync.Mutex
-	released bool
-	shared   bool // from Device.Primary: never released
+	g  guard.Guard // the calls in flight
+	mu sync.Mutex  // serializes Release
 }
 
 // PrimaryContext retains d's primary context (cuDevicePrimaryCtxRetain). Release it with
@@ -44,7 +49,10 @@ type primaryEntry struct {
 // Primary returns d's primary context, retained on first use and kept for the life of the
 // process (as the CUDA runtime does). Its Release does nothing.
 func (d Device) Primary() (*Context, error) {
-	v, _ := primaries.LoadOrStore(d, &primaryEntry{})
+	v, ok := primaries.Load(d)
+	if !ok {
+		v, _ = primaries.LoadOrStore(d, &primaryEntry{})
+	}
 	e := v.(*primaryEntry)
 	e.once.Do(func() {
 		e.ctx, e.err = d.PrimaryContext()
@@ -58,33 +66,33 @@ func (d Device) Primary() (*Context, error) {
 // Device returns the context's device.
 func (c *Context) Device() Device { return c.dev }
 
-// Release drops the reference taken by PrimaryContext (cuDevicePrimaryCtxRelease_v2). It is
-// idempotent; the shared context of Device.Primary is never released.
+// Release drops the reference taken by PrimaryContext (cuDevicePrimaryCtxRelease_v2), once
+// the calls in flight through c have returned. It is idempotent; the shared context of
+// Device.Primary is never released.
 func (c *Context) Release() error {
+	if c == nil || c.shared {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.released || c.shared {
+	if !c.g.Drain() {
 		return nil
 	}
 	if err := call(procDevicePrimaryCtxRelease, uintptr(c.dev)); err != nil {
+		c.g.Reopen()
 		return wrap(err, "cuDevicePrimaryCtxRelease", "%d", c.dev)
 	}
-	c.released = true
+	c.g.Retire()
 	return nil
-}
-
-func (c *Context) closed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.released
 }
 
 // Do runs f with the context current on a locked OS thread. f must not start goroutines that
 // rely on the context: they run on other threads.
 func (c *Context) Do(f func() error) error {
-	if c == nil || c.closed() {
+	if c == nil || c.h == 0 || !c.g.Enter(0) {
 		return fmt.Errorf("cu: context: %w", ErrContextReleased)
 	}
+	defer c.g.Exit()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := call(procCtxSetCurrent, c.h); err != nil {

@@ -3,7 +3,6 @@ package cu
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/loader"
@@ -36,49 +35,6 @@ func TestUnknownHandleNeverReachesDriver(t *testing.T) {
 	}
 }
 
-func TestHandleTableRefcounts(t *testing.T) {
-	var tab = handleTable{m: map[MemHandle]handleEntry{}}
-	h := MemHandle(0x1234)
-	tab.add(h, kindMemory)
-	tab.add(h, kindMemory) // a retain of the same allocation
-	calls := 0
-	rel := func() error { calls++; return nil }
-	require.NoError(t, tab.release(h, rel))
-	require.NoError(t, tab.acquire(h), "one reference left")
-	tab.done()
-	require.NoError(t, tab.release(h, rel))
-	require.ErrorIs(t, tab.acquire(h), ErrUnknownHandle)
-	require.ErrorIs(t, tab.release(h, rel), ErrUnknownHandle)
-	require.Equal(t, 2, calls, "the driver is not called for an unknown handle")
-
-	// A failed driver release keeps the reference.
-	tab.add(h, kindMemory)
-	require.ErrorIs(t, tab.release(h, func() error { return ERROR_INVALID_VALUE }), ERROR_INVALID_VALUE)
-	require.NoError(t, tab.acquire(h))
-	tab.done()
-}
-
-func TestHandleTableConcurrent(t *testing.T) {
-	var tab = handleTable{m: map[MemHandle]handleEntry{}}
-	var wg sync.WaitGroup
-	for g := range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 200 {
-				h := MemHandle(g*1000 + i)
-				tab.add(h, kindMemory)
-				if tab.acquire(h) == nil {
-					tab.done()
-				}
-				_ = tab.release(h, func() error { return nil })
-			}
-		}()
-	}
-	wg.Wait()
-	require.Empty(t, tab.m)
-}
-
 func TestArgumentErrors(t *testing.T) {
 	c := &Context{dev: 0, h: 1}
 	err := c.CopyHtoD(0x1000, nil)
@@ -94,9 +50,12 @@ func TestArgumentErrors(t *testing.T) {
 
 	var nilCtx *Context
 	require.ErrorIs(t, nilCtx.Synchronize(), ErrContextReleased)
-	released := &Context{released: true}
+	released := &Context{dev: 0, h: 1}
+	released.g.Drain()
+	released.g.Retire()
 	require.ErrorIs(t, released.Synchronize(), ErrContextReleased)
 	require.NoError(t, released.Release(), "Release is idempotent")
+	require.ErrorIs(t, new(Context).Synchronize(), ErrContextReleased, "the zero Context is unusable")
 }
 
 func TestErrorFormat(t *testing.T) {

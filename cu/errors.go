@@ -2,6 +2,7 @@ package cu
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 )
 
@@ -16,6 +17,10 @@ var (
 	// ErrInvalidArgument matches argument errors caught before the driver is called (empty
 	// buffers, sizes that do not fit). It also matches ERROR_INVALID_VALUE.
 	ErrInvalidArgument error = &argError{}
+
+	// errTooManyHandles is returned when the handle table is full; the driver's new value
+	// is released again.
+	errTooManyHandles = fmt.Errorf("cu: more than %d live allocation handles: %w", maxSlots, ERROR_OUT_OF_MEMORY)
 )
 
 type argError struct{ msg string }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"unsafe"
 
+	"github.com/cuvmm/cuvmm/internal/guard"
 	"github.com/cuvmm/cuvmm/loader"
 	"github.com/ebitengine/purego"
 )
@@ -21,8 +22,8 @@ type Module struct {
 	ctx *Context
 	h   uintptr // CUmodule
 
-	mu       sync.RWMutex // held for reading by Function and Launch, for writing by Unload
-	unloaded bool
+	g  guard.Guard // Function and Launch calls in flight; Unload drains them
+	mu sync.Mutex  // serializes Unload
 }
 
 // Function is a kernel of a loaded module (CUfunction). The zero Function is not a kernel:
@@ -74,11 +75,10 @@ func (m *Module) Function(name string) (Function, error) {
 	if name == "" || strings.IndexByte(name, 0) >= 0 {
 		return Function{}, wrap(invalidArg("cu: empty kernel name or one with a NUL byte"), "cuModuleGetFunction", "%q", name)
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.unloaded {
+	if !m.g.Enter(0) {
 		return Function{}, wrap(ErrModuleUnloaded, "cuModuleGetFunction", "%q", name)
 	}
+	defer m.g.Exit()
 	cname := append([]byte(name), 0)
 	out := new(uint64)
 	err := m.ctx.Do(func() error {
@@ -101,7 +101,7 @@ func (m *Module) Unload() error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.unloaded {
+	if !m.g.Drain() {
 		return nil
 	}
 	if err := m.ctx.Do(func() error {
@@ -110,9 +110,10 @@ func (m *Module) Unload() error {
 		}
 		return nil
 	}); err != nil {
+		m.g.Reopen()
 		return err
 	}
-	m.unloaded = true
+	m.g.Retire()
 	return nil
 }
 
@@ -153,11 +154,10 @@ func (c *Context) Launch(f Function, grid, block [3]uint32, sharedMem uint32, ar
 	if f.mod.ctx == nil || f.mod.ctx.h != c.h {
 		return &Error{Op: "cuLaunchKernel", Args: desc(), Err: invalidArg(fmt.Sprintf("cu: kernel of another context launched on device %d", c.dev))}
 	}
-	f.mod.mu.RLock()
-	defer f.mod.mu.RUnlock()
-	if f.mod.unloaded {
+	if !f.mod.g.Enter(0) {
 		return &Error{Op: "cuLaunchKernel", Args: desc(), Err: ErrModuleUnloaded}
 	}
+	defer f.mod.g.Exit()
 
 	// kernelParams points into ka.mem, Go memory that the driver reads during the call. It
 	// is pinned for the call, as the rules for passing Go memory to C require of memory

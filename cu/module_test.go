@@ -63,7 +63,7 @@ func TestKernelArgsRefused(t *testing.T) {
 }
 
 func TestLaunchRefusedBeforeDriver(t *testing.T) {
-	released := &Context{h: 0x5, released: true}
+	released := releasedContext(0x5)
 	one := [3]uint32{1, 1, 1}
 
 	err := released.Launch(Function{}, one, one, 0)
@@ -89,17 +89,18 @@ func TestLaunchRefusedBeforeDriver(t *testing.T) {
 	require.ErrorIs(t, nilCtx.Launch(f, one, one, 0), ErrContextReleased)
 	require.ErrorIs(t, released.Launch(f, one, one, 0, uint32(1)), ErrContextReleased, "reaches Do, which refuses")
 
-	other := &Context{h: 0x6, released: true}
+	other := releasedContext(0x6)
 	err = other.Launch(f, one, one, 0)
 	require.ErrorIs(t, err, ErrInvalidArgument)
 	require.Contains(t, err.Error(), "another context")
 
-	m.unloaded = true
+	m.g.Drain()
+	m.g.Retire()
 	require.ErrorIs(t, released.Launch(f, one, one, 0), ErrModuleUnloaded)
 }
 
 func TestModuleRefusedBeforeDriver(t *testing.T) {
-	released := &Context{h: 0x5, released: true}
+	released := releasedContext(0x5)
 	for _, img := range [][]byte{nil, {}, {0}, {0, 0, 0}} {
 		m, err := released.ModuleLoadData(img)
 		require.Nil(t, m)
@@ -129,11 +130,20 @@ func TestModuleRefusedBeforeDriver(t *testing.T) {
 	_, err = m.Function("k")
 	require.ErrorIs(t, err, ErrContextReleased)
 	require.ErrorIs(t, m.Unload(), ErrContextReleased, "a failed Unload leaves the module loaded")
-	require.False(t, m.unloaded)
+	require.True(t, m.g.Open())
 
-	m.unloaded = true
+	m.g.Drain()
+	m.g.Retire()
 	_, err = m.Function("k")
 	require.ErrorIs(t, err, ErrModuleUnloaded)
 	require.NoError(t, m.Unload(), "Unload is idempotent")
 	require.NoError(t, m.Unload())
+}
+
+// releasedContext is a Context whose Release has run.
+func releasedContext(h uintptr) *Context {
+	c := &Context{h: h}
+	c.g.Drain()
+	c.g.Retire()
+	return c
 }

@@ -37,18 +37,17 @@ func MulticastCreate(prop *MulticastObjectProp) (MemHandle, error) {
 	if err := f.call(procMulticastCreate); err != nil {
 		return 0, wrap(err, "cuMulticastCreate", "%+v", *prop)
 	}
-	h := MemHandle(f.scratch[0])
-	handles.add(h, kindMulticast)
-	return h, nil
+	return record(f.scratch[0], "cuMulticastCreate")
 }
 
 // MulticastAddDevice adds a device to a multicast object (cuMulticastAddDevice).
 func MulticastAddDevice(mc MemHandle, dev Device) error {
-	if err := handles.acquire(mc); err != nil {
+	s, drv, err := handles.pin(mc)
+	if err != nil {
 		return wrap(err, "cuMulticastAddDevice", "%v, device %d", mc, dev)
 	}
-	defer handles.done()
-	if err := call(procMulticastAddDevice, uintptr(mc), uintptr(dev)); err != nil {
+	defer s.unpin()
+	if err := call(procMulticastAddDevice, uintptr(drv), uintptr(dev)); err != nil {
 		return wrap(err, "cuMulticastAddDevice", "%v, device %d", mc, dev)
 	}
 	return nil
@@ -56,11 +55,13 @@ func MulticastAddDevice(mc MemHandle, dev Device) error {
 
 // MulticastBindMem binds size bytes of mem, from memOffset, to mc at mcOffset.
 func MulticastBindMem(mc MemHandle, mcOffset uint64, mem MemHandle, memOffset, size uint64, flags uint64) error {
-	if err := handles.acquire2(mc, mem); err != nil {
+	smc, smem, dmc, dmem, err := handles.pin2(mc, mem)
+	if err != nil {
 		return wrap(err, "cuMulticastBindMem", "%v+%d, %v+%d, %d", mc, mcOffset, mem, memOffset, size)
 	}
-	defer handles.done()
-	if err := call(procMulticastBindMem, uintptr(mc), uintptr(mcOffset), uintptr(mem), uintptr(memOffset), uintptr(size), uintptr(flags)); err != nil {
+	defer smc.unpin()
+	defer smem.unpin()
+	if err := call(procMulticastBindMem, uintptr(dmc), uintptr(mcOffset), uintptr(dmem), uintptr(memOffset), uintptr(size), uintptr(flags)); err != nil {
 		return wrap(err, "cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
 	}
 	return nil
@@ -68,11 +69,12 @@ func MulticastBindMem(mc MemHandle, mcOffset uint64, mem MemHandle, memOffset, s
 
 // MulticastBindAddr binds the memory mapped at ptr to mc at mcOffset.
 func MulticastBindAddr(mc MemHandle, mcOffset uint64, ptr DevicePtr, size uint64, flags uint64) error {
-	if err := handles.acquire(mc); err != nil {
+	s, drv, err := handles.pin(mc)
+	if err != nil {
 		return wrap(err, "cuMulticastBindAddr", "%v+%d, %v, %d", mc, mcOffset, ptr, size)
 	}
-	defer handles.done()
-	if err := call(procMulticastBindAddr, uintptr(mc), uintptr(mcOffset), uintptr(ptr), uintptr(size), uintptr(flags)); err != nil {
+	defer s.unpin()
+	if err := call(procMulticastBindAddr, uintptr(drv), uintptr(mcOffset), uintptr(ptr), uintptr(size), uintptr(flags)); err != nil {
 		return wrap(err, "cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
 	}
 	return nil
@@ -80,11 +82,12 @@ func MulticastBindAddr(mc MemHandle, mcOffset uint64, ptr DevicePtr, size uint64
 
 // MulticastUnbind unbinds dev's memory from mc at [mcOffset, mcOffset+size).
 func MulticastUnbind(mc MemHandle, dev Device, mcOffset, size uint64) error {
-	if err := handles.acquire(mc); err != nil {
+	s, drv, err := handles.pin(mc)
+	if err != nil {
 		return wrap(err, "cuMulticastUnbind", "%v, device %d, %d, %d", mc, dev, mcOffset, size)
 	}
-	defer handles.done()
-	if err := call(procMulticastUnbind, uintptr(mc), uintptr(dev), uintptr(mcOffset), uintptr(size)); err != nil {
+	defer s.unpin()
+	if err := call(procMulticastUnbind, uintptr(drv), uintptr(dev), uintptr(mcOffset), uintptr(size)); err != nil {
 		return wrap(err, "cuMulticastUnbind", "%v, device %d, %d, %d", mc, dev, mcOffset, size)
 	}
 	return nil

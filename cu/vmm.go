@@ -42,17 +42,29 @@ func MemCreate(size uint64, prop *MemAllocationProp, flags uint64) (MemHandle, e
 	if err := f.call(procMemCreate); err != nil {
 		return 0, wrap(err, "cuMemCreate", "%d, %+v, %d", size, *prop, flags)
 	}
-	h := MemHandle(f.scratch[0])
-	handles.add(h, kindMemory)
+	return record(f.scratch[0], "cuMemCreate")
+}
+
+// record returns the MemHandle of a value the driver just returned (create, import,
+// retain). If the handle table cannot take it, the driver's reference is released again:
+// a value cu does not record could never be released.
+func record(drv uint64, op string) (MemHandle, error) {
+	h, err := handles.add(drv)
+	if err != nil {
+		var f frame
+		f.a[0] = uintptr(drv)
+		_ = f.call(procMemRelease)
+		return 0, wrap(err, op, "")
+	}
 	return h, nil
 }
 
 // MemRelease drops one reference to h (cuMemRelease). The memory is freed once every
 // reference is released and every mapping of it unmapped.
 func MemRelease(h MemHandle) error {
-	err := handles.release(h, func() error {
+	err := handles.release(h, func(drv uint64) error {
 		var f frame
-		f.a[0] = uintptr(h)
+		f.a[0] = uintptr(drv)
 		return f.call(procMemRelease)
 	})
 	if err != nil {
@@ -74,20 +86,19 @@ func MemRetainAllocationHandle(addr DevicePtr) (MemHandle, error) {
 	if err := f.call(procMemRetainAllocationHandle); err != nil {
 		return 0, wrap(err, "cuMemRetainAllocationHandle", "%v", addr)
 	}
-	h := MemHandle(f.scratch[0])
-	handles.add(h, kindMemory)
-	return h, nil
+	return record(f.scratch[0], "cuMemRetainAllocationHandle")
 }
 
 // MemGetAllocationPropertiesFromHandle returns the properties h was created with.
 func MemGetAllocationPropertiesFromHandle(h MemHandle) (MemAllocationProp, error) {
-	if err := handles.acquire(h); err != nil {
+	s, drv, err := handles.pin(h)
+	if err != nil {
 		return MemAllocationProp{}, wrap(err, "cuMemGetAllocationPropertiesFromHandle", "%v", h)
 	}
-	defer handles.done()
+	defer s.unpin()
 	var f frame
 	f.ref(0, 1)
-	f.a[1] = uintptr(h)
+	f.a[1] = uintptr(drv)
 	if err := f.call(procMemGetAllocationPropertiesFromHandle); err != nil {
 		return MemAllocationProp{}, wrap(err, "cuMemGetAllocationPropertiesFromHandle", "%v", h)
 	}
@@ -124,13 +135,14 @@ func MemAddressFree(ptr DevicePtr, size uint64) error {
 
 // MemMap maps size bytes of h, from offset, at ptr (cuMemMap).
 func MemMap(ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error {
-	if err := handles.acquire(h); err != nil {
+	s, drv, err := handles.pin(h)
+	if err != nil {
 		return wrap(err, "cuMemMap", "%v, %d, offset %d, %v", ptr, size, offset, h)
 	}
 	var f frame
-	f.a[0], f.a[1], f.a[2], f.a[3], f.a[4] = uintptr(ptr), uintptr(size), uintptr(offset), uintptr(h), uintptr(flags)
-	err := f.call(procMemMap)
-	handles.done()
+	f.a[0], f.a[1], f.a[2], f.a[3], f.a[4] = uintptr(ptr), uintptr(size), uintptr(offset), uintptr(drv), uintptr(flags)
+	err = f.call(procMemMap)
+	s.unpin()
 	if err != nil {
 		return wrap(err, "cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, h, flags)
 	}
@@ -195,13 +207,14 @@ func MemGetAccess(loc MemLocation, ptr DevicePtr) (MemAccessFlags, error) {
 // MemExportToFD exports h as a POSIX file descriptor the caller owns
 // (cuMemExportToShareableHandle with MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR).
 func MemExportToFD(h MemHandle) (int, error) {
-	if err := handles.acquire(h); err != nil {
+	s, drv, err := handles.pin(h)
+	if err != nil {
 		return -1, wrap(err, "cuMemExportToShareableHandle", "%v, POSIX_FILE_DESCRIPTOR", h)
 	}
-	defer handles.done()
+	defer s.unpin()
 	var f frame
 	f.ref(0, 0)
-	f.a[1], f.a[2] = uintptr(h), uintptr(MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+	f.a[1], f.a[2] = uintptr(drv), uintptr(MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
 	if err := f.call(procMemExportToShareableHandle); err != nil {
 		return -1, wrap(err, "cuMemExportToShareableHandle", "%v, POSIX_FILE_DESCRIPTOR", h)
 	}
@@ -210,12 +223,13 @@ func MemExportToFD(h MemHandle) (int, error) {
 
 // MemExportToFabric exports h as a fabric handle (MEM_HANDLE_TYPE_FABRIC).
 func MemExportToFabric(h MemHandle) (MemFabricHandle, error) {
-	if err := handles.acquire(h); err != nil {
+	s, drv, err := handles.pin(h)
+	if err != nil {
 		return MemFabricHandle{}, wrap(err, "cuMemExportToShareableHandle", "%v, FABRIC", h)
 	}
-	defer handles.done()
+	defer s.unpin()
 	fh := new(MemFabricHandle)
-	if err := callKeep(procMemExportToShareableHandle, uintptr(unsafe.Pointer(fh)), uintptr(h), uintptr(MEM_HANDLE_TYPE_FABRIC), 0); err != nil {
+	if err := callKeep(procMemExportToShareableHandle, uintptr(unsafe.Pointer(fh)), uintptr(drv), uintptr(MEM_HANDLE_TYPE_FABRIC), 0); err != nil {
 		return MemFabricHandle{}, wrap(err, "cuMemExportToShareableHandle", "%v, FABRIC", h)
 	}
 	return *fh, nil
@@ -227,13 +241,14 @@ func MemExportToWin32(h MemHandle, t MemHandleType) (uintptr, error) {
 	if t != MEM_HANDLE_TYPE_WIN32 && t != MEM_HANDLE_TYPE_WIN32_KMT {
 		return 0, wrap(invalidArg("not a Win32 handle type"), "cuMemExportToShareableHandle", "%v, %d", h, t)
 	}
-	if err := handles.acquire(h); err != nil {
+	s, drv, err := handles.pin(h)
+	if err != nil {
 		return 0, wrap(err, "cuMemExportToShareableHandle", "%v, %d", h, t)
 	}
-	defer handles.done()
+	defer s.unpin()
 	var f frame
 	f.ref(0, 0)
-	f.a[1], f.a[2] = uintptr(h), uintptr(t)
+	f.a[1], f.a[2] = uintptr(drv), uintptr(t)
 	if err := f.call(procMemExportToShareableHandle); err != nil {
 		return 0, wrap(err, "cuMemExportToShareableHandle", "%v, %d", h, t)
 	}
@@ -256,9 +271,7 @@ func MemImportFromFD(fd int) (MemHandle, error) {
 	if err := f.call(procMemImportFromShareableHandle); err != nil {
 		return 0, wrap(err, "cuMemImportFromShareableHandle", "fd %d", fd)
 	}
-	h := MemHandle(f.scratch[0])
-	handles.add(h, kindMemory)
-	return h, nil
+	return record(f.scratch[0], "cuMemImportFromShareableHandle")
 }
 
 // MemImportFromFabric imports an allocation from a fabric handle.
@@ -273,9 +286,7 @@ func MemImportFromFabric(fh MemFabricHandle) (MemHandle, error) {
 	if err := callKeep(procMemImportFromShareableHandle, uintptr(unsafe.Pointer(out)), uintptr(unsafe.Pointer(p)), uintptr(MEM_HANDLE_TYPE_FABRIC)); err != nil {
 		return 0, wrap(err, "cuMemImportFromShareableHandle", "FABRIC")
 	}
-	h := MemHandle(*out)
-	handles.add(h, kindMemory)
-	return h, nil
+	return record(*out, "cuMemImportFromShareableHandle")
 }
 
 // MemImportFromWin32 imports an allocation from a Windows handle of type t.
@@ -292,7 +303,5 @@ func MemImportFromWin32(handle uintptr, t MemHandleType) (MemHandle, error) {
 	if err := f.call(procMemImportFromShareableHandle); err != nil {
 		return 0, wrap(err, "cuMemImportFromShareableHandle", "%#x, %d", handle, t)
 	}
-	h := MemHandle(f.scratch[0])
-	handles.add(h, kindMemory)
-	return h, nil
+	return record(f.scratch[0], "cuMemImportFromShareableHandle")
 }
