@@ -10,7 +10,7 @@ type Allocation struct {
 	m    *Manager
 	h    cu.MemHandle
 	size uint64
-	c    once
+	l    life
 }
 
 // Create allocates size bytes (a multiple of the granularity) of physical memory.
@@ -67,9 +67,10 @@ func (a *Allocation) Size() uint64 { return a.size }
 
 // Properties returns what the allocation was created with, as the driver reports it.
 func (a *Allocation) Properties() (cu.MemAllocationProp, error) {
-	if a.c.closed() {
+	if !a.l.enter() {
 		return cu.MemAllocationProp{}, opErr(ErrClosed, "properties", "%v", a.h)
 	}
+	defer a.l.exit()
 	p, err := a.m.b.Properties(a.h)
 	if err != nil {
 		return p, opErr(err, "properties", "%v", a.h)
@@ -87,9 +88,10 @@ func (a *Allocation) Compressible() (bool, error) {
 // ExportFD exports the allocation as a POSIX file descriptor, which the caller owns and
 // must close. The allocation must have been created with MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.
 func (a *Allocation) ExportFD() (int, error) {
-	if a.c.closed() {
+	if !a.l.enter() {
 		return -1, opErr(ErrClosed, "export", "%v as fd", a.h)
 	}
+	defer a.l.exit()
 	fd, err := a.m.b.ExportFD(a.h)
 	if err != nil {
 		return fd, opErr(err, "export", "%v as fd", a.h)
@@ -99,9 +101,10 @@ func (a *Allocation) ExportFD() (int, error) {
 
 // ExportFabric exports the allocation as a fabric handle (MEM_HANDLE_TYPE_FABRIC).
 func (a *Allocation) ExportFabric() (cu.MemFabricHandle, error) {
-	if a.c.closed() {
+	if !a.l.enter() {
 		return cu.MemFabricHandle{}, opErr(ErrClosed, "export", "%v as fabric handle", a.h)
 	}
+	defer a.l.exit()
 	fh, err := a.m.b.ExportFabric(a.h)
 	if err != nil {
 		return fh, opErr(err, "export", "%v as fabric handle", a.h)
@@ -109,9 +112,10 @@ func (a *Allocation) ExportFabric() (cu.MemFabricHandle, error) {
 	return fh, nil
 }
 
-// Close releases this reference. It is idempotent.
+// Close releases this reference once the operations in flight on the allocation (exports,
+// maps of it) have finished. It is idempotent.
 func (a *Allocation) Close() error {
-	return a.c.do(func() error {
+	return a.l.close(func() error {
 		if err := a.m.b.Release(a.h); err != nil {
 			return opErr(err, "release", "%v", a.h)
 		}

@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/guard"
 )
 
 // Manager is the typed, safe layer over a Backend: physical allocations, reservations and
@@ -122,27 +123,35 @@ func (m *Manager) CopyOut(dev int, dst []byte, src cu.DevicePtr) error {
 	return nil
 }
 
-// once is an idempotent close: the first call runs f, later calls return nil.
-type once struct {
-	mu   sync.Mutex
-	done bool
+// life is what an Allocation, Reservation or Mapping shares with the calls on it:
+// operations pin it for their backend call (enter, exit) without a lock, and Close waits
+// for them, so no operation reaches the backend once Close has begun, and Close never
+// frees what a call in flight still uses.
+type life struct {
+	g  guard.Guard
+	mu sync.Mutex // serializes Close
 }
 
-func (o *once) do(f func() error) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.done {
+// enter pins the object for one operation; false once it is closed or closing.
+func (l *life) enter() bool { return l.g.Enter(0) }
+
+func (l *life) exit() { l.g.Exit() }
+
+// close runs f once the operations in flight have finished and refuses new ones. It is
+// idempotent: after a close that succeeded it returns nil; after one where f failed, the
+// object is open again and a later close retries.
+func (l *life) close(f func() error) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.g.Drain() {
 		return nil
 	}
 	if err := f(); err != nil {
+		l.g.Reopen()
 		return err
 	}
-	o.done = true
+	l.g.Retire()
 	return nil
 }
 
-func (o *once) closed() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.done
-}
+func (l *life) closed() bool { return !l.g.Open() }

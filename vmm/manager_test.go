@@ -3,6 +3,7 @@ package vmm_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -177,5 +178,50 @@ func TestCloseConcurrent(t *testing.T) {
 		go func() { defer wg.Done(); require.NoError(t, mem.Close()) }()
 	}
 	wg.Wait()
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
+// Maps racing the reservation's Close: each Map either fails with ErrClosed or makes a
+// mapping that Close then unmaps; Close never fails on a mapping it did not see, and
+// nothing is left mapped in a freed reservation.
+func TestMapRacingClose(t *testing.T) {
+	s := newSim(t)
+	m := vmm.New(s)
+	g, _ := m.Granularity(vmm.DeviceProps(0), false)
+	const slots = 8
+	for round := range 200 {
+		mems := make([]*vmm.Allocation, slots)
+		for i := range mems {
+			var err error
+			mems[i], err = m.Create(g, vmm.DeviceProps(0))
+			require.NoError(t, err)
+		}
+		r, err := m.Reserve(slots * g)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range slots {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				if _, err := r.Map(uint64(i)*g, mems[i], 0, g); err != nil && !errors.Is(err, vmm.ErrClosed) {
+					t.Errorf("round %d: map %d: %v", round, i, err)
+				}
+			}()
+		}
+		close(start)
+		if round%2 == 1 {
+			runtime.Gosched()
+		}
+		require.NoError(t, r.Close(), "round %d", round)
+		wg.Wait()
+		st := s.Stats()
+		require.Zero(t, st.Mappings, "round %d: a mapping outlived its reservation", round)
+		require.Zero(t, st.Reservations, "round %d", round)
+		for _, mem := range mems {
+			require.NoError(t, mem.Close())
+		}
+	}
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }

@@ -13,9 +13,9 @@ type Reservation struct {
 	m    *Manager
 	base cu.DevicePtr
 	size uint64
-	c    once
+	l    life
 
-	mu   sync.Mutex
+	mu   sync.Mutex // guards maps
 	maps map[*Mapping]struct{}
 }
 
@@ -58,12 +58,16 @@ func (r *Reservation) Map(off uint64, a *Allocation, allocOffset, size uint64) (
 	args := func() string {
 		return addr.String() + "+" + Size(size) + " offset " + strconv.FormatUint(allocOffset, 10)
 	}
-	if r.c.closed() {
+	// Both stay pinned until the mapping is recorded: a Close of the reservation waits and
+	// then unmaps it, and a Close of the allocation cannot release it mid-map.
+	if !r.l.enter() {
 		return nil, &Error{Op: "map", Args: args(), Err: ErrClosed}
 	}
-	if a.c.closed() {
+	defer r.l.exit()
+	if !a.l.enter() {
 		return nil, &Error{Op: "map", Args: args(), Err: ErrClosed}
 	}
+	defer a.l.exit()
 	if off > r.size || size > r.size-off {
 		return nil, &Error{Op: "map", Args: args(), Err: ErrOutOfRange}
 	}
@@ -77,9 +81,10 @@ func (r *Reservation) Map(off uint64, a *Allocation, allocOffset, size uint64) (
 	return mp, nil
 }
 
-// Close unmaps every mapping still open in the reservation and frees it. It is idempotent.
+// Close unmaps every mapping still open in the reservation and frees it, once the Maps in
+// flight have finished. It is idempotent.
 func (r *Reservation) Close() error {
-	return r.c.do(func() error {
+	return r.l.close(func() error {
 		r.mu.Lock()
 		open := make([]*Mapping, 0, len(r.maps))
 		for mp := range r.maps {
@@ -103,7 +108,7 @@ type Mapping struct {
 	r    *Reservation
 	addr cu.DevicePtr
 	size uint64
-	c    once
+	l    life
 }
 
 // Addr is the mapping's first address.
@@ -115,9 +120,10 @@ func (mp *Mapping) Size() uint64 { return mp.size }
 // SetAccess sets the access of each descriptor's location to the whole mapping, in one
 // driver call (see ReadWrite, ReadOnly, NoAccess).
 func (mp *Mapping) SetAccess(desc ...cu.MemAccessDesc) error {
-	if mp.c.closed() {
+	if !mp.l.enter() {
 		return opErr(ErrClosed, "set access", "%v+%s", mp.addr, Size(mp.size))
 	}
+	defer mp.l.exit()
 	if err := mp.r.m.b.SetAccess(mp.addr, mp.size, desc); err != nil {
 		return opErr(err, "set access", "%v+%s %v", mp.addr, Size(mp.size), desc)
 	}
@@ -126,6 +132,10 @@ func (mp *Mapping) SetAccess(desc ...cu.MemAccessDesc) error {
 
 // Access returns the access device dev has to the mapping.
 func (mp *Mapping) Access(dev int) (cu.MemAccessFlags, error) {
+	if !mp.l.enter() {
+		return 0, opErr(ErrClosed, "get access", "%v device %d", mp.addr, dev)
+	}
+	defer mp.l.exit()
 	f, err := mp.r.m.b.GetAccess(OnDevice(dev), mp.addr)
 	if err != nil {
 		return f, opErr(err, "get access", "%v device %d", mp.addr, dev)
@@ -133,9 +143,10 @@ func (mp *Mapping) Access(dev int) (cu.MemAccessFlags, error) {
 	return f, nil
 }
 
-// Close unmaps the mapping. It is idempotent.
+// Close unmaps the mapping once the operations in flight on it have finished. It is
+// idempotent.
 func (mp *Mapping) Close() error {
-	return mp.c.do(func() error {
+	return mp.l.close(func() error {
 		if err := mp.r.m.b.Unmap(mp.addr, mp.size); err != nil {
 			return opErr(err, "unmap", "%v+%s", mp.addr, Size(mp.size))
 		}
