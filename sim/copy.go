@@ -11,48 +11,87 @@ import (
 // to the destination, or the call fails as a whole before moving a byte (recorded:
 // CUDA_ERROR_INVALID_VALUE for no access, read-only destinations, unmapped bytes and ranges
 // that run past a mapping).
+//
+// A copy checks its ranges and takes a user of the memory behind them under the locks of
+// the reservations they lie in, then moves the bytes with no address-space lock held, so
+// copies run in parallel with each other and with work in other reservations.
 
-// checkRange validates [addr, addr+n) for device ordinal.
-func (s *Sim) checkRange(ordinal int, addr, n uint64, write bool) *failure {
+// segment is the part of a checked range that one mapping holds.
+type segment struct {
+	mem *phys     // the memory, or nil for a multicast object
+	mc  *mcObject // the multicast object, or nil
+	off uint64    // where the segment starts in mem or mc
+	n   uint64
+}
+
+// pin checks [addr, addr+n) for device ordinal and returns its segments (appended to
+// segs[:0]), each holding a user of its memory until unpin, so that the memory outlives the
+// copy whatever else is released meanwhile.
+func (s *Sim) pin(ordinal int, addr, n uint64, write bool, segs []segment) ([]segment, *failure) {
 	end := addr + n
 	if end < addr {
-		return fail(cu.ERROR_INVALID_VALUE, "range overflows")
+		return nil, fail(cu.ERROR_INVALID_VALUE, "range overflows")
 	}
+	var hd hold
+	s.va.lock(&hd, addr, n)
+	defer hd.unlock()
+	segs = segs[:0]
 	for cur := addr; cur < end; {
-		m := s.as.mappingAt(cur)
+		m := hd.mappingAt(cur)
 		if m == nil {
-			return fail(cu.ERROR_INVALID_VALUE, "address not mapped")
+			return nil, fail(cu.ERROR_INVALID_VALUE, "address not mapped")
 		}
 		a := m.access[ordinal]
 		if write && a != cu.MEM_ACCESS_FLAGS_PROT_READWRITE || !write && a == cu.MEM_ACCESS_FLAGS_PROT_NONE {
-			return fail(resNoAccess, "device has no access to the mapping")
+			return nil, fail(resNoAccess, "device has no access to the mapping")
 		}
-		cur = m.end()
+		k := min(end, m.end()) - cur
+		segs = append(segs, segment{mem: m.h.mem, mc: m.h.mc, off: cur - m.base, n: k})
+		cur += k
 	}
-	return nil
+	for _, sg := range segs {
+		if sg.mem != nil {
+			sg.mem.users.Add(1)
+		}
+	}
+	return segs, nil
 }
 
-// io moves bytes between p and the validated range at addr: a read when write is false.
-func (s *Sim) io(ordinal int, addr uint64, p []byte, write bool) *failure {
-	for len(p) > 0 {
-		m := s.as.mappingAt(addr)
-		off := addr - m.base
-		k := min(uint64(len(p)), m.size-off)
+func (s *Sim) unpin(segs []segment) {
+	for _, sg := range segs {
+		if sg.mem != nil {
+			s.unuse(sg.mem)
+		}
+	}
+}
+
+// io moves len(p) bytes between p and the pinned range segs, from offset at of the range:
+// a read when write is false.
+func (s *Sim) io(ordinal int, segs []segment, at uint64, p []byte, write bool) *failure {
+	for _, sg := range segs {
+		if len(p) == 0 {
+			break
+		}
+		if at >= sg.n {
+			at -= sg.n
+			continue
+		}
+		k := min(uint64(len(p)), sg.n-at)
 		var err error
 		switch {
-		case m.h.mem != nil && write:
-			err = m.h.mem.st.writeAt(p[:k], off)
-		case m.h.mem != nil:
-			err = m.h.mem.st.readAt(p[:k], off)
+		case sg.mem != nil && write:
+			err = sg.mem.st.writeAt(p[:k], sg.off+at)
+		case sg.mem != nil:
+			err = sg.mem.st.readAt(p[:k], sg.off+at)
 		case write:
-			err = s.mcWrite(m.h.mc, off, p[:k])
+			err = s.mcWrite(sg.mc, sg.off+at, p[:k])
 		default:
-			err = s.mcRead(m.h.mc, ordinal, off, p[:k])
+			err = s.mcRead(sg.mc, ordinal, sg.off+at, p[:k])
 		}
 		if err != nil {
 			return fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
 		}
-		p, addr = p[k:], addr+k
+		p, at = p[k:], 0
 	}
 	return nil
 }
@@ -65,8 +104,6 @@ func (s *Sim) copyDevice(ordinal int) *failure {
 
 // CopyHtoD is cuMemcpyHtoD from device ordinal's context.
 func (s *Sim) CopyHtoD(ordinal int, dst cu.DevicePtr, src []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opCopyHtoD)
 	if f == nil && len(src) == 0 {
 		f = argFail("empty host buffer")
@@ -75,18 +112,21 @@ func (s *Sim) CopyHtoD(ordinal int, dst cu.DevicePtr, src []byte) error {
 		f = s.copyDevice(ordinal)
 	}
 	if f == nil {
-		f = s.checkRange(ordinal, uint64(dst), uint64(len(src)), true)
+		var buf [4]segment
+		var segs []segment
+		if segs, f = s.pin(ordinal, uint64(dst), uint64(len(src)), true, buf[:]); f == nil {
+			f = s.io(ordinal, segs, 0, src, true)
+			s.unpin(segs)
+		}
 	}
-	if f == nil {
-		f = s.io(ordinal, uint64(dst), src, true)
+	if f != nil {
+		return f.wrap("cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
 	}
-	return f.wrap("cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
+	return nil
 }
 
 // CopyDtoH is cuMemcpyDtoH from device ordinal's context.
 func (s *Sim) CopyDtoH(ordinal int, dst []byte, src cu.DevicePtr) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opCopyDtoH)
 	if f == nil && len(dst) == 0 {
 		f = argFail("empty host buffer")
@@ -95,12 +135,17 @@ func (s *Sim) CopyDtoH(ordinal int, dst []byte, src cu.DevicePtr) error {
 		f = s.copyDevice(ordinal)
 	}
 	if f == nil {
-		f = s.checkRange(ordinal, uint64(src), uint64(len(dst)), false)
+		var buf [4]segment
+		var segs []segment
+		if segs, f = s.pin(ordinal, uint64(src), uint64(len(dst)), false, buf[:]); f == nil {
+			f = s.io(ordinal, segs, 0, dst, false)
+			s.unpin(segs)
+		}
 	}
-	if f == nil {
-		f = s.io(ordinal, uint64(src), dst, false)
+	if f != nil {
+		return f.wrap("cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
 	}
-	return f.wrap("cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
+	return nil
 }
 
 const chunk = 1 << 20
@@ -110,8 +155,6 @@ var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
 // CopyDtoD is cuMemcpyDtoD from device ordinal's context. Overlapping ranges copy as
 // memmove does (recorded: the driver accepts them).
 func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opCopyDtoD)
 	if f == nil && size == 0 {
 		f = argFail("zero size")
@@ -119,11 +162,15 @@ func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
 	if f == nil {
 		f = s.copyDevice(ordinal)
 	}
+	var sbuf, dbuf [4]segment
+	var from, to []segment
 	if f == nil {
-		f = s.checkRange(ordinal, uint64(src), size, false)
+		from, f = s.pin(ordinal, uint64(src), size, false, sbuf[:])
 	}
 	if f == nil {
-		f = s.checkRange(ordinal, uint64(dst), size, true)
+		if to, f = s.pin(ordinal, uint64(dst), size, true, dbuf[:]); f != nil {
+			s.unpin(from)
+		}
 	}
 	if f == nil {
 		buf := chunks.Get().(*[chunk]byte)
@@ -136,21 +183,24 @@ func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
 			if backward {
 				off = size - done - k
 			}
-			f = s.io(ordinal, uint64(src)+off, buf[:k], false)
+			f = s.io(ordinal, from, off, buf[:k], false)
 			if f == nil {
-				f = s.io(ordinal, uint64(dst)+off, buf[:k], true)
+				f = s.io(ordinal, to, off, buf[:k], true)
 			}
 			done += k
 		}
 		chunks.Put(buf)
+		s.unpin(from)
+		s.unpin(to)
 	}
-	return f.wrap("cuMemcpyDtoD", "%v <- %v, %d bytes", dst, src, size)
+	if f != nil {
+		return f.wrap("cuMemcpyDtoD", "%v <- %v, %d bytes", dst, src, size)
+	}
+	return nil
 }
 
 // MemsetD8 is cuMemsetD8 from device ordinal's context.
 func (s *Sim) MemsetD8(ordinal int, dst cu.DevicePtr, v uint8, n uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opMemsetD8)
 	if f == nil && n == 0 {
 		f = argFail("zero count")
@@ -159,22 +209,26 @@ func (s *Sim) MemsetD8(ordinal int, dst cu.DevicePtr, v uint8, n uint64) error {
 		f = s.copyDevice(ordinal)
 	}
 	if f == nil {
-		f = s.checkRange(ordinal, uint64(dst), n, true)
-	}
-	for addr, end := uint64(dst), uint64(dst)+n; f == nil && addr < end; {
-		m := s.as.mappingAt(addr)
-		off := addr - m.base
-		k := min(end-addr, m.size-off)
-		var err error
-		if m.h.mem != nil {
-			err = m.h.mem.st.fill(off, k, v)
-		} else {
-			err = s.mcFill(m.h.mc, off, k, v)
+		var buf [4]segment
+		var segs []segment
+		if segs, f = s.pin(ordinal, uint64(dst), n, true, buf[:]); f == nil {
+			for _, sg := range segs {
+				var err error
+				if sg.mem != nil {
+					err = sg.mem.st.fill(sg.off, sg.n, v)
+				} else {
+					err = s.mcFill(sg.mc, sg.off, sg.n, v)
+				}
+				if err != nil {
+					f = fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
+					break
+				}
+			}
+			s.unpin(segs)
 		}
-		if err != nil {
-			f = fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
-		}
-		addr += k
 	}
-	return f.wrap("cuMemsetD8", "%v, %#x, %d", dst, v, n)
+	if f != nil {
+		return f.wrap("cuMemsetD8", "%v, %#x, %d", dst, v, n)
+	}
+	return nil
 }

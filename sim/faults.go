@@ -69,7 +69,8 @@ func Ops() []string { return append([]string(nil), opNames[:]...) }
 // FailNth arms a fault: the nth call of op from now (1 is the next one) fails with r and
 // does nothing else, as when the driver refuses it. op is a vmm.Backend method name
 // ("Create", "Map", "CopyHtoD", ...). Several faults may be armed at once, for the same or
-// different operations.
+// different operations. With calls of op from several goroutines at once, which of them is
+// the nth is whichever counts nth.
 func (s *Sim) FailNth(op string, n int, r cu.Result) error {
 	if n < 1 {
 		return fmt.Errorf("sim: FailNth(%q, %d, %v): n must be at least 1", op, n, r)
@@ -79,10 +80,10 @@ func (s *Sim) FailNth(op string, n int, r cu.Result) error {
 	}
 	for i, name := range opNames {
 		if name == op {
-			s.mu.Lock()
+			s.faultMu.Lock()
 			s.faults[i] = append(s.faults[i], fault{left: n, res: r})
-			s.armed++
-			s.mu.Unlock()
+			s.armed.Add(1)
+			s.faultMu.Unlock()
 			return nil
 		}
 	}
@@ -91,34 +92,38 @@ func (s *Sim) FailNth(op string, n int, r cu.Result) error {
 
 // ClearFaults disarms every fault FailNth armed.
 func (s *Sim) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
 	for i := range s.faults {
 		s.faults[i] = nil
 	}
-	s.armed = 0
+	s.armed.Store(0)
 }
 
 // SetCapacity caps the physical memory cuMemCreate may allocate on device ordinal (the
 // default is the device's TotalMem). Memory already allocated stays; later creates past the
 // cap fail with CUDA_ERROR_OUT_OF_MEMORY.
 func (s *Sim) SetCapacity(ordinal int, bytes uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if ordinal < 0 || ordinal >= len(s.cfg.Devices) {
 		return fmt.Errorf("sim: SetCapacity(%d, %d): no such device", ordinal, bytes)
 	}
-	s.capacity[ordinal] = bytes
+	s.capacity[ordinal].Store(bytes)
 	return nil
 }
 
-// enter counts a call of o and returns the armed fault it triggers, if any. The caller
-// holds s.mu.
+// enter counts a call of o and returns the armed fault it triggers, if any. With no fault
+// armed it writes only a striped counter.
 func (s *Sim) enter(o op) *failure {
-	s.calls[o]++
-	if s.armed == 0 {
+	s.calls[o].add(1)
+	if s.armed.Load() == 0 {
 		return nil
 	}
+	return s.trigger(o)
+}
+
+func (s *Sim) trigger(o op) *failure {
+	s.faultMu.Lock()
+	defer s.faultMu.Unlock()
 	fs := s.faults[o]
 	var hit *failure
 	for i := 0; i < len(fs); i++ {
@@ -128,7 +133,7 @@ func (s *Sim) enter(o op) *failure {
 				hit = fail(fs[i].res, "injected by FailNth")
 			}
 			fs = append(fs[:i], fs[i+1:]...)
-			s.armed--
+			s.armed.Add(-1)
 			i--
 		}
 	}

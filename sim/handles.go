@@ -1,11 +1,16 @@
 package sim
 
-import "github.com/cuvmm/cuvmm/cu"
+import (
+	"sync"
+
+	"github.com/cuvmm/cuvmm/cu"
+)
 
 // handle is one CUmemGenericAllocationHandle value: physical memory or a multicast object.
 // The value is valid (callers may pass it) while refs > 0. An entry whose references are all
 // released stays in the table, invisible, while mappings made through it remain, because
-// cuMemRetainAllocationHandle on such a mapping returns the same value again.
+// cuMemRetainAllocationHandle on such a mapping returns the same value again. refs and maps
+// are guarded by the lock of the handle's shard.
 type handle struct {
 	value cu.MemHandle
 	mem   *phys     // physical memory, or nil
@@ -17,86 +22,133 @@ type handle struct {
 	prop cu.MemAllocationProp
 }
 
+// handleShards is how many independently locked parts the handle table has: calls on
+// handles of different shards never wait for each other.
+const handleShards = 32
+
+// handleShard is one part of the handle table. A handle's shard is fixed by its value.
+type handleShard struct {
+	mu   sync.Mutex
+	m    map[cu.MemHandle]*handle
+	live int // its handles with references
+	_    [64 - 8 - 8 - 8]byte
+}
+
 // handleStride spaces handle values so that an off-by-one or a value from another table is
 // never accidentally valid. Values never repeat within a Sim.
 const handleStride = 0x10
 
+// handleBase is the first handle value: values look like the driver's pointers, never
+// small integers. It is a multiple of handleStride*handleShards, so that consecutive
+// values go to consecutive shards.
+const handleBase = 0x5000000000
+
+func (s *Sim) shardOf(v cu.MemHandle) *handleShard { return &s.handles[shardIndex(v)] }
+
+func shardIndex(v cu.MemHandle) uint64 { return (uint64(v) / handleStride) % handleShards }
+
+// newHandle makes a handle with one reference. Values are handed out in order, so a
+// program that makes the same calls gets the same values, and consecutive ones land in
+// different shards. A new handle for memory takes one of its users, which the caller has
+// accounted for.
 func (s *Sim) newHandle(mem *phys, mc *mcObject, prop cu.MemAllocationProp) *handle {
-	s.nextHandle += handleStride
-	h := &handle{value: cu.MemHandle(s.nextHandle), mem: mem, mc: mc, refs: 1, prop: prop}
-	s.handles[h.value] = h
-	s.liveHandles++
-	if mem != nil {
-		mem.users++
-	}
+	h := &handle{mem: mem, mc: mc, prop: prop}
+	s.addHandle(h)
 	return h
 }
 
-// lookup returns the entry of a valid handle value, or nil.
-func (s *Sim) lookup(v cu.MemHandle) *handle {
-	h := s.handles[v]
+// addHandle gives h its value and one reference, and enters it in the table.
+func (s *Sim) addHandle(h *handle) {
+	v := cu.MemHandle(handleBase + s.nextHandle.Add(1)*handleStride)
+	h.value, h.refs = v, 1
+	mc := h.mc
+	sh := s.shardOf(v)
+	sh.mu.Lock()
+	sh.m[v] = h
+	sh.live++
+	if mc != nil {
+		mc.sh = sh
+	}
+	sh.mu.Unlock()
+}
+
+// lookup returns the entry of a valid handle value, or nil; the caller holds sh.mu.
+func (sh *handleShard) lookup(v cu.MemHandle) *handle {
+	h := sh.m[v]
 	if h == nil || h.refs == 0 {
 		return nil
 	}
 	return h
 }
 
-// retain takes one more reference to h (cuMemRetainAllocationHandle).
-func (s *Sim) retain(h *handle) {
+// retain takes one more reference to h (cuMemRetainAllocationHandle); the caller holds
+// its shard's lock.
+func (sh *handleShard) retain(h *handle) {
 	if h.refs == 0 {
-		s.liveHandles++
+		sh.live++
 	}
 	h.refs++
 	if h.mem != nil {
-		h.mem.users++
+		h.mem.users.Add(1)
 	}
 }
 
-// release drops one reference to h.
-func (s *Sim) release(h *handle) {
+// release drops one reference to h; the caller holds its shard's lock.
+func (s *Sim) release(sh *handleShard, h *handle) {
 	h.refs--
 	if h.refs == 0 {
-		s.liveHandles--
+		sh.live--
 	}
 	if h.mem != nil {
 		s.unuse(h.mem)
 	}
-	s.maybeForget(h)
+	s.maybeForget(sh, h)
+}
+
+// unmapped drops the mapping count of h after an unmap; the caller holds its shard's lock.
+func (s *Sim) unmapped(sh *handleShard, h *handle) {
+	h.maps--
+	if h.mem != nil {
+		s.unuse(h.mem)
+	}
+	s.maybeForget(sh, h)
 }
 
 // maybeForget removes an entry nothing refers to any more, freeing a multicast object with
 // it.
-func (s *Sim) maybeForget(h *handle) {
+func (s *Sim) maybeForget(sh *handleShard, h *handle) {
 	if h.refs > 0 || h.maps > 0 {
 		return
 	}
-	delete(s.handles, h.value)
+	delete(sh.m, h.value)
 	if h.mc != nil {
 		s.freeMulticast(h.mc)
 	}
 }
 
-// unuse drops one user of p and frees it when none is left.
+// unuse drops one user of p and frees it when none is left. It may run under any lock but
+// shareMu and a store's own, which it takes.
 func (s *Sim) unuse(p *phys) {
-	p.users--
-	if p.users > 0 {
+	if p.users.Add(-1) > 0 {
 		return
 	}
-	s.allocs--
+	s.allocs.add(-1)
 	if p.counted {
 		if p.dev >= 0 {
-			s.committed[p.dev] -= p.size
+			s.committed[p.dev].Add(-p.size)
 		} else {
-			s.hostCommitted -= p.size
+			s.hostCommitted.Add(-p.size)
 		}
 	}
-	if p.fileKey != (fileKey{}) {
-		delete(s.byFile, p.fileKey)
+	if p.fileKey != (fileKey{}) || p.fabric != nil {
+		s.shareMu.Lock()
+		if s.byFile[p.fileKey] == p {
+			delete(s.byFile, p.fileKey)
+		}
+		if p.fabric != nil {
+			delete(s.byFabric, *p.fabric)
+		}
+		s.shareMu.Unlock()
 	}
-	if p.fabric != nil {
-		delete(s.byFabric, *p.fabric)
-	}
-	if p.st != nil {
-		p.st.close()
-	}
+	p.close()
 }

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"os"
+	"sync"
+	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
 )
@@ -12,7 +14,8 @@ import (
 const pageSize = 64 << 10
 
 // store holds the bytes of one physical allocation. Offsets and lengths are within the
-// allocation; callers hold the simulator's lock.
+// allocation. Stores are safe for concurrent use; the caller holds a user of the
+// allocation, so that close never runs during another call.
 type store interface {
 	readAt(p []byte, off uint64) error
 	writeAt(p []byte, off uint64) error
@@ -25,10 +28,13 @@ type store interface {
 // heapStore is a store in Go memory, allocated a page at a time on first write; pages never
 // written read as zeros.
 type heapStore struct {
+	mu    sync.Mutex
 	pages map[uint64]*[pageSize]byte
 }
 
 func (h *heapStore) readAt(p []byte, off uint64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for len(p) > 0 {
 		pg, in := off/pageSize, off%pageSize
 		n := copy(p, zeroPage[in:])
@@ -57,6 +63,8 @@ func (h *heapStore) page(pg uint64) *[pageSize]byte {
 }
 
 func (h *heapStore) writeAt(p []byte, off uint64) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for len(p) > 0 {
 		pg, in := off/pageSize, off%pageSize
 		n := copy(h.page(pg)[in:], p)
@@ -66,6 +74,8 @@ func (h *heapStore) writeAt(p []byte, off uint64) error {
 }
 
 func (h *heapStore) fill(off, n uint64, v byte) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for n > 0 {
 		pg, in := off/pageSize, off%pageSize
 		k := min(n, pageSize-in)
@@ -86,8 +96,17 @@ func (h *heapStore) fill(off, n uint64, v byte) error {
 	return nil
 }
 
-func (h *heapStore) resident() uint64 { return uint64(len(h.pages)) * pageSize }
-func (h *heapStore) close()           { h.pages = nil }
+func (h *heapStore) resident() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return uint64(len(h.pages)) * pageSize
+}
+
+func (h *heapStore) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pages = nil
+}
 
 // fileStore is a store in a file: the memfd or temporary file of an exportable allocation,
 // shared with every process that imported it. The file is sparse, so untouched ranges cost
@@ -140,14 +159,15 @@ func (s *fileStore) close() {
 }
 
 // phys is one physical allocation. It lives while anything uses it: a handle reference, a
-// mapping or a multicast binding; the last of them to go frees it.
+// mapping, a multicast binding or a copy in progress; the last of them to go frees it.
 type phys struct {
 	id    uint64
 	size  uint64
 	prop  cu.MemAllocationProp // as cuMemGetAllocationPropertiesFromHandle reports it
 	dev   int                  // owning device ordinal, or -1 for host memory
-	st    store
-	users int
+	st    store                // &heap, or a *fileStore
+	heap  heapStore            // the store of memory that is not shareable
+	users atomic.Int32
 	// counted says the bytes count against a capacity: memory created here, not memory
 	// imported from another process (which the exporter's device holds).
 	counted bool
@@ -157,6 +177,10 @@ type phys struct {
 	// fabric is the allocation's fabric token, when it has one.
 	fabric *cu.MemFabricHandle
 }
+
+func (p *phys) resident() uint64 { return p.st.resident() }
+
+func (p *phys) close() { p.st.close() }
 
 // fileKey is a file's identity (device and inode where the platform has them).
 type fileKey struct{ dev, ino uint64 }

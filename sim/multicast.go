@@ -7,9 +7,11 @@ import (
 )
 
 // mcObject is a multicast object: a team of devices, and per device the memory bound to
-// ranges of the object. A mapping of the object writes to every bound replica.
+// ranges of the object. A mapping of the object writes to every bound replica. devs and
+// binds are guarded by sh, the shard of the object's handle (its only handle value).
 type mcObject struct {
 	prop  cu.MulticastObjectProp
+	sh    *handleShard
 	devs  []int
 	binds []*binding
 }
@@ -41,8 +43,6 @@ func (s *Sim) noMulticast() *failure {
 
 // MulticastGranularity is cuMulticastGetGranularity.
 func (s *Sim) MulticastGranularity(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opMulticastGranularity)
 	if f == nil && prop == nil {
 		f = argFail("nil properties")
@@ -64,8 +64,6 @@ func (s *Sim) MulticastGranularity(prop *cu.MulticastObjectProp, option cu.Multi
 
 // MulticastCreate is cuMulticastCreate.
 func (s *Sim) MulticastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opMulticastCreate)
 	if f == nil && prop == nil {
 		f = argFail("nil properties")
@@ -93,27 +91,43 @@ func (s *Sim) MulticastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, error
 	if f != nil {
 		return 0, f.wrap("cuMulticastCreate", "%+v", prop)
 	}
-	s.mcs++
+	s.mcs.add(1)
 	return s.newHandle(nil, &mcObject{prop: *prop}, cu.MemAllocationProp{}).value, nil
 }
 
-func (s *Sim) lookupMC(v cu.MemHandle) (*handle, *failure) {
-	h := s.lookup(v)
+// lookupMC returns a multicast object's handle; the caller holds sh's lock.
+func lookupMC(sh *handleShard, v cu.MemHandle) (*handle, *failure) {
+	h := sh.lookup(v)
 	if h == nil || h.mc == nil {
 		return nil, fail(cu.ERROR_INVALID_VALUE, "unknown or released multicast handle")
 	}
 	return h, nil
 }
 
+// lockShards locks the shards of two handles, in table order (each once): the only place
+// that holds two shard locks.
+func (s *Sim) lockShards(a, b cu.MemHandle) (unlock func()) {
+	ia, ib := shardIndex(a), shardIndex(b)
+	sa, sb := &s.handles[min(ia, ib)], &s.handles[max(ia, ib)]
+	if sa == sb {
+		sa.mu.Lock()
+		return sa.mu.Unlock
+	}
+	sa.mu.Lock()
+	sb.mu.Lock()
+	return func() { sb.mu.Unlock(); sa.mu.Unlock() }
+}
+
 // MulticastAddDevice is cuMulticastAddDevice.
 func (s *Sim) MulticastAddDevice(mc cu.MemHandle, ordinal int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opMulticastAddDevice)
-	var h *handle
-	if f == nil {
-		h, f = s.lookupMC(mc)
+	if f != nil {
+		return f.wrap("cuMulticastAddDevice", "%v, device %d", mc, ordinal)
 	}
+	sh := s.shardOf(mc)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	h, f := lookupMC(sh, mc)
 	var d *Device
 	if f == nil {
 		d, f = s.device(ordinal)
@@ -139,7 +153,8 @@ func (s *Sim) MulticastAddDevice(mc cu.MemHandle, ordinal int) error {
 // waitTeam refuses binding or mapping a multicast object before every device of its team
 // has been added. The driver documents that such calls block until the team is complete;
 // sim answers at once instead (resTeamIncomplete), because in one process a call that
-// blocks on a team no other goroutine completes would hang the program for good.
+// blocks on a team no other goroutine completes would hang the program for good. The
+// caller holds the shard lock of h.
 func (s *Sim) waitTeam(h *handle) *failure {
 	if len(h.mc.devs) < int(h.mc.prop.NumDevices) {
 		return fail(resTeamIncomplete, "not every device of the team has been added")
@@ -176,29 +191,26 @@ func (s *Sim) bindable(o *mcObject, dev int, mcOffset, size uint64) *failure {
 
 func (s *Sim) bind(o *mcObject, b *binding) {
 	o.binds = append(o.binds, b)
-	b.mem.users++
-	s.bindings++
+	b.mem.users.Add(1)
+	s.bindings.add(1)
 }
 
 // MulticastBindMem is cuMulticastBindMem; it blocks until the team is complete.
 func (s *Sim) MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opMulticastBindMem)
-	var h, m *handle
-	if f == nil {
-		h, f = s.lookupMC(mc)
+	if f != nil {
+		return f.wrap("cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
 	}
+	defer s.lockShards(mc, mem)()
+	h, f := lookupMC(s.shardOf(mc), mc)
+	var m *handle
 	if f == nil {
-		if m = s.lookup(mem); m == nil || m.mem == nil {
+		if m = s.shardOf(mem).lookup(mem); m == nil || m.mem == nil {
 			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released memory handle")
 		}
 	}
 	if f == nil {
 		f = s.waitTeam(h)
-	}
-	if f == nil && s.lookup(mem) != m {
-		f = fail(cu.ERROR_INVALID_VALUE, "memory released while waiting for the team")
 	}
 	if f == nil {
 		f = s.checkBind(h.mc, mcOffset, size, flags)
@@ -219,13 +231,17 @@ func (s *Sim) MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandl
 // MulticastBindAddr is cuMulticastBindAddr: it binds the memory mapped at [ptr, ptr+size),
 // which may span several mappings of one device's memory.
 func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opMulticastBindAddr)
-	var h *handle
-	if f == nil {
-		h, f = s.lookupMC(mc)
+	if f != nil {
+		return f.wrap("cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
 	}
+	var hd hold
+	s.va.lock(&hd, uint64(ptr), size)
+	defer hd.unlock()
+	sh := s.shardOf(mc)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	h, f := lookupMC(sh, mc)
 	if f == nil {
 		f = s.waitTeam(h)
 	}
@@ -237,7 +253,7 @@ func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DeviceP
 	}
 	var pieces []*binding
 	for cur, end := uint64(ptr), uint64(ptr)+size; f == nil && cur < end; {
-		m := s.as.mappingAt(cur)
+		m := hd.mappingAt(cur)
 		switch {
 		case m == nil:
 			f = fail(cu.ERROR_INVALID_VALUE, "address not mapped")
@@ -265,13 +281,14 @@ func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DeviceP
 
 // MulticastUnbind is cuMulticastUnbind: the range must cover whole bindings of the device.
 func (s *Sim) MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opMulticastUnbind)
-	var h *handle
-	if f == nil {
-		h, f = s.lookupMC(mc)
+	if f != nil {
+		return f.wrap("cuMulticastUnbind", "%v, device %d, %d, %d", mc, ordinal, mcOffset, size)
 	}
+	sh := s.shardOf(mc)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	h, f := lookupMC(sh, mc)
 	if f == nil {
 		_, f = s.device(ordinal)
 	}
@@ -298,7 +315,7 @@ func (s *Sim) MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint6
 	}
 	h.mc.binds = slices.DeleteFunc(h.mc.binds, func(b *binding) bool {
 		if b.dev == ordinal && b.mcOff >= mcOffset && b.mcOff+b.size <= mcOffset+size {
-			s.bindings--
+			s.bindings.add(-1)
 			s.unuse(b.mem)
 			return true
 		}
@@ -307,14 +324,15 @@ func (s *Sim) MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint6
 	return nil
 }
 
-// freeMulticast drops a multicast object nothing refers to any more, with its bindings.
+// freeMulticast drops a multicast object nothing refers to any more, with its bindings; the
+// caller holds its shard's lock.
 func (s *Sim) freeMulticast(o *mcObject) {
 	for _, b := range o.binds {
-		s.bindings--
+		s.bindings.add(-1)
 		s.unuse(b.mem)
 	}
 	o.binds = nil
-	s.mcs--
+	s.mcs.add(-1)
 }
 
 // overlap returns the part of binding b inside [off, off+n) as offsets into that range and
@@ -330,6 +348,8 @@ func (b *binding) overlap(off, n uint64) (from, to, memOff uint64, ok bool) {
 // mcWrite writes p at offset off of the object into every bound replica; unbound ranges
 // drop the bytes.
 func (s *Sim) mcWrite(o *mcObject, off uint64, p []byte) error {
+	o.sh.mu.Lock()
+	defer o.sh.mu.Unlock()
 	for _, b := range o.binds {
 		if from, to, mo, ok := b.overlap(off, uint64(len(p))); ok {
 			if err := b.mem.st.writeAt(p[from:to], mo); err != nil {
@@ -341,6 +361,8 @@ func (s *Sim) mcWrite(o *mcObject, off uint64, p []byte) error {
 }
 
 func (s *Sim) mcFill(o *mcObject, off, n uint64, v byte) error {
+	o.sh.mu.Lock()
+	defer o.sh.mu.Unlock()
 	for _, b := range o.binds {
 		if from, to, mo, ok := b.overlap(off, n); ok {
 			if err := b.mem.st.fill(mo, to-from, v); err != nil {
@@ -354,6 +376,8 @@ func (s *Sim) mcFill(o *mcObject, off, n uint64, v byte) error {
 // mcRead reads through the object: from the replica of the reading device where it has one
 // bound, else from the bound replica of the lowest device; unbound ranges read as zeros.
 func (s *Sim) mcRead(o *mcObject, ordinal int, off uint64, p []byte) error {
+	o.sh.mu.Lock()
+	defer o.sh.mu.Unlock()
 	clear(p)
 	order := slices.Clone(o.binds)
 	// Apply the least preferred first so the preferred replica's bytes land last.

@@ -34,14 +34,19 @@ func (s *Sim) shareable(m *phys) *failure {
 	}
 	m.st = &fileStore{f: f, remove: remove}
 	m.fileKey = keyOf(f)
+	var tok cu.MemFabricHandle
+	if fabric {
+		tok = s.fabricToken(m, f)
+		m.fabric = &tok
+	}
+	s.shareMu.Lock()
 	if m.fileKey != (fileKey{}) {
 		s.byFile[m.fileKey] = m
 	}
 	if fabric {
-		tok := s.fabricToken(m, f)
-		m.fabric = &tok
 		s.byFabric[tok] = m
 	}
+	s.shareMu.Unlock()
 	return nil
 }
 
@@ -85,12 +90,38 @@ func parseFabric(t cu.MemFabricHandle) (fabricRef, bool) {
 	}, true
 }
 
-// importHandle returns a new handle for memory this Sim already knows: an imported handle
-// reports no shareable handle types (recorded).
+// importHandle returns a new handle for memory this Sim already knows, taking over one user
+// of m that the caller holds: an imported handle reports no shareable handle types
+// (recorded).
 func (s *Sim) importHandle(m *phys) cu.MemHandle {
 	p := m.prop
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_NONE
 	return s.newHandle(m, nil, p).value
+}
+
+// known returns the memory this Sim holds in the file with key k, with one more user for
+// the caller, or nil.
+func (s *Sim) known(k fileKey) *phys {
+	if k == (fileKey{}) {
+		return nil
+	}
+	s.shareMu.Lock()
+	defer s.shareMu.Unlock()
+	return tryUse(s.byFile[k])
+}
+
+// tryUse takes one more user of m unless m is nil or already freed.
+func tryUse(m *phys) *phys {
+	for m != nil {
+		u := m.users.Load()
+		if u == 0 {
+			return nil
+		}
+		if m.users.CompareAndSwap(u, u+1) {
+			return m
+		}
+	}
+	return nil
 }
 
 // adopt makes a phys for a file another process (or another Sim) exported. Its bytes belong
@@ -99,23 +130,29 @@ func (s *Sim) adopt(f *os.File, size uint64, dev int) cu.MemHandle {
 	if dev < 0 || dev >= len(s.cfg.Devices) {
 		dev = 0
 	}
-	s.nextID++
 	m := &phys{
-		id: s.nextID, size: size, dev: dev, st: &fileStore{f: f},
+		id: s.nextID.Add(1), size: size, dev: dev, st: &fileStore{f: f},
 		prop: cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED,
 			Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}},
 		fileKey: keyOf(f),
 	}
+	m.users.Store(1)
 	if m.fileKey != (fileKey{}) {
+		s.shareMu.Lock()
 		s.byFile[m.fileKey] = m
+		s.shareMu.Unlock()
 	}
-	s.allocs++
+	s.allocs.add(1)
 	return s.importHandle(m)
 }
 
-// exportable returns h's memory if it was created with handle type t.
+// exportable returns h's memory, with one more user for the caller, if it was created with
+// handle type t.
 func (s *Sim) exportable(v cu.MemHandle, t cu.MemHandleType) (*phys, *failure) {
-	h := s.lookup(v)
+	sh := s.shardOf(v)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	h := sh.lookup(v)
 	switch {
 	case h == nil:
 		return nil, fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
@@ -124,14 +161,13 @@ func (s *Sim) exportable(v cu.MemHandle, t cu.MemHandleType) (*phys, *failure) {
 	case h.prop.RequestedHandleTypes&t == 0:
 		return nil, fail(cu.ERROR_INVALID_VALUE, "allocation not created with this handle type") // recorded
 	}
+	h.mem.users.Add(1)
 	return h.mem, nil
 }
 
 // ExportFD is cuMemExportToShareableHandle for POSIX descriptors: a new descriptor of the
 // allocation's file, which the caller owns.
 func (s *Sim) ExportFD(v cu.MemHandle) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opExportFD)
 	var m *phys
 	if f == nil {
@@ -143,6 +179,7 @@ func (s *Sim) ExportFD(v cu.MemHandle) (int, error) {
 		if fd, err = dupFD(m.st.(*fileStore).f); err != nil {
 			f = fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
 		}
+		s.unuse(m)
 	}
 	if f != nil {
 		return -1, f.wrap("cuMemExportToShareableHandle", "%v, POSIX_FILE_DESCRIPTOR", v)
@@ -154,8 +191,6 @@ func (s *Sim) ExportFD(v cu.MemHandle) (int, error) {
 // the caller's. Recorded: a closed descriptor, or one that is not an exported allocation,
 // is CUDA_ERROR_UNKNOWN, and importing in the exporting process gives a new handle value.
 func (s *Sim) ImportFD(fd int) (cu.MemHandle, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opImportFD)
 	if f == nil {
 		f = s.vmm()
@@ -168,7 +203,7 @@ func (s *Sim) ImportFD(fd int) (cu.MemHandle, error) {
 		file, err := fileFromFD(fd)
 		if err != nil {
 			f = fail(resBadFD, "bad descriptor: "+err.Error())
-		} else if m := s.byFile[keyOf(file)]; m != nil && keyOf(file) != (fileKey{}) {
+		} else if m := s.known(keyOf(file)); m != nil {
 			file.Close()
 			h = s.importHandle(m)
 		} else if size, dev, ok := describeFile(file); !ok {
@@ -184,10 +219,16 @@ func (s *Sim) ImportFD(fd int) (cu.MemHandle, error) {
 	return h, nil
 }
 
+// knownFabric returns the memory of a fabric token this Sim made, with one more user for
+// the caller, or nil.
+func (s *Sim) knownFabric(t cu.MemFabricHandle) *phys {
+	s.shareMu.Lock()
+	defer s.shareMu.Unlock()
+	return tryUse(s.byFabric[t])
+}
+
 // ExportFabric is cuMemExportToShareableHandle for fabric handles.
 func (s *Sim) ExportFabric(v cu.MemHandle) (cu.MemFabricHandle, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opExportFabric)
 	var m *phys
 	if f == nil {
@@ -196,15 +237,15 @@ func (s *Sim) ExportFabric(v cu.MemHandle) (cu.MemFabricHandle, error) {
 	if f != nil {
 		return cu.MemFabricHandle{}, f.wrap("cuMemExportToShareableHandle", "%v, FABRIC", v)
 	}
-	return *m.fabric, nil
+	t := *m.fabric
+	s.unuse(m)
+	return t, nil
 }
 
 // ImportFabric is cuMemImportFromShareableHandle for fabric handles: any process on this
 // machine whose Sim has an IMEX channel can import a token while its exporter holds the
 // allocation.
 func (s *Sim) ImportFabric(t cu.MemFabricHandle) (cu.MemHandle, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opImportFabric)
 	if f == nil {
 		f = s.vmm()
@@ -215,16 +256,17 @@ func (s *Sim) ImportFabric(t cu.MemFabricHandle) (cu.MemHandle, error) {
 	var h cu.MemHandle
 	if f == nil {
 		ref, ok := parseFabric(t)
+		mine := s.knownFabric(t)
 		switch {
 		case !ok:
 			f = fail(resBadFabric, "not a fabric handle")
-		case s.byFabric[t] != nil:
-			h = s.importHandle(s.byFabric[t])
+		case mine != nil:
+			h = s.importHandle(mine)
 		default:
 			file, err := openFabric(ref)
 			if err != nil {
 				f = fail(resBadFabric, "allocation not found: "+err.Error())
-			} else if m := s.byFile[keyOf(file)]; m != nil && keyOf(file) != (fileKey{}) {
+			} else if m := s.known(keyOf(file)); m != nil {
 				file.Close()
 				h = s.importHandle(m)
 			} else {
@@ -241,8 +283,6 @@ func (s *Sim) ImportFabric(t cu.MemFabricHandle) (cu.MemHandle, error) {
 // ExportWin32 is cuMemExportToShareableHandle for Windows handles. sim models them within
 // one Sim only: the value is a token that ImportWin32 of the same Sim accepts.
 func (s *Sim) ExportWin32(v cu.MemHandle, t cu.MemHandleType) (uintptr, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opExportWin32)
 	if f == nil && t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
 		f = argFail("not a Win32 handle type")
@@ -254,15 +294,17 @@ func (s *Sim) ExportWin32(v cu.MemHandle, t cu.MemHandleType) (uintptr, error) {
 	if f != nil {
 		return 0, f.wrap("cuMemExportToShareableHandle", "%v, %d", v, t)
 	}
+	s.shareMu.Lock()
 	s.nextWin32 += 4
-	s.win32[s.nextWin32] = m
-	return s.nextWin32, nil
+	w := s.nextWin32
+	s.win32[w] = m
+	s.shareMu.Unlock()
+	s.unuse(m)
+	return w, nil
 }
 
 // ImportWin32 is cuMemImportFromShareableHandle for Windows handles (see ExportWin32).
 func (s *Sim) ImportWin32(handle uintptr, t cu.MemHandleType) (cu.MemHandle, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opImportWin32)
 	if f == nil && t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
 		f = argFail("not a Win32 handle type")
@@ -270,10 +312,14 @@ func (s *Sim) ImportWin32(handle uintptr, t cu.MemHandleType) (cu.MemHandle, err
 	if f == nil {
 		f = s.vmm()
 	}
-	m := s.win32[handle]
-	if f == nil && (m == nil || m.users == 0) {
-		delete(s.win32, handle)
-		f = fail(cu.ERROR_INVALID_VALUE, "not an exported handle of this process")
+	var m *phys
+	if f == nil {
+		s.shareMu.Lock()
+		if m = tryUse(s.win32[handle]); m == nil {
+			delete(s.win32, handle)
+			f = fail(cu.ERROR_INVALID_VALUE, "not an exported handle of this process")
+		}
+		s.shareMu.Unlock()
 	}
 	if f != nil {
 		return 0, f.wrap("cuMemImportFromShareableHandle", "%#x, %d", handle, t)

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/vmm"
@@ -10,40 +12,45 @@ import (
 
 // Sim is a simulated CUDA driver: a vmm.Backend in pure Go. Create one with New; it is safe
 // for concurrent use. Each Sim is a separate machine with its own address space and handles.
+//
+// Calls on different objects run in parallel, as the driver runs them: a reservation's
+// mappings have their own lock, handles are spread over independently locked shards, and
+// counters are striped, so goroutines working on their own memory share no lock. Placing
+// and freeing reservations, and operations on ranges that span reservations, take one lock
+// (the address space's), and multicast calls another.
 type Sim struct {
-	cfg Config
-	id  uint64 // distinguishes Sims of one process in fabric tokens
+	cfg   Config
+	id    uint64 // distinguishes Sims of one process in fabric tokens
+	noVMM bool   // no device supports VMM
 
-	// mu serializes every call: the driver's own calls are effectively serialized per
-	// process for VMM bookkeeping, and one lock keeps the simulator deterministic.
-	mu sync.Mutex
+	va         vaSpace
+	handles    [handleShards]handleShard
+	nextHandle atomic.Uint64
 
-	as            addrSpace
-	handles       map[cu.MemHandle]*handle
-	nextHandle    uint64
-	liveHandles   int
-	allocs, mcs   int
-	bindings      int
-	nextID        uint64
-	committed     []uint64
-	capacity      []uint64
-	hostCommitted uint64
-	byFile        map[fileKey]*phys
-	byFabric      map[cu.MemFabricHandle]*phys
-	win32         map[uintptr]*phys
-	nextWin32     uintptr
+	committed     []atomic.Uint64 // per device
+	capacity      []atomic.Uint64
+	hostCommitted atomic.Uint64
+	allocs, mcs   counter
+	bindings      counter
+	nextID        atomic.Uint64
 
-	calls  [numOps]uint64
-	faults [numOps][]fault
-	armed  int
+	mcMu sync.Mutex // multicast teams and bindings
+
+	shareMu   sync.Mutex
+	byFile    map[fileKey]*phys
+	byFabric  map[cu.MemFabricHandle]*phys
+	win32     map[uintptr]*phys
+	nextWin32 uintptr
+
+	calls   [numOps]counter
+	faultMu sync.Mutex
+	faults  [numOps][]fault
+	armed   atomic.Int32
 }
 
 var _ vmm.Backend = (*Sim)(nil)
 
-var simIDs struct {
-	sync.Mutex
-	n uint64
-}
+var simIDs atomic.Uint64
 
 // New returns a simulator of the machine cfg describes. cfg is copied: changing it later
 // does not affect the Sim.
@@ -52,25 +59,23 @@ func New(cfg Config) (*Sim, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	simIDs.Lock()
-	simIDs.n++
-	id := simIDs.n
-	simIDs.Unlock()
 	s := &Sim{
-		cfg:        cfg,
-		id:         id,
-		handles:    map[cu.MemHandle]*handle{},
-		nextHandle: 0x5000000000, // handle values look like the driver's pointers, never small integers
-		committed:  make([]uint64, len(cfg.Devices)),
-		capacity:   make([]uint64, len(cfg.Devices)),
-		byFile:     map[fileKey]*phys{},
-		byFabric:   map[cu.MemFabricHandle]*phys{},
-		win32:      map[uintptr]*phys{},
-		nextWin32:  0x1000,
+		cfg:       cfg,
+		id:        simIDs.Add(1),
+		committed: make([]atomic.Uint64, len(cfg.Devices)),
+		capacity:  make([]atomic.Uint64, len(cfg.Devices)),
+		byFile:    map[fileKey]*phys{},
+		byFabric:  map[cu.MemFabricHandle]*phys{},
+		win32:     map[uintptr]*phys{},
+		nextWin32: 0x1000,
 	}
+	for i := range s.handles {
+		s.handles[i].m = map[cu.MemHandle]*handle{}
+	}
+	s.noVMM = !slices.ContainsFunc(cfg.Devices, func(d Device) bool { return d.VMM })
 	unit := uint64(0)
 	for i, d := range cfg.Devices {
-		s.capacity[i] = d.TotalMem
+		s.capacity[i].Store(d.TotalMem)
 		if unit == 0 || d.Granularity < unit {
 			unit = d.Granularity
 		}
@@ -78,7 +83,7 @@ func New(cfg Config) (*Sim, error) {
 	if unit == 0 {
 		unit = 2 * mib
 	}
-	s.as.init(cfg.VABase, cfg.VASize&^(unit-1), unit)
+	s.va.init(cfg.VABase, cfg.VASize&^(unit-1), unit)
 	return s, nil
 }
 
@@ -90,8 +95,6 @@ func (*Sim) Name() string { return "sim" }
 
 // DriverVersion returns the configured driver version.
 func (s *Sim) DriverVersion() (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if f := s.enter(opDriverVersion); f != nil {
 		return 0, f.wrap("cuDriverGetVersion", "")
 	}
@@ -100,8 +103,6 @@ func (s *Sim) DriverVersion() (int, error) {
 
 // DeviceCount returns the number of configured devices.
 func (s *Sim) DeviceCount() (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	if f := s.enter(opDeviceCount); f != nil {
 		return 0, f.wrap("cuDeviceGetCount", "")
 	}
@@ -118,8 +119,6 @@ func (s *Sim) device(ordinal int) (*Device, *failure) {
 
 // Device describes device ordinal.
 func (s *Sim) Device(ordinal int) (vmm.DeviceInfo, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opDevice)
 	var d *Device
 	if f == nil {
@@ -141,8 +140,6 @@ func knownAttribute(a cu.DeviceAttribute) bool {
 
 // Attribute returns a device attribute.
 func (s *Sim) Attribute(ordinal int, a cu.DeviceAttribute) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opAttribute)
 	var d *Device
 	if f == nil {
@@ -177,8 +174,6 @@ func (s *Sim) canAccess(d, owner int) bool {
 // CanAccessPeer reports whether device ordinal can access memory of peer; a device never
 // reports access to itself, as the driver does.
 func (s *Sim) CanAccessPeer(ordinal, peer int) (bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opCanAccessPeer)
 	if f == nil {
 		_, f = s.device(ordinal)
@@ -195,8 +190,6 @@ func (s *Sim) CanAccessPeer(ordinal, peer int) (bool, error) {
 // P2PAttribute returns an attribute of the link from src to dst. Asking about a device and
 // itself is CUDA_ERROR_INVALID_DEVICE, as recorded.
 func (s *Sim) P2PAttribute(a cu.P2PAttribute, src, dst int) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opP2PAttribute)
 	if f == nil {
 		_, f = s.device(src)

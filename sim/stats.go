@@ -1,7 +1,13 @@
 package sim
 
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
 // Stats is a snapshot of what a Sim holds, so a test can prove that code under test leaks
-// nothing: after cleanup, Clean reports true.
+// nothing: after cleanup, Clean reports true. It is exact when no call is in flight; taken
+// while other goroutines call the Sim, each field is exact at some moment of the call.
 type Stats struct {
 	// Handles is the number of valid handle values (memory and multicast) with at least one
 	// reference; HandleRefs the sum of their references.
@@ -40,30 +46,35 @@ func (st Stats) Clean() bool {
 
 // Stats returns the current counters.
 func (s *Sim) Stats() Stats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	st := Stats{
-		Handles:      s.liveHandles,
-		Allocations:  s.allocs,
-		Multicast:    s.mcs,
-		Reservations: s.as.reserved.n,
-		Mappings:     s.as.mapped.n,
-		Bindings:     s.bindings,
-		Committed:    append([]uint64(nil), s.committed...),
-		Host:         s.hostCommitted,
+		Allocations:  int(s.allocs.load()),
+		Multicast:    int(s.mcs.load()),
+		Bindings:     int(s.bindings.load()),
+		Committed:    make([]uint64, len(s.committed)),
+		Host:         s.hostCommitted.Load(),
 		Calls:        make(map[string]uint64, numOps),
 	}
-	seen := map[*phys]bool{}
-	for _, h := range s.handles {
-		st.HandleRefs += h.refs
-		if h.mem != nil && !seen[h.mem] {
-			seen[h.mem] = true
-			st.Resident += h.mem.st.resident()
-		}
+	st.Reservations, st.Mappings = s.va.count()
+	for i := range s.committed {
+		st.Committed[i] = s.committed[i].Load()
 	}
-	for i, n := range s.calls {
-		if n > 0 {
-			st.Calls[opNames[i]] = n
+	seen := map[*phys]bool{}
+	for i := range s.handles {
+		sh := &s.handles[i]
+		sh.mu.Lock()
+		st.Handles += sh.live
+		for _, h := range sh.m {
+			st.HandleRefs += h.refs
+			if h.mem != nil && !seen[h.mem] {
+				seen[h.mem] = true
+				st.Resident += h.mem.resident()
+			}
+		}
+		sh.mu.Unlock()
+	}
+	for i := range s.calls {
+		if n := s.calls[i].load(); n > 0 {
+			st.Calls[opNames[i]] = uint64(n)
 		}
 	}
 	return st
@@ -71,7 +82,41 @@ func (s *Sim) Stats() Stats {
 
 // LiveHandles returns the number of valid handle values, for vmmtest.LiveCounter.
 func (s *Sim) LiveHandles() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.liveHandles
+	n := 0
+	for i := range s.handles {
+		sh := &s.handles[i]
+		sh.mu.Lock()
+		n += sh.live
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// counterStripes is how many cache lines a counter is spread over.
+const counterStripes = 8
+
+// counter is a count that many goroutines update: each goroutine updates the stripe its
+// stack address picks, so that goroutines on different cores rarely write the same cache
+// line, and a read sums the stripes. A counter written by every call on one line would
+// make every core wait for that line, and the Sim would not scale with cores.
+type counter struct {
+	stripes [counterStripes]struct {
+		n atomic.Int64
+		_ [56]byte
+	}
+}
+
+func (c *counter) add(d int64) {
+	// Goroutine stacks are at least 8 KiB apart, so the bits above that spread goroutines
+	// over the stripes; a stack that moves only changes which stripe it uses.
+	var here byte
+	c.stripes[(uintptr(unsafe.Pointer(&here))>>13)%counterStripes].n.Add(d)
+}
+
+func (c *counter) load() int64 {
+	var n int64
+	for i := range c.stripes {
+		n += c.stripes[i].n.Load()
+	}
+	return n
 }

@@ -125,6 +125,26 @@ func (t *tree[V]) delete(key uint64) bool {
 	return true
 }
 
+// resize changes the key and span of the node with key, which must keep its place in the
+// key order (a free range that shrinks from its front, or grows backwards into freed
+// space), and fixes the maxima above it: cheaper than a delete and an insert, and the
+// common case when reservations come and go at the edge of the free space.
+func (t *tree[V]) resize(key, newKey, newSpan uint64) { resize(t.root, key, newKey, newSpan) }
+
+func resize[V any](n *node[V], key, newKey, newSpan uint64) bool {
+	switch {
+	case n == nil:
+		return false
+	case key == n.key:
+		n.key, n.span = newKey, newSpan
+	case key < n.key && !resize(n.left, key, newKey, newSpan),
+		key > n.key && !resize(n.right, key, newKey, newSpan):
+		return false
+	}
+	n.fix()
+	return true
+}
+
 // deleteSlow handles the (astronomically unlikely) tree deeper than delete's path buffer.
 func (t *tree[V]) deleteSlow(key uint64) bool {
 	l, r := split(t.root, key)

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"slices"
+
 	"github.com/cuvmm/cuvmm/cu"
 )
 
@@ -9,12 +11,10 @@ import (
 
 // vmm rejects VMM calls on a machine none of whose devices supports VMM.
 func (s *Sim) vmm() *failure {
-	for i := range s.cfg.Devices {
-		if s.cfg.Devices[i].VMM {
-			return nil
-		}
+	if s.noVMM {
+		return fail(cu.ERROR_NOT_SUPPORTED, "no device supports virtual memory management")
 	}
-	return fail(cu.ERROR_NOT_SUPPORTED, "no device supports virtual memory management")
+	return nil
 }
 
 const knownHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | cu.MEM_HANDLE_TYPE_WIN32 |
@@ -35,8 +35,6 @@ func (s *Sim) granularityOf(loc cu.MemLocation, recommended bool) uint64 {
 
 // Granularity is cuMemGetAllocationGranularity.
 func (s *Sim) Granularity(prop *cu.MemAllocationProp, option cu.MemAllocationGranularityFlags) (uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opGranularity)
 	if f == nil && prop == nil {
 		f = argFail("nil properties")
@@ -134,8 +132,6 @@ func (s *Sim) checkProp(size uint64, p cu.MemAllocationProp, flags uint64) (cu.M
 // Create is cuMemCreate: size bytes of physical memory, backed lazily by host memory (or,
 // for exportable allocations, by a shareable file).
 func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.MemHandle, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opCreate)
 	if f == nil && prop == nil {
 		f = argFail("nil properties")
@@ -149,20 +145,29 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 		p, dev, f = s.checkProp(size, *prop, flags)
 	}
 	if f == nil {
-		if dev >= 0 && (s.committed[dev]+size > s.capacity[dev] || s.committed[dev]+size < size) {
-			f = fail(cu.ERROR_OUT_OF_MEMORY, "device memory exhausted") // recorded for 1 TiB
-		} else if dev < 0 && s.cfg.HostCapacity != 0 && s.hostCommitted+size > s.cfg.HostCapacity {
-			f = fail(cu.ERROR_OUT_OF_MEMORY, "host memory capacity exhausted")
-		}
+		f = s.commit(dev, size)
+	}
+	// The handle and the memory in one allocation: a create is the commonest call after a
+	// map, and each allocation costs the garbage collector too.
+	var c *struct {
+		handle
+		phys
 	}
 	var m *phys
 	if f == nil {
-		s.nextID++
-		m = &phys{id: s.nextID, size: size, prop: p, dev: dev, counted: true}
+		c = &struct {
+			handle
+			phys
+		}{}
+		m = &c.phys
+		m.id, m.size, m.prop, m.dev, m.counted = s.nextID.Add(1), size, p, dev, true
+		m.users.Store(1) // the handle's reference
 		if p.RequestedHandleTypes&(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR|cu.MEM_HANDLE_TYPE_FABRIC) != 0 {
-			f = s.shareable(m)
+			if f = s.shareable(m); f != nil {
+				s.uncommit(dev, size)
+			}
 		} else {
-			m.st = &heapStore{}
+			m.st = &m.heap
 		}
 	}
 	if f != nil {
@@ -171,30 +176,57 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 		}
 		return 0, f.wrap("cuMemCreate", "%d, %+v, %d", size, *prop, flags)
 	}
+	s.allocs.add(1)
+	c.handle.mem, c.handle.prop = m, p
+	s.addHandle(&c.handle)
+	return c.handle.value, nil
+}
+
+// commit counts size bytes against the capacity of device dev (-1: the host), or fails as
+// the driver does when the memory is exhausted.
+func (s *Sim) commit(dev int, size uint64) *failure {
+	used, limit := &s.hostCommitted, s.cfg.HostCapacity
 	if dev >= 0 {
-		s.committed[dev] += size
-	} else {
-		s.hostCommitted += size
+		used, limit = &s.committed[dev], s.capacity[dev].Load()
 	}
-	s.allocs++
-	return s.newHandle(m, nil, p).value, nil
+	for {
+		c := used.Load()
+		if limit != 0 && c+size > limit || c+size < c {
+			if dev >= 0 {
+				return fail(cu.ERROR_OUT_OF_MEMORY, "device memory exhausted") // recorded for 1 TiB
+			}
+			return fail(cu.ERROR_OUT_OF_MEMORY, "host memory capacity exhausted")
+		}
+		if used.CompareAndSwap(c, c+size) {
+			return nil
+		}
+	}
+}
+
+func (s *Sim) uncommit(dev int, size uint64) {
+	if dev >= 0 {
+		s.committed[dev].Add(-size)
+	} else {
+		s.hostCommitted.Add(-size)
+	}
 }
 
 // Release is cuMemRelease. Memory stays alive while it is mapped or bound.
 func (s *Sim) Release(v cu.MemHandle) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opRelease)
-	var h *handle
 	if f == nil {
-		if h = s.lookup(v); h == nil {
+		sh := s.shardOf(v)
+		sh.mu.Lock()
+		if h := sh.lookup(v); h == nil {
 			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
+		} else {
+			s.release(sh, h)
 		}
+		sh.mu.Unlock()
 	}
 	if f != nil {
 		return f.wrap("cuMemRelease", "%v", v)
 	}
-	s.release(h)
 	return nil
 }
 
@@ -203,42 +235,51 @@ func (s *Sim) Release(v cu.MemHandle) error {
 // used to map even after that was released, and an address in no mapping is
 // CUDA_ERROR_INVALID_VALUE.
 func (s *Sim) Retain(addr cu.DevicePtr) (cu.MemHandle, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opRetain)
 	if f == nil {
 		f = s.vmm()
 	}
-	var m *mapping
+	var v cu.MemHandle
 	if f == nil {
-		if m = s.as.mappingAt(uint64(addr)); m == nil {
+		var hd hold
+		s.va.lock(&hd, uint64(addr), 1)
+		if m := hd.mappingAt(uint64(addr)); m == nil {
 			f = fail(cu.ERROR_INVALID_VALUE, "address not mapped")
+		} else {
+			sh := s.shardOf(m.h.value)
+			sh.mu.Lock()
+			sh.retain(m.h)
+			sh.mu.Unlock()
+			v = m.h.value
 		}
+		hd.unlock()
 	}
 	if f != nil {
 		return 0, f.wrap("cuMemRetainAllocationHandle", "%v", addr)
 	}
-	s.retain(m.h)
-	return m.h.value, nil
+	return v, nil
 }
 
 // Properties is cuMemGetAllocationPropertiesFromHandle.
 func (s *Sim) Properties(v cu.MemHandle) (cu.MemAllocationProp, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opProperties)
-	var h *handle
+	var p cu.MemAllocationProp
 	if f == nil {
-		if h = s.lookup(v); h == nil {
+		sh := s.shardOf(v)
+		sh.mu.Lock()
+		if h := sh.lookup(v); h == nil {
 			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
 		} else if h.mem == nil {
 			f = fail(cu.ERROR_INVALID_VALUE, "a multicast object has no allocation properties")
+		} else {
+			p = h.prop
 		}
+		sh.mu.Unlock()
 	}
 	if f != nil {
 		return cu.MemAllocationProp{}, f.wrap("cuMemGetAllocationPropertiesFromHandle", "%v", v)
 	}
-	return h.prop, nil
+	return p, nil
 }
 
 // Reserve is cuMemAddressReserve. Recorded: size must be a multiple of the granularity,
@@ -246,13 +287,11 @@ func (s *Sim) Properties(v cu.MemHandle) (cu.MemAllocationProp, error) {
 // aligned; a hint that is taken is ignored; more than the address space is
 // CUDA_ERROR_OUT_OF_MEMORY.
 func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (cu.DevicePtr, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opReserve)
 	if f == nil {
 		f = s.vmm()
 	}
-	unit := s.as.unit
+	unit := s.va.unit
 	switch {
 	case f != nil:
 	case size == 0 || size%unit != 0:
@@ -267,7 +306,10 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 	var addr uint64
 	if f == nil {
 		align := max(alignment, unit)
-		if addr = s.reserveAt(size, align, uint64(hint)); addr == 0 {
+		s.va.mu.Lock()
+		addr = s.reserveAt(size, align, uint64(hint))
+		s.va.mu.Unlock()
+		if addr == 0 {
 			f = fail(cu.ERROR_OUT_OF_MEMORY, "virtual address space exhausted")
 		}
 	}
@@ -278,15 +320,15 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 }
 
 // reserveAt places a reservation, at hint when it is free unless the configuration refuses
-// hints; 0 when the address space is full.
+// hints; 0 when the address space is full. The caller holds s.va.mu.
 func (s *Sim) reserveAt(size, align, hint uint64) uint64 {
 	if !s.cfg.RefuseHints || hint == 0 {
-		return s.as.reserve(size, align, hint)
+		return s.va.reserve(size, align, hint)
 	}
-	addr := s.as.reserve(size, align, 0)
+	addr := s.va.reserve(size, align, 0)
 	if addr == hint { // first fit landed on the hint anyway: take the next range instead
-		other := s.as.reserve(size, align, 0)
-		s.as.release(addr, size)
+		other := s.va.reserve(size, align, 0)
+		s.va.unreserve(addr, size)
 		addr = other
 	}
 	return addr
@@ -295,23 +337,21 @@ func (s *Sim) reserveAt(size, align, hint uint64) uint64 {
 // Free is cuMemAddressFree. Recorded: ptr and size must be exactly one reservation (not
 // part of one, not two adjacent ones), with nothing mapped in it.
 func (s *Sim) Free(ptr cu.DevicePtr, size uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opFree)
 	if f == nil {
 		f = s.vmm()
 	}
 	if f == nil {
-		if r := s.as.reserved.get(uint64(ptr)); r == nil || r.val != size {
-			f = fail(cu.ERROR_INVALID_VALUE, "not a reservation")
-		} else if s.as.anyMapped(uint64(ptr), size) {
-			f = fail(cu.ERROR_INVALID_VALUE, "reservation still has mappings") // recorded
+		s.va.mu.Lock()
+		why := s.va.unreserve(uint64(ptr), size)
+		s.va.mu.Unlock()
+		if why != "" {
+			f = fail(cu.ERROR_INVALID_VALUE, why)
 		}
 	}
 	if f != nil {
 		return f.wrap("cuMemAddressFree", "%v, %d", ptr, size)
 	}
-	s.as.release(uint64(ptr), size)
 	return nil
 }
 
@@ -329,25 +369,27 @@ func (h *handle) sizeAndGranularity(s *Sim) (size, gran uint64) {
 // reservation or a range overlapping a mapping CUDA_ERROR_INVALID_VALUE. Only the start must
 // be reserved (see addrSpace.covered). A mapping starts with no access for anyone.
 func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opMap)
 	if f == nil {
 		f = s.vmm()
 	}
-	var h *handle
-	if f == nil {
-		h = s.lookup(v)
-		switch {
-		case h == nil:
-			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
-		case size == 0:
-			f = fail(cu.ERROR_INVALID_VALUE, "size 0")
-		case flags != 0:
-			f = fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
-		case h.mc != nil:
-			f = s.waitTeam(h)
-		}
+	if f != nil {
+		return f.wrap("cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, v, flags)
+	}
+	var hd hold
+	s.va.lock(&hd, uint64(ptr), size)
+	sh := s.shardOf(v)
+	sh.mu.Lock()
+	h := sh.lookup(v)
+	switch {
+	case h == nil:
+		f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
+	case size == 0:
+		f = fail(cu.ERROR_INVALID_VALUE, "size 0")
+	case flags != 0:
+		f = fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
+	case h.mc != nil:
+		f = s.waitTeam(h)
 	}
 	if f == nil {
 		hsize, gran := h.sizeAndGranularity(s)
@@ -358,23 +400,25 @@ func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags u
 			f = fail(cu.ERROR_NOT_SUPPORTED, "only whole allocations can be mapped")
 		case uint64(ptr)%gran != 0:
 			f = fail(cu.ERROR_INVALID_VALUE, "address not aligned to the granularity")
-		case !s.as.covered(uint64(ptr), size):
+		case !hd.covered(uint64(ptr), size):
 			f = fail(cu.ERROR_INVALID_VALUE, "range not reserved")
 		}
 	}
+	if f == nil && hd.anyMapped(uint64(ptr), size) {
+		f = fail(cu.ERROR_INVALID_VALUE, "range already mapped")
+	}
 	if f == nil {
-		if s.as.anyMapped(uint64(ptr), size) {
-			f = fail(cu.ERROR_INVALID_VALUE, "range already mapped")
+		m := newMapping(uint64(ptr), size, h, len(s.cfg.Devices))
+		hd.add(m)
+		h.maps++
+		if h.mem != nil {
+			h.mem.users.Add(1)
 		}
 	}
+	sh.mu.Unlock()
+	hd.unlock()
 	if f != nil {
 		return f.wrap("cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, v, flags)
-	}
-	m := &mapping{base: uint64(ptr), size: size, h: h, access: make([]cu.MemAccessFlags, len(s.cfg.Devices))}
-	s.as.addMapping(m)
-	h.maps++
-	if h.mem != nil {
-		h.mem.users++
 	}
 	return nil
 }
@@ -383,44 +427,43 @@ func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags u
 // touches must lie wholly inside it (it can hold several, and unmapped gaps, which are
 // no-ops, and need not be aligned otherwise); anything else is CUDA_ERROR_INVALID_VALUE.
 func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opUnmap)
 	if f == nil {
 		f = s.vmm()
 	}
-	if f == nil {
-		switch {
-		case size == 0:
-			f = fail(cu.ERROR_INVALID_VALUE, "size 0")
-		case !s.as.covered(uint64(ptr), size):
-			f = fail(cu.ERROR_INVALID_VALUE, "range not reserved")
-		default:
-			if ok, _ := s.as.wholeMappings(uint64(ptr), size); !ok {
-				f = fail(cu.ERROR_INVALID_VALUE, "range splits a mapping")
-			}
-		}
+	if f == nil && size == 0 {
+		f = fail(cu.ERROR_INVALID_VALUE, "size 0")
 	}
 	if f != nil {
 		return f.wrap("cuMemUnmap", "%v, %d", ptr, size)
 	}
+	var hd hold
+	s.va.lock(&hd, uint64(ptr), size)
 	var buf [4]*mapping
-	victims := buf[:0]
-	s.as.overlapping(uint64(ptr), size, func(m *mapping) bool { victims = append(victims, m); return true })
-	for _, m := range victims {
-		s.unmap(m)
+	if !hd.covered(uint64(ptr), size) {
+		f = fail(cu.ERROR_INVALID_VALUE, "range not reserved")
+	} else if victims, ok := hd.whole(uint64(ptr), size, buf[:]); !ok {
+		f = fail(cu.ERROR_INVALID_VALUE, "range splits a mapping")
+	} else {
+		for i := len(victims) - 1; i >= 0; i-- {
+			s.unmap(&hd, victims[i])
+		}
+	}
+	hd.unlock()
+	if f != nil {
+		return f.wrap("cuMemUnmap", "%v, %d", ptr, size)
 	}
 	return nil
 }
 
-func (s *Sim) unmap(m *mapping) {
-	s.as.removeMapping(m)
-	h := m.h
-	h.maps--
-	if h.mem != nil {
-		s.unuse(h.mem)
-	}
-	s.maybeForget(h)
+// unmap removes m, which hd holds.
+func (s *Sim) unmap(hd *hold, m *mapping) {
+	hd.remove(m)
+	sh := s.shardOf(m.h.value)
+	sh.mu.Lock()
+	s.unmapped(sh, m.h)
+	sh.mu.Unlock()
+	m.recycle()
 }
 
 // checkDesc validates one access descriptor. Recorded: host locations are
@@ -443,8 +486,8 @@ func (s *Sim) checkDesc(d cu.MemAccessDesc) *failure {
 	return fail(cu.ERROR_INVALID_VALUE, "invalid access flags")
 }
 
-// owner returns the device that owns a mapping's memory (-1: host or multicast).
-func (m *mapping) owner() int {
+// device returns the device that owns a mapping's memory (-1: host or multicast).
+func (m *mapping) device() int {
 	if m.h.mem != nil {
 		return m.h.mem.dev
 	}
@@ -455,8 +498,6 @@ func (m *mapping) owner() int {
 // end at the end of one, splitting none; gaps between mappings are allowed. Descriptors
 // apply in order, all or nothing.
 func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opSetAccess)
 	if f == nil && len(desc) == 0 {
 		f = argFail("no access descriptors")
@@ -470,39 +511,40 @@ func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) 
 	for i := 0; f == nil && i < len(desc); i++ {
 		f = s.checkDesc(desc[i])
 	}
-	if f == nil {
-		first, last := s.as.mappingAt(uint64(ptr)), s.as.mappingAt(uint64(ptr)+size-1)
-		switch {
-		case uint64(ptr)+size < uint64(ptr):
-			f = fail(cu.ERROR_INVALID_VALUE, "range overflows")
-		case first == nil || last == nil || first.base != uint64(ptr) || last.end() != uint64(ptr)+size:
-			f = fail(cu.ERROR_INVALID_VALUE, "range does not start and end with whole mappings")
-		default:
-			if ok, _ := s.as.wholeMappings(uint64(ptr), size); !ok {
-				f = fail(cu.ERROR_INVALID_VALUE, "range splits a mapping")
-			}
-		}
-	}
-	if f == nil {
-		s.as.overlapping(uint64(ptr), size, func(m *mapping) bool {
-			for _, d := range desc {
-				if d.Flags != cu.MEM_ACCESS_FLAGS_PROT_NONE && !s.canAccess(int(d.Location.ID), m.owner()) {
-					f = fail(resNoPeer, "device has no peer access to the memory's device")
-					return false
-				}
-			}
-			return true
-		})
-	}
 	if f != nil {
 		return f.wrap("cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
 	}
-	s.as.overlapping(uint64(ptr), size, func(m *mapping) bool {
+	var hd hold
+	s.va.lock(&hd, uint64(ptr), size)
+	var buf [4]*mapping
+	ms, whole := hd.whole(uint64(ptr), size, buf[:])
+	switch {
+	case uint64(ptr)+size < uint64(ptr):
+		f = fail(cu.ERROR_INVALID_VALUE, "range overflows")
+	case len(ms) == 0 || ms[0].base != uint64(ptr) || ms[len(ms)-1].end() != uint64(ptr)+size:
+		f = fail(cu.ERROR_INVALID_VALUE, "range does not start and end with whole mappings")
+	case !whole:
+		f = fail(cu.ERROR_INVALID_VALUE, "range splits a mapping")
+	}
+	for i := 0; f == nil && i < len(ms); i++ {
 		for _, d := range desc {
-			m.access[d.Location.ID] = d.Flags
+			if d.Flags != cu.MEM_ACCESS_FLAGS_PROT_NONE && !s.canAccess(int(d.Location.ID), ms[i].device()) {
+				f = fail(resNoPeer, "device has no peer access to the memory's device")
+				break
+			}
 		}
-		return true
-	})
+	}
+	if f == nil {
+		for _, m := range ms {
+			for _, d := range desc {
+				m.access[d.Location.ID] = d.Flags
+			}
+		}
+	}
+	hd.unlock()
+	if f != nil {
+		return f.wrap("cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
+	}
 	return nil
 }
 
@@ -511,8 +553,6 @@ func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) 
 // no mapping CUDA_ERROR_INVALID_VALUE. The host reads the owning device's access (any host
 // ID); a host NUMA node reads no access.
 func (s *Sim) GetAccess(loc cu.MemLocation, ptr cu.DevicePtr) (cu.MemAccessFlags, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opGetAccess)
 	if f == nil {
 		f = s.vmm()
@@ -528,48 +568,51 @@ func (s *Sim) GetAccess(loc cu.MemLocation, ptr cu.DevicePtr) (cu.MemAccessFlags
 			f = fail(cu.ERROR_INVALID_DEVICE, "invalid location type")
 		}
 	}
-	var m *mapping
-	if f == nil {
-		if m = s.as.mappingAt(uint64(ptr)); m == nil {
-			f = fail(cu.ERROR_INVALID_VALUE, "address not mapped")
-		}
-	}
 	if f != nil {
 		return 0, f.wrap("cuMemGetAccess", "%+v, %v", loc, ptr)
 	}
-	switch loc.Type {
-	case cu.MEM_LOCATION_TYPE_DEVICE:
-		return m.access[loc.ID], nil
-	case cu.MEM_LOCATION_TYPE_HOST:
-		if o := m.owner(); o >= 0 {
-			return m.access[o], nil
+	var hd hold
+	s.va.lock(&hd, uint64(ptr), 1)
+	a := cu.MEM_ACCESS_FLAGS_PROT_NONE
+	if m := hd.mappingAt(uint64(ptr)); m == nil {
+		f = fail(cu.ERROR_INVALID_VALUE, "address not mapped")
+	} else {
+		switch loc.Type {
+		case cu.MEM_LOCATION_TYPE_DEVICE:
+			a = m.access[loc.ID]
+		case cu.MEM_LOCATION_TYPE_HOST:
+			if o := m.device(); o >= 0 {
+				a = m.access[o]
+			}
 		}
 	}
-	return cu.MEM_ACCESS_FLAGS_PROT_NONE, nil
+	hd.unlock()
+	if f != nil {
+		return 0, f.wrap("cuMemGetAccess", "%+v, %v", loc, ptr)
+	}
+	return a, nil
 }
 
 // AddressRange is cuMemGetAddressRange. Recorded (with a current context): the base and size
 // of the mapping holding ptr; CUDA_ERROR_NOT_FOUND for an address in no mapping or in one no
 // device may access.
 func (s *Sim) AddressRange(ptr cu.DevicePtr) (cu.DevicePtr, uint64, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	f := s.enter(opAddressRange)
-	m := s.as.mappingAt(uint64(ptr))
-	if f == nil && m == nil {
-		f = fail(resNotFound, "address not mapped")
-	}
+	var base, size uint64
 	if f == nil {
-		visible := false
-		for _, a := range m.access {
-			visible = visible || a != cu.MEM_ACCESS_FLAGS_PROT_NONE
-		}
-		if !visible {
+		var hd hold
+		s.va.lock(&hd, uint64(ptr), 1)
+		if m := hd.mappingAt(uint64(ptr)); m == nil {
+			f = fail(resNotFound, "address not mapped")
+		} else if !slices.ContainsFunc(m.access, func(a cu.MemAccessFlags) bool { return a != cu.MEM_ACCESS_FLAGS_PROT_NONE }) {
 			f = fail(resNotFound, "no device may access the mapping")
+		} else {
+			base, size = m.base, m.size
 		}
+		hd.unlock()
 	}
 	if f != nil {
 		return 0, 0, f.wrap("cuMemGetAddressRange", "%v", ptr)
 	}
-	return cu.DevicePtr(m.base), m.size, nil
+	return cu.DevicePtr(base), size, nil
 }
