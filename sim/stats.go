@@ -47,12 +47,12 @@ func (st Stats) Clean() bool {
 // Stats returns the current counters.
 func (s *Sim) Stats() Stats {
 	st := Stats{
-		Allocations:  int(s.allocs.load()),
-		Multicast:    int(s.mcs.load()),
-		Bindings:     int(s.bindings.load()),
-		Committed:    make([]uint64, len(s.committed)),
-		Host:         s.hostCommitted.Load(),
-		Calls:        make(map[string]uint64, numOps),
+		Allocations: int(s.allocs.load()),
+		Multicast:   int(s.mcs.load()),
+		Bindings:    int(s.bindings.load()),
+		Committed:   make([]uint64, len(s.committed)),
+		Host:        s.hostCommitted.Load(),
+		Calls:       make(map[string]uint64, numOps),
 	}
 	st.Reservations, st.Mappings = s.va.count()
 	for i := range s.committed {
