@@ -1,6 +1,8 @@
 package loader
 
 import (
+	"strings"
+
 	"github.com/ebitengine/purego"
 )
 
@@ -18,6 +20,15 @@ func (*dlSource) defaultPaths() []string { return []string{"libcuda.so.1", "libc
 func (s *dlSource) open(paths []string) (string, error) {
 	le := &LoadError{}
 	for _, p := range paths {
+		// A name with a slash is opened as it is (dlopen searches only for bare names), so it
+		// must be a regular file: a FIFO would block dlopen forever (regular.go).
+		if strings.ContainsRune(p, '/') {
+			if why := notRegular(p); why != "" {
+				le.Tried = append(le.Tried, p)
+				le.Reasons = append(le.Reasons, why)
+				continue
+			}
+		}
 		// RTLD_NOW surfaces unresolved dependencies here rather than at a later call.
 		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err == nil {

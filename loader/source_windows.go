@@ -21,6 +21,13 @@ func (s *winSource) open(paths []string) (string, error) {
 		var flags uintptr = windows.LOAD_LIBRARY_SEARCH_SYSTEM32
 		if p != "nvcuda.dll" {
 			flags = windows.LOAD_WITH_ALTERED_SEARCH_PATH
+			// A pipe, a directory or a device (CON, NUL) is refused before LoadLibraryEx
+			// opens and reads it (regular.go).
+			if why := notRegular(p); why != "" {
+				le.Tried = append(le.Tried, p)
+				le.Reasons = append(le.Reasons, why)
+				continue
+			}
 		}
 		h, err := windows.LoadLibraryEx(p, 0, flags)
 		if err == nil {
