@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // EnvPath is the environment variable that overrides the driver library path.
@@ -21,19 +23,37 @@ type config struct {
 func WithPath(path string) Option { return func(c *config) { c.path = path } }
 
 // Library is one driver library, opened on first use. Its methods are safe for concurrent
-// use; the first of them to need the library opens it, once.
+// use.
+//
+// A load that fails is tried again by a later use once a backoff has passed (retryMin after
+// the first failure, doubling with each failure in a row up to retryMax), or at once by
+// Retry; however many goroutines ask, at most one attempt runs at a time and none starts
+// before its time. A load that succeeds is final: every symbol comes from that one file.
 type Library struct {
 	cfg config
-	src source // nil until configured; tests inject a fake
+	src source           // tests inject a fake
+	now func() time.Time // nil: time.Now; tests inject a clock
 
-	once   sync.Once
+	loaded atomic.Bool // path and getPA are set and final: Load's fast path
 	path   string
-	err    error
 	getPA  bool // cuGetProcAddress_v2 resolved: use it for every symbol
-	mu     sync.Mutex
-	procs  []*Proc
-	loaded bool
+
+	mu       sync.Mutex // guards cfg, procs and the load state below
+	procs    []*Proc
+	attempt  chan struct{} // non-nil while an attempt runs; closed when it ends
+	err      error         // the last attempt's error
+	failures int           // failed attempts in a row
+	last     time.Time     // when the last attempt ended
+	next     time.Time     // when Load may try again
 }
+
+// The backoff of a failed load. A driver container or a driver install takes minutes, so a
+// process that waits for one notices it within half a minute and costs one dlopen of a
+// missing file per half minute meanwhile.
+const (
+	retryMin = time.Second
+	retryMax = 30 * time.Second
+)
 
 var defaultLib = &Library{src: systemSource()}
 
@@ -41,7 +61,8 @@ var defaultLib = &Library{src: systemSource()}
 func Default() *Library { return defaultLib }
 
 // Configure applies options to the default library. It fails once the library has been
-// loaded, since symbols resolved from one file must not be mixed with another's.
+// loaded, since symbols resolved from one file must not be mixed with another's; after a
+// failed load it is allowed, and the next attempt uses the new options.
 func Configure(opts ...Option) error { return defaultLib.configure(opts) }
 
 // New returns a library distinct from the default one, for programs that need to load a
@@ -58,7 +79,7 @@ var errConfigured = errors.New("loader: configure: the driver library is already
 func (l *Library) configure(opts []Option) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.loaded {
+	if l.loaded.Load() {
 		return errConfigured
 	}
 	for _, o := range opts {
@@ -67,11 +88,27 @@ func (l *Library) configure(opts []Option) error {
 	return nil
 }
 
-// Load opens the library if it is not open yet and returns the load error, if any. The
-// error is kept: a library that failed to load is not retried.
+// Load opens the library if it is not open yet and returns the load error, if any. After a
+// failure it returns that error again until the backoff has passed; the first call after
+// that tries again.
 func (l *Library) Load() error {
-	l.once.Do(l.load)
-	return l.err
+	if l.loaded.Load() {
+		return nil
+	}
+	return l.load(false)
+}
+
+// Retry tries to open the library now, without waiting for the backoff, and returns the
+// result; on a loaded library it does nothing. It is for a program that learns that the
+// driver has just arrived (a watched path appeared, a readiness probe passed). Calls while an
+// attempt runs share its result, and no attempt starts less than retryMin (one second)
+// after the previous one ended, so a loop of Retry calls cannot turn into a storm of dlopen
+// calls either.
+func (l *Library) Retry() error {
+	if l.loaded.Load() {
+		return nil
+	}
+	return l.load(true)
 }
 
 // Path is the file the library was loaded from ("" before a successful load).
@@ -88,12 +125,59 @@ func (l *Library) UsesGetProcAddress() bool {
 	return l.Load() == nil && l.getPA
 }
 
-func (l *Library) load() {
+func (l *Library) clock() time.Time {
+	if l.now != nil {
+		return l.now()
+	}
+	return time.Now()
+}
+
+// load is the slow path of Load (now false) and Retry (now true).
+func (l *Library) load(now bool) error {
 	l.mu.Lock()
-	l.loaded = true
+	if ch := l.attempt; ch != nil {
+		l.mu.Unlock()
+		<-ch
+		return l.Load() // the attempt's result: loaded, or its error within the backoff
+	}
+	if l.loaded.Load() {
+		l.mu.Unlock()
+		return nil
+	}
+	if l.failures > 0 {
+		t := l.clock()
+		if t.Before(l.next) && (!now || t.Before(l.last.Add(retryMin))) {
+			err := l.err
+			l.mu.Unlock()
+			return err
+		}
+	}
+	ch := make(chan struct{})
+	l.attempt = ch
 	cfg := l.cfg
 	l.mu.Unlock()
 
+	path, getPA, err := l.open(cfg)
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.attempt = nil
+	close(ch)
+	if err != nil {
+		l.err = err
+		l.failures++
+		l.last = l.clock()
+		l.next = l.last.Add(min(retryMin<<min(l.failures-1, 5), retryMax)) // 1s, 2s, 4s, ... 30s
+		return err
+	}
+	l.path, l.getPA = path, getPA
+	l.err, l.failures = nil, 0
+	l.loaded.Store(true)
+	return nil
+}
+
+// open makes one attempt at opening the library.
+func (l *Library) open(cfg config) (path string, getPA bool, err error) {
 	var paths []string
 	switch {
 	case cfg.path != "":
@@ -103,11 +187,11 @@ func (l *Library) load() {
 	default:
 		paths = l.src.defaultPaths()
 	}
-	l.path, l.err = l.src.open(paths)
-	if l.err != nil {
-		return
+	path, err = l.src.open(paths)
+	if err != nil {
+		return "", false, err
 	}
-	l.getPA = l.src.hasGetProcAddress()
+	return path, l.src.hasGetProcAddress(), nil
 }
 
 // Procs lists every Proc created on this library, in creation order.

@@ -29,6 +29,8 @@ func (f *fakeSource) defaultPaths() []string { return []string{"libcuda.so.1", "
 
 func (f *fakeSource) open(paths []string) (string, error) {
 	f.opens.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	le := &LoadError{}
 	for _, p := range paths {
 		if f.openable[p] {
@@ -38,6 +40,13 @@ func (f *fakeSource) open(paths []string) (string, error) {
 		le.Reasons = append(le.Reasons, p+": cannot open shared object file: No such file or directory")
 	}
 	return "", le
+}
+
+// setOpenable makes path loadable or not, as a driver install or removal would.
+func (f *fakeSource) setOpenable(path string, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.openable[path] = ok
 }
 
 func (f *fakeSource) lookup(name string) (uintptr, error) {
