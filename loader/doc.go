@@ -25,5 +25,9 @@
 // late load. A successful load is final: every symbol comes from that one file, and
 // [Configure] is refused from then on.
 //
-// The package only finds addresses; calling them is the job of package cu.
+// [NVML] is a second library opened the same way (the same checks, the same retry) for
+// package nvml: libnvidia-ml.so.1, or nvml.dll on Windows, overridden by CUVMM_LIBNVML. NVML
+// has no cuGetProcAddress, so its symbols are looked up by export name.
+//
+// The package only finds addresses; calling them is the job of packages cu and nvml.
 package loader

@@ -3,6 +3,7 @@ package loader
 import (
 	"errors"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,6 +12,24 @@ import (
 // EnvPath is the environment variable that overrides the driver library path.
 const EnvPath = "CUVMM_LIBCUDA"
 
+// EnvNVMLPath is the environment variable that overrides the NVML library path.
+const EnvNVMLPath = "CUVMM_LIBNVML"
+
+// kind is what tells the libraries loader opens apart: their names, and how their symbols
+// are resolved. Everything else (the regular-file check, the retry, symbol errors) is shared.
+type kind struct {
+	what  string          // for messages: "CUDA driver", "NVML library"
+	env   string          // the environment variable that overrides the path
+	paths func() []string // the platform's names, in the order they are tried
+	getPA bool            // resolve through cuGetProcAddress_v2 where the library has it
+}
+
+var (
+	cudaKind = &kind{what: "CUDA driver", env: EnvPath, paths: cudaPaths, getPA: true}
+	// NVML has no cuGetProcAddress: each symbol is looked up by its export name.
+	nvmlKind = &kind{what: "NVML library", env: EnvNVMLPath, paths: nvmlPaths}
+)
+
 // Option configures a Library before it loads.
 type Option func(*config)
 
@@ -18,8 +37,8 @@ type config struct {
 	path string
 }
 
-// WithPath loads the driver from path instead of the platform's default names. It takes
-// precedence over the CUVMM_LIBCUDA environment variable.
+// WithPath loads the library from path instead of the platform's default names. It takes
+// precedence over the environment variable (CUVMM_LIBCUDA for the driver).
 func WithPath(path string) Option { return func(c *config) { c.path = path } }
 
 // Library is one driver library, opened on first use. Its methods are safe for concurrent
@@ -30,9 +49,10 @@ func WithPath(path string) Option { return func(c *config) { c.path = path } }
 // Retry; however many goroutines ask, at most one attempt runs at a time and none starts
 // before its time. A load that succeeds is final: every symbol comes from that one file.
 type Library struct {
-	cfg config
-	src source           // tests inject a fake
-	now func() time.Time // nil: time.Now; tests inject a clock
+	kind *kind
+	cfg  config
+	src  source           // tests inject a fake
+	now  func() time.Time // nil: time.Now; tests inject a clock
 
 	loaded atomic.Bool // path and getPA are set and final: Load's fast path
 	path   string
@@ -55,10 +75,22 @@ const (
 	retryMax = 30 * time.Second
 )
 
-var defaultLib = &Library{src: systemSource()}
+var (
+	defaultLib = &Library{kind: cudaKind, src: systemSource()}
+	nvmlLib    = &Library{kind: nvmlKind, src: systemSource()}
+)
 
 // Default returns the process-wide driver library that package cu uses.
 func Default() *Library { return defaultLib }
+
+// NVML returns the process-wide NVML library (libnvidia-ml.so.1 on Linux; on Windows
+// nvml.dll from System32, then from %ProgramFiles%\NVIDIA Corporation\NVSMI), for package
+// nvml. It is opened, checked and retried like the driver, and the CUVMM_LIBNVML environment
+// variable overrides its path. Its symbols are looked up by export name, so the Version of
+// a Symbol is not used; a missing one fails its own calls with a *SymbolError matching
+// ErrNotSupported, and a library that cannot be loaded fails every call with one whose
+// *LoadError matches ErrNoDriver.
+func NVML() *Library { return nvmlLib }
 
 // Configure applies options to the default library. It fails once the library has been
 // loaded, since symbols resolved from one file must not be mixed with another's; after a
@@ -68,7 +100,7 @@ func Configure(opts ...Option) error { return defaultLib.configure(opts) }
 // New returns a library distinct from the default one, for programs that need to load a
 // specific driver file alongside it (tests, tools comparing drivers).
 func New(opts ...Option) *Library {
-	l := &Library{src: systemSource()}
+	l := &Library{kind: cudaKind, src: systemSource()}
 	_ = l.configure(opts)
 	return l
 }
@@ -178,20 +210,24 @@ func (l *Library) load(now bool) error {
 
 // open makes one attempt at opening the library.
 func (l *Library) open(cfg config) (path string, getPA bool, err error) {
-	var paths []string
-	switch {
-	case cfg.path != "":
-		paths = []string{cfg.path}
-	case os.Getenv(EnvPath) != "":
-		paths = []string{os.Getenv(EnvPath)}
-	default:
-		paths = l.src.defaultPaths()
+	names := l.kind.paths()
+	paths, builtin := names, true
+	override := cfg.path
+	if override == "" {
+		override = os.Getenv(l.kind.env)
 	}
-	path, err = l.src.open(paths)
+	if override != "" {
+		// An override that is one of the platform's own names is searched for like it.
+		paths, builtin = []string{override}, slices.Contains(names, override)
+	}
+	path, err = l.src.open(paths, builtin)
 	if err != nil {
+		if le, ok := err.(*LoadError); ok {
+			le.Library = l.kind.what
+		}
 		return "", false, err
 	}
-	return path, l.src.hasGetProcAddress(), nil
+	return path, l.kind.getPA && l.src.hasGetProcAddress(), nil
 }
 
 // Procs lists every Proc created on this library, in creation order.
@@ -204,11 +240,13 @@ func (l *Library) Procs() []*Proc {
 // source is what a Library needs from the operating system. The system implementation
 // lives in the platform files; tests use a fake.
 type source interface {
-	defaultPaths() []string
-	// open loads the first path that works and returns it, or a *LoadError.
-	open(paths []string) (string, error)
+	// open loads the first path that works and returns it, or a *LoadError. builtin says
+	// that paths are the platform's own names rather than an override, which on Windows
+	// restricts the search for a bare name to System32.
+	open(paths []string, builtin bool) (string, error)
 	// lookup finds an exported symbol by its exact name.
 	lookup(name string) (uintptr, error)
+	// hasGetProcAddress looks up cuGetProcAddress_v2 in the loaded library.
 	hasGetProcAddress() bool
 	// getProcAddress calls cuGetProcAddress_v2 and returns its CUresult and query status.
 	getProcAddress(name string, version int, flags uint64) (addr uintptr, result int32, status int32)

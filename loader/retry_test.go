@@ -33,7 +33,9 @@ func absentDriver() (*fakeSource, *fakeClock, *Library) {
 	f := newFake()
 	f.openable = map[string]bool{}
 	clk := newClock()
-	return f, clk, &Library{src: f, now: clk.now}
+	l := newLib(f)
+	l.now = clk.now
+	return f, clk, l
 }
 
 // The node agent case: the process starts before the driver container has installed the

@@ -76,3 +76,14 @@ func TestRegularFileReachesDlopen(t *testing.T) {
 	require.Equal(t, []string{path}, le.Tried)
 	require.NotContains(t, le.Reasons[0], "not a regular file")
 }
+
+// NVML's path is checked like the driver's, through its own variable.
+func TestNVMLPathNotRegular(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "libnvidia-ml.so.1")
+	require.NoError(t, unix.Mkfifo(fifo, 0o600))
+	t.Setenv(EnvNVMLPath, fifo)
+	l := &Library{kind: nvmlKind, src: systemSource()}
+	err := loadWithin(t, l, fifo, 10*time.Second)
+	require.ErrorIs(t, err, ErrNoDriver)
+	require.EqualError(t, err, "loader: cannot load the NVML library: "+fifo+": not a regular file: a named pipe (FIFO)")
+}
