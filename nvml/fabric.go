@@ -267,7 +267,7 @@ type gpuFabricInfoV3 struct {
 // The version macros, NVML_STRUCT_VERSION(GpuFabricInfo, v): the struct's size | v << 24.
 const (
 	gpuFabricInfoV2Size = unsafe.Offsetof(gpuFabricInfoV3{}.healthSummary) // sizeof(nvmlGpuFabricInfo_v2_t)
-	gpuFabricInfoV2     = uint32(gpuFabricInfoV2Size) | 2<<24
+	gpuFabricInfoV2Ver  = uint32(gpuFabricInfoV2Size) | 2<<24
 	gpuFabricInfoV3Ver  = uint32(unsafe.Sizeof(gpuFabricInfoV3{})) | 3<<24
 )
 
@@ -284,7 +284,7 @@ func (d Device) GpuFabricInfo() (FabricInfo, error) {
 	version := 3
 	err := d.lib.call(procDeviceGetGpuFabricInfoV, d.handle, uintptr(unsafe.Pointer(v)))
 	if errors.Is(err, ERROR_ARGUMENT_VERSION_MISMATCH) {
-		*v, version = gpuFabricInfoV3{version: gpuFabricInfoV2}, 2
+		*v, version = gpuFabricInfoV3{version: gpuFabricInfoV2Ver}, 2
 		err = d.lib.call(procDeviceGetGpuFabricInfoV, d.handle, uintptr(unsafe.Pointer(v)))
 	}
 	switch {

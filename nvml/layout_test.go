@@ -43,7 +43,7 @@ func TestStructLayouts(t *testing.T) {
 	require.EqualValues(t, 36, gpuFabricInfoV2Size, "sizeof(nvmlGpuFabricInfo_v2_t)")
 
 	// NVML_STRUCT_VERSION(GpuFabricInfo, v) = sizeof(nvmlGpuFabricInfo_v<v>_t) | v << 24.
-	require.EqualValues(t, 0x02000024, gpuFabricInfoV2, "nvmlGpuFabricInfo_v2")
+	require.EqualValues(t, 0x02000024, gpuFabricInfoV2Ver, "nvmlGpuFabricInfo_v2")
 	require.EqualValues(t, 0x03000028, gpuFabricInfoV3Ver, "nvmlGpuFabricInfo_v3")
 
 	// nvmlDevice_t is a struct holding one pointer, passed by value in one register.

@@ -92,10 +92,9 @@ func (l *library) probeGPU(i int, out *uint32) GPU {
 }
 
 // nvLinks counts the GPU's links and looks at the far end of the active ones until one is
-// an NVSwitch. A link number
-// the GPU does not have (ERROR_INVALID_ARGUMENT) or a link without NVLink support
-// (ERROR_NOT_SUPPORTED) is skipped; if every link is skipped, the links are unknown for
-// the first one's reason. Any other failure makes them unknown.
+// an NVSwitch. A link number the GPU does not have (ERROR_INVALID_ARGUMENT) or a link
+// without NVLink support (ERROR_NOT_SUPPORTED) is skipped; if every link is skipped, the
+// links are unknown for the first one's reason. Any other failure makes them unknown.
 func (d Device) nvLinks(out *uint32) (NvLinks, error) {
 	var nl NvLinks
 	var skipped, remoteErr error
