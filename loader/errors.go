@@ -66,6 +66,7 @@ const (
 	// (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT).
 	VersionNotSufficient SymbolStatus = 2
 	// DriverNotLoaded: the library itself could not be loaded; Err holds the *LoadError.
+	// The Proc does not keep it: its next use asks the library again.
 	DriverNotLoaded SymbolStatus = 3
 )
 

@@ -44,10 +44,11 @@ func WithPath(path string) Option { return func(c *config) { c.path = path } }
 // Library is one driver library, opened on first use. Its methods are safe for concurrent
 // use.
 //
-// A load that fails is tried again by a later use once a backoff has passed (retryMin after
-// the first failure, doubling with each failure in a row up to retryMax), or at once by
-// Retry; however many goroutines ask, at most one attempt runs at a time and none starts
-// before its time. A load that succeeds is final: every symbol comes from that one file.
+// A load that fails is tried again by a later use once a backoff has passed (one second
+// after the first failure, doubling with each failure in a row up to 30 seconds), or at
+// once by Retry; however many goroutines ask, at most one attempt runs at a time and none
+// starts before its time. A load that succeeds is final: every symbol comes from that one
+// file.
 type Library struct {
 	kind *kind
 	cfg  config
