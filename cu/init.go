@@ -1,26 +1,43 @@
 package cu
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
-var initOnce struct {
-	sync.Once
-	err error
+var initState struct {
+	mu   sync.Mutex
+	done atomic.Bool // err is cuInit's result, for good
+	err  error
 }
 
-// Init loads the driver and calls cuInit(0), once per process; every later call returns
-// the first call's result. Functions of this package that need an initialized driver call
-// it themselves.
+// Init loads the driver and calls cuInit(0). Functions of this package that need an
+// initialized driver call it themselves.
+//
+// A driver library that cannot be loaded is not final: the loader tries again after its
+// backoff (see package loader), so a process started before the driver was installed
+// initializes on a later call. Once the library is loaded, cuInit is called once and every
+// later call returns its result, failure included (the driver keeps a failed cuInit for the
+// life of the process too).
 func Init() error {
-	initOnce.Do(func() {
-		if err := lib.Load(); err != nil {
-			initOnce.err = err
-			return
-		}
-		if err := call(procInit, 0); err != nil {
-			initOnce.err = wrap(err, "cuInit", "0")
-		}
-	})
-	return initOnce.err
+	if initState.done.Load() {
+		return initState.err
+	}
+	return initSlow()
+}
+
+func initSlow() error {
+	initState.mu.Lock()
+	defer initState.mu.Unlock()
+	if initState.done.Load() {
+		return initState.err
+	}
+	if err := lib.Load(); err != nil {
+		return err
+	}
+	initState.err = wrap(call(procInit, 0), "cuInit", "0")
+	initState.done.Store(true)
+	return initState.err
 }
 
 // DriverVersion returns the CUDA version the driver supports, as 1000*major + 10*minor

@@ -7,7 +7,8 @@ import (
 )
 
 var (
-	// ErrNoDriver matches every error that means the CUDA driver library could not be loaded.
+	// ErrNoDriver matches every error that means a library of the NVIDIA driver could not
+	// be loaded: the CUDA driver, or NVML (see [NVML]).
 	ErrNoDriver = errors.New("loader: no CUDA driver")
 	// ErrUnsupportedPlatform matches the load error on systems that have no CUDA driver at all
 	// (macOS, for one). It also matches ErrNoDriver.
@@ -17,21 +18,30 @@ var (
 	ErrNotSupported = errors.New("loader: not supported by this driver")
 )
 
-// LoadError says why the driver library could not be opened: every path tried and the
-// system's reason for each.
+// LoadError says why a library could not be opened: every path tried and the reason for
+// each.
 type LoadError struct {
-	Tried   []string // paths or names passed to dlopen/LoadLibraryEx, in order
-	Reasons []string // the dlerror or Windows error text for each entry of Tried
-	// Platform is set when this operating system has no CUDA driver; Tried is then empty.
+	// Library is what could not be loaded, as messages name it: "CUDA driver" (also when
+	// empty) or "NVML library".
+	Library string
+	Tried   []string // paths or names, in order
+	// Reasons holds, for each entry of Tried, the dlerror or Windows error text, or why the
+	// path was refused before it reached the system loader ("not a regular file: ...").
+	Reasons []string
+	// Platform is set when this operating system has no NVIDIA driver; Tried is then empty.
 	Platform string
 }
 
 func (e *LoadError) Error() string {
+	what := e.Library
+	if what == "" {
+		what = "CUDA driver"
+	}
 	if e.Platform != "" {
-		return "loader: no CUDA driver on this platform (" + e.Platform + ")"
+		return "loader: no " + what + " on this platform (" + e.Platform + ")"
 	}
 	var b strings.Builder
-	b.WriteString("loader: cannot load the CUDA driver:")
+	b.WriteString("loader: cannot load the " + what + ":")
 	for i, p := range e.Tried {
 		if i > 0 {
 			b.WriteString(";")
@@ -56,6 +66,7 @@ const (
 	// (CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT).
 	VersionNotSufficient SymbolStatus = 2
 	// DriverNotLoaded: the library itself could not be loaded; Err holds the *LoadError.
+	// The Proc does not keep it: its next use asks the library again.
 	DriverNotLoaded SymbolStatus = 3
 )
 

@@ -21,14 +21,27 @@ type fakeSource struct {
 	getPA   bool
 	paFails bool // cuGetProcAddress returns an error with no status
 	opens   atomic.Int32
+	builtin atomic.Bool // the last open was of the platform's own names
 	gotFlag uint64
 	mu      sync.Mutex
 }
 
-func (f *fakeSource) defaultPaths() []string { return []string{"libcuda.so.1", "libcuda.so"} }
+// testKind is the CUDA driver with the Linux names on every platform, for the fake.
+var testKind = &kind{
+	what:  "CUDA driver",
+	env:   EnvPath,
+	paths: func() []string { return []string{"libcuda.so.1", "libcuda.so"} },
+	getPA: true,
+}
 
-func (f *fakeSource) open(paths []string) (string, error) {
+// newLib is a driver library on a fake source.
+func newLib(f *fakeSource) *Library { return &Library{kind: testKind, src: f} }
+
+func (f *fakeSource) open(paths []string, builtin bool) (string, error) {
 	f.opens.Add(1)
+	f.builtin.Store(builtin)
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	le := &LoadError{}
 	for _, p := range paths {
 		if f.openable[p] {
@@ -38,6 +51,13 @@ func (f *fakeSource) open(paths []string) (string, error) {
 		le.Reasons = append(le.Reasons, p+": cannot open shared object file: No such file or directory")
 	}
 	return "", le
+}
+
+// setOpenable makes path loadable or not, as a driver install or removal would.
+func (f *fakeSource) setOpenable(path string, ok bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.openable[path] = ok
 }
 
 func (f *fakeSource) lookup(name string) (uintptr, error) {
@@ -86,7 +106,7 @@ func newFake() *fakeSource {
 
 func TestResolveThroughGetProcAddress(t *testing.T) {
 	f := newFake()
-	l := &Library{src: f}
+	l := newLib(f)
 	p := l.NewProc(Symbol{Name: "cuMemCreate", Version: 10020})
 	addr, err := p.Addr()
 	require.NoError(t, err)
@@ -97,7 +117,7 @@ func TestResolveThroughGetProcAddress(t *testing.T) {
 }
 
 func TestMissingSymbolFailsOnlyItself(t *testing.T) {
-	l := &Library{src: newFake()}
+	l := newLib(newFake())
 	missing := l.NewProc(Symbol{Name: "cuNoSuchCall", Version: 12000})
 	ok := l.NewProc(Symbol{Name: "cuInit", Version: 2000})
 	_, err := missing.Addr()
@@ -119,7 +139,7 @@ func TestMissingSymbolFailsOnlyItself(t *testing.T) {
 func TestInsufficientVersion(t *testing.T) {
 	f := newFake()
 	f.exports["cuMulticastCreate"] = 0x9999 // an export must not be used behind the driver's back
-	l := &Library{src: f}
+	l := newLib(f)
 	p := l.NewProc(Symbol{Name: "cuMulticastCreate", Version: 11000})
 	_, err := p.Addr()
 	require.ErrorIs(t, err, ErrNotSupported)
@@ -132,7 +152,7 @@ func TestInsufficientVersion(t *testing.T) {
 func TestFallbackToVersionedExport(t *testing.T) {
 	f := newFake()
 	f.getPA = false
-	l := &Library{src: f}
+	l := newLib(f)
 	p := l.NewProc(Symbol{Name: "cuMemcpyHtoD", Version: 3020, Export: "cuMemcpyHtoD_v2"})
 	addr, err := p.Addr()
 	require.NoError(t, err)
@@ -148,7 +168,7 @@ func TestFallbackToVersionedExport(t *testing.T) {
 func TestFallbackWhenGetProcAddressErrs(t *testing.T) {
 	f := newFake()
 	f.paFails = true
-	l := &Library{src: f}
+	l := newLib(f)
 	addr, err := l.NewProc(Symbol{Name: "cuInit", Version: 2000}).Addr()
 	require.NoError(t, err)
 	require.Equal(t, uintptr(0x1000), addr)
@@ -157,7 +177,7 @@ func TestFallbackWhenGetProcAddressErrs(t *testing.T) {
 func TestLibraryAbsent(t *testing.T) {
 	f := newFake()
 	f.openable = map[string]bool{}
-	l := &Library{src: f}
+	l := newLib(f)
 	require.ErrorIs(t, l.Load(), ErrNoDriver)
 	require.Contains(t, l.Load().Error(), "libcuda.so.1")
 	require.Contains(t, l.Load().Error(), "libcuda.so:")
@@ -176,7 +196,7 @@ func TestLibraryAbsent(t *testing.T) {
 func TestSecondNameTried(t *testing.T) {
 	f := newFake()
 	f.openable = map[string]bool{"libcuda.so": true}
-	l := &Library{src: f}
+	l := newLib(f)
 	require.NoError(t, l.Load())
 	require.Equal(t, "libcuda.so", l.Path())
 }
@@ -184,7 +204,7 @@ func TestSecondNameTried(t *testing.T) {
 func TestPathOverride(t *testing.T) {
 	f := newFake()
 	f.openable["/opt/driver/libcuda.so.1"] = true
-	l := &Library{src: f}
+	l := newLib(f)
 	t.Setenv(EnvPath, "/nonexistent/libcuda.so.1")
 	require.NoError(t, l.configure([]Option{WithPath("/opt/driver/libcuda.so.1")}))
 	require.NoError(t, l.Load())
@@ -194,7 +214,7 @@ func TestPathOverride(t *testing.T) {
 
 func TestEnvOverride(t *testing.T) {
 	f := newFake()
-	l := &Library{src: f}
+	l := newLib(f)
 	t.Setenv(EnvPath, "/nonexistent/libcuda.so.1")
 	err := l.Load()
 	require.ErrorIs(t, err, ErrNoDriver)
@@ -203,7 +223,7 @@ func TestEnvOverride(t *testing.T) {
 
 func TestConcurrentFirstUseLoadsOnce(t *testing.T) {
 	f := newFake()
-	l := &Library{src: f}
+	l := newLib(f)
 	procs := []*Proc{
 		l.NewProc(Symbol{Name: "cuInit", Version: 2000}),
 		l.NewProc(Symbol{Name: "cuMemCreate", Version: 10020}),

@@ -51,14 +51,16 @@ func (s Symbol) flags() uint64 {
 	return s.Flags
 }
 
-// Proc is a lazily resolved driver entry point. Resolution happens once, on the first call
-// of Addr; a failure is kept and returned by every later call.
+// Proc is a lazily resolved driver entry point, resolved on the first call of Addr. Once
+// the library is loaded the result is kept for good: the address, or why the symbol is
+// missing. While the library cannot be loaded, each call of Addr asks it again (it retries
+// after its backoff), so a Proc resolves once the driver has arrived.
 type Proc struct {
 	lib  *Library
 	sym  Symbol
-	once sync.Once
-	done atomic.Bool // addr and err hold the resolution: Addr's inlined path
-	addr uintptr
+	addr atomic.Uintptr // the resolved address, 0 until then: Addr's inlined path
+	mu   sync.Mutex     // serializes resolution
+	done atomic.Bool    // err holds why the symbol is missing, for good
 	err  error
 }
 
@@ -78,13 +80,13 @@ func (p *Proc) Symbol() Symbol { return p.sym }
 // *SymbolError: errors.Is(err, ErrNotSupported) for a missing or too-old symbol,
 // errors.Is(err, ErrNoDriver) when the library itself did not load.
 //
-// Addr is small enough to be inlined into every driver call: after the first call it is
-// one atomic load.
-func (p *Proc) Addr() (uintptr, error) {
-	if !p.done.Load() {
-		p.resolveOnce()
+// Addr is small enough to be inlined into every driver call: once resolved it is one atomic
+// load, of the address itself.
+func (p *Proc) Addr() (addr uintptr, err error) {
+	if addr = p.addr.Load(); addr == 0 {
+		addr, err = p.resolve()
 	}
-	return p.addr, p.err
+	return
 }
 
 // Find resolves p and reports only whether that worked; for listings.
@@ -93,17 +95,36 @@ func (p *Proc) Find() error {
 	return err
 }
 
-// resolveOnce is Addr's slow path, kept out of line so that Addr stays inlinable.
+// resolve is Addr's slow path, kept out of line so that Addr stays inlinable. A failure to
+// load the library is returned without being kept.
 //
 //go:noinline
-func (p *Proc) resolveOnce() { p.once.Do(p.resolve) }
-
-func (p *Proc) resolve() {
-	p.addr, p.err = p.lib.resolve(p.sym)
+func (p *Proc) resolve() (uintptr, error) {
+	if p.done.Load() {
+		return 0, p.err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a := p.addr.Load(); a != 0 {
+		return a, nil
+	}
+	if p.done.Load() {
+		return 0, p.err
+	}
+	addr, err := p.lib.resolve(p.sym)
+	switch {
+	case err == nil:
+		p.addr.Store(addr)
+		return addr, nil
+	case err.Status == DriverNotLoaded:
+		return 0, err
+	}
+	p.err = err
 	p.done.Store(true)
+	return 0, err
 }
 
-func (l *Library) resolve(s Symbol) (uintptr, error) {
+func (l *Library) resolve(s Symbol) (uintptr, *SymbolError) {
 	if err := l.Load(); err != nil {
 		return 0, &SymbolError{Name: s.Name, Version: s.Version, Status: DriverNotLoaded, Err: err}
 	}

@@ -1,6 +1,8 @@
 package loader
 
 import (
+	"strings"
+
 	"github.com/ebitengine/purego"
 )
 
@@ -13,16 +15,28 @@ func systemSource() source { return &dlSource{} }
 
 // libcuda.so.1 is the name the driver package installs; libcuda.so is usually only a
 // development symlink (or a stub), so it is the second choice.
-func (*dlSource) defaultPaths() []string { return []string{"libcuda.so.1", "libcuda.so"} }
+func cudaPaths() []string { return []string{"libcuda.so.1", "libcuda.so"} }
 
-func (s *dlSource) open(paths []string) (string, error) {
+// libnvidia-ml.so.1 comes with the driver; libnvidia-ml.so is only a development symlink,
+// or the CUDA toolkit's stub, which fails every call.
+func nvmlPaths() []string { return []string{"libnvidia-ml.so.1"} }
+
+func (s *dlSource) open(paths []string, _ bool) (string, error) {
 	le := &LoadError{}
 	for _, p := range paths {
+		// A name with a slash is opened as it is (dlopen searches only for bare names), so it
+		// must be a regular file: a FIFO would block dlopen forever (regular.go).
+		if strings.ContainsRune(p, '/') {
+			if why := notRegular(p); why != "" {
+				le.Tried = append(le.Tried, p)
+				le.Reasons = append(le.Reasons, why)
+				continue
+			}
+		}
 		// RTLD_NOW surfaces unresolved dependencies here rather than at a later call.
 		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL)
 		if err == nil {
 			s.handle = h
-			s.getPA, _ = purego.Dlsym(h, "cuGetProcAddress_v2")
 			return p, nil
 		}
 		le.Tried = append(le.Tried, p)
@@ -33,7 +47,10 @@ func (s *dlSource) open(paths []string) (string, error) {
 
 func (s *dlSource) lookup(name string) (uintptr, error) { return purego.Dlsym(s.handle, name) }
 
-func (s *dlSource) hasGetProcAddress() bool { return s.getPA != 0 }
+func (s *dlSource) hasGetProcAddress() bool {
+	s.getPA, _ = purego.Dlsym(s.handle, "cuGetProcAddress_v2")
+	return s.getPA != 0
+}
 
 func (s *dlSource) getProcAddress(name string, version int, flags uint64) (uintptr, int32, int32) {
 	return callGetProcAddress(s.getPA, name, version, flags)

@@ -4,14 +4,16 @@ package loader
 
 import "runtime"
 
-// noSource is the source of systems NVIDIA ships no CUDA driver for.
+// noSource is the source of systems NVIDIA ships no driver for.
 type noSource struct{}
 
 func systemSource() source { return noSource{} }
 
-func (noSource) defaultPaths() []string { return nil }
+func cudaPaths() []string { return nil }
 
-func (noSource) open([]string) (string, error) {
+func nvmlPaths() []string { return nil }
+
+func (noSource) open([]string, bool) (string, error) {
 	return "", &LoadError{Platform: runtime.GOOS + "/" + runtime.GOARCH}
 }
 
