@@ -51,7 +51,7 @@ func (s *Sim) pin(ordinal int, addr, n uint64, write bool, segs []segment) ([]se
 	}
 	for _, sg := range segs {
 		if sg.mem != nil {
-			sg.mem.users.Add(1)
+			sg.mem.use()
 		}
 	}
 	return segs, nil

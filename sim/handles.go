@@ -89,7 +89,7 @@ func (sh *handleShard) retain(h *handle) {
 	}
 	h.refs++
 	if h.mem != nil {
-		h.mem.users.Add(1)
+		h.mem.use()
 	}
 }
 
@@ -129,10 +129,9 @@ func (s *Sim) maybeForget(sh *handleShard, h *handle) {
 // unuse drops one user of p and frees it when none is left. It may run under any lock but
 // shareMu and a store's own, which it takes.
 func (s *Sim) unuse(p *phys) {
-	if p.users.Add(-1) > 0 {
+	if !p.drop() {
 		return
 	}
-	s.allocs.add(-1)
 	if p.counted {
 		if p.dev >= 0 {
 			s.committed[p.dev].Add(-p.size)

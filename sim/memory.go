@@ -161,13 +161,15 @@ func (s *fileStore) close() {
 // phys is one physical allocation. It lives while anything uses it: a handle reference, a
 // mapping, a multicast binding or a copy in progress; the last of them to go frees it.
 type phys struct {
-	id    uint64
-	size  uint64
-	prop  cu.MemAllocationProp // as cuMemGetAllocationPropertiesFromHandle reports it
-	dev   int                  // owning device ordinal, or -1 for host memory
-	st    store                // &heap, or a *fileStore
-	heap  heapStore            // the store of memory that is not shareable
-	users atomic.Int32
+	id   uint64
+	size uint64
+	prop cu.MemAllocationProp // as cuMemGetAllocationPropertiesFromHandle reports it
+	dev  int                  // owning device ordinal, or -1 for host memory
+	st   store                // &heap, or a *fileStore
+	heap heapStore            // the store of memory that is not shareable
+	// users counts what keeps the memory alive; it is set before the memory is shared and
+	// changed only atomically (use, drop) afterwards.
+	users int32
 	// counted says the bytes count against a capacity: memory created here, not memory
 	// imported from another process (which the exporter's device holds).
 	counted bool
@@ -179,6 +181,11 @@ type phys struct {
 }
 
 func (p *phys) resident() uint64 { return p.st.resident() }
+
+func (p *phys) use() { atomic.AddInt32(&p.users, 1) }
+
+// drop removes one user and reports whether it was the last.
+func (p *phys) drop() bool { return atomic.AddInt32(&p.users, -1) == 0 }
 
 func (p *phys) close() { p.st.close() }
 

@@ -191,7 +191,7 @@ func (s *Sim) bindable(o *mcObject, dev int, mcOffset, size uint64) *failure {
 
 func (s *Sim) bind(o *mcObject, b *binding) {
 	o.binds = append(o.binds, b)
-	b.mem.users.Add(1)
+	b.mem.use()
 	s.bindings.add(1)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
 )
@@ -23,6 +24,7 @@ func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
 // shareable gives m a file store and, for fabric allocations, a token.
 func (s *Sim) shareable(m *phys) *failure {
+	m.id = s.nextID.Add(1)
 	fabric := m.prop.RequestedHandleTypes&cu.MEM_HANDLE_TYPE_FABRIC != 0
 	path := ""
 	if fabric {
@@ -113,11 +115,11 @@ func (s *Sim) known(k fileKey) *phys {
 // tryUse takes one more user of m unless m is nil or already freed.
 func tryUse(m *phys) *phys {
 	for m != nil {
-		u := m.users.Load()
+		u := atomic.LoadInt32(&m.users)
 		if u == 0 {
 			return nil
 		}
-		if m.users.CompareAndSwap(u, u+1) {
+		if atomic.CompareAndSwapInt32(&m.users, u, u+1) {
 			return m
 		}
 	}
@@ -131,18 +133,16 @@ func (s *Sim) adopt(f *os.File, size uint64, dev int) cu.MemHandle {
 		dev = 0
 	}
 	m := &phys{
-		id: s.nextID.Add(1), size: size, dev: dev, st: &fileStore{f: f},
+		id: s.nextID.Add(1), size: size, dev: dev, st: &fileStore{f: f}, users: 1,
 		prop: cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED,
 			Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}},
 		fileKey: keyOf(f),
 	}
-	m.users.Store(1)
 	if m.fileKey != (fileKey{}) {
 		s.shareMu.Lock()
 		s.byFile[m.fileKey] = m
 		s.shareMu.Unlock()
 	}
-	s.allocs.add(1)
 	return s.importHandle(m)
 }
 
@@ -161,7 +161,7 @@ func (s *Sim) exportable(v cu.MemHandle, t cu.MemHandleType) (*phys, *failure) {
 	case h.prop.RequestedHandleTypes&t == 0:
 		return nil, fail(cu.ERROR_INVALID_VALUE, "allocation not created with this handle type") // recorded
 	}
-	h.mem.users.Add(1)
+	h.mem.use()
 	return h.mem, nil
 }
 

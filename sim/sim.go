@@ -30,7 +30,7 @@ type Sim struct {
 	committed     []atomic.Uint64 // per device
 	capacity      []atomic.Uint64
 	hostCommitted atomic.Uint64
-	allocs, mcs   counter
+	mcs           counter
 	bindings      counter
 	nextID        atomic.Uint64
 

@@ -47,27 +47,39 @@ func (st Stats) Clean() bool {
 // Stats returns the current counters.
 func (s *Sim) Stats() Stats {
 	st := Stats{
-		Allocations: int(s.allocs.load()),
-		Multicast:   int(s.mcs.load()),
-		Bindings:    int(s.bindings.load()),
-		Committed:   make([]uint64, len(s.committed)),
-		Host:        s.hostCommitted.Load(),
-		Calls:       make(map[string]uint64, numOps),
+		Multicast: int(s.mcs.load()),
+		Bindings:  int(s.bindings.load()),
+		Committed: make([]uint64, len(s.committed)),
+		Host:      s.hostCommitted.Load(),
+		Calls:     make(map[string]uint64, numOps),
 	}
 	st.Reservations, st.Mappings = s.va.count()
 	for i := range s.committed {
 		st.Committed[i] = s.committed[i].Load()
 	}
+	// Live memory is reachable from a handle entry (entries stay while mapped) or from a
+	// multicast binding.
 	seen := map[*phys]bool{}
+	count := func(p *phys) {
+		if !seen[p] {
+			seen[p] = true
+			st.Allocations++
+			st.Resident += p.resident()
+		}
+	}
 	for i := range s.handles {
 		sh := &s.handles[i]
 		sh.mu.Lock()
 		st.Handles += sh.live
 		for _, h := range sh.m {
 			st.HandleRefs += h.refs
-			if h.mem != nil && !seen[h.mem] {
-				seen[h.mem] = true
-				st.Resident += h.mem.resident()
+			if h.mem != nil {
+				count(h.mem)
+			}
+			if h.mc != nil {
+				for _, b := range h.mc.binds {
+					count(b.mem)
+				}
 			}
 		}
 		sh.mu.Unlock()

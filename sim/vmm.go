@@ -160,8 +160,8 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 			phys
 		}{}
 		m = &c.phys
-		m.id, m.size, m.prop, m.dev, m.counted = s.nextID.Add(1), size, p, dev, true
-		m.users.Store(1) // the handle's reference
+		m.size, m.prop, m.dev, m.counted = size, p, dev, true
+		m.users = 1 // the handle's reference
 		if p.RequestedHandleTypes&(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR|cu.MEM_HANDLE_TYPE_FABRIC) != 0 {
 			if f = s.shareable(m); f != nil {
 				s.uncommit(dev, size)
@@ -176,7 +176,6 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 		}
 		return 0, f.wrap("cuMemCreate", "%d, %+v, %d", size, *prop, flags)
 	}
-	s.allocs.add(1)
 	c.handle.mem, c.handle.prop = m, p
 	s.addHandle(&c.handle)
 	return c.handle.value, nil
@@ -412,7 +411,7 @@ func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags u
 		hd.add(m)
 		h.maps++
 		if h.mem != nil {
-			h.mem.users.Add(1)
+			h.mem.use()
 		}
 	}
 	sh.mu.Unlock()

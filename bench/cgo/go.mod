@@ -4,11 +4,11 @@ module github.com/cuvmm/cuvmm/bench/cgo
 
 go 1.25.0
 
-require github.com/cuvmm/cuvmm v0.0.0
-
 require (
-	github.com/ebitengine/purego v0.11.3 // indirect
-	golang.org/x/sys v0.47.0 // indirect
+	github.com/cuvmm/cuvmm v0.0.0
+	golang.org/x/sys v0.47.0
 )
+
+require github.com/ebitengine/purego v0.11.3 // indirect
 
 replace github.com/cuvmm/cuvmm => ../..

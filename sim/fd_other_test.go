@@ -1,0 +1,5 @@
+//go:build !unix && !windows
+
+package sim_test
+
+func closeFD(int) {}
