@@ -100,6 +100,7 @@ const (
 	headerMagic   = "CUVMMIPC"
 	headerVersion = 1
 	headerFixed   = 24 // magic 8, version 2, handle type 2, count 2, reserved 2, granularity 8
+	headerCountAt = 12 // the count is known once this many bytes and two more arrived
 	maxHeaderLen  = headerFixed + 8*MaxDescriptors
 )
 
@@ -172,20 +173,40 @@ func (h *Header) UnmarshalBinary(b []byte) error {
 
 // headerLen reads the fixed part and returns the whole header's length.
 func headerLen(b []byte) (int, error) {
+	count, err := checkPrefix(b)
+	if err != nil {
+		return 0, err
+	}
 	if len(b) < headerFixed {
 		return 0, fmt.Errorf("%w: header of %d bytes, want at least %d", ErrProtocol, len(b), headerFixed)
 	}
-	if string(b[:8]) != headerMagic {
-		return 0, fmt.Errorf("%w: bad magic %q", ErrProtocol, b[:8])
-	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v != headerVersion {
-		return 0, fmt.Errorf("%w: version %d, want %d", ErrProtocol, v, headerVersion)
-	}
-	count := int(binary.LittleEndian.Uint16(b[12:]))
-	if count == 0 || count > MaxDescriptors {
-		return 0, fmt.Errorf("%w: %d descriptors (1 to %d)", ErrProtocol, count, MaxDescriptors)
-	}
 	return headerFixed + 8*count, nil
+}
+
+// checkPrefix checks the fixed part of a header as far as b holds it, so that a receiver
+// reading a stream refuses a bad header at its first wrong byte. It returns the descriptor
+// count once b holds it, 0 before.
+func checkPrefix(b []byte) (count int, err error) {
+	if n := min(len(b), len(headerMagic)); string(b[:n]) != headerMagic[:n] {
+		return 0, fmt.Errorf("%w: bad magic %q", ErrProtocol, b[:n])
+	}
+	if len(b) >= 10 {
+		if v := binary.LittleEndian.Uint16(b[8:]); v != headerVersion {
+			return 0, fmt.Errorf("%w: version %d, want %d", ErrProtocol, v, headerVersion)
+		}
+	}
+	if len(b) >= headerCountAt+2 {
+		count = int(binary.LittleEndian.Uint16(b[headerCountAt:]))
+		if count == 0 || count > MaxDescriptors {
+			return 0, fmt.Errorf("%w: %d descriptors (1 to %d)", ErrProtocol, count, MaxDescriptors)
+		}
+	}
+	if len(b) >= 16 {
+		if r := binary.LittleEndian.Uint16(b[14:]); r != 0 {
+			return 0, fmt.Errorf("%w: reserved bytes %#04x, want 0", ErrProtocol, r)
+		}
+	}
+	return count, nil
 }
 
 // Exported is a set of allocations exported as POSIX file descriptors, ready to Send. It

@@ -1,6 +1,7 @@
 package ipc_test
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -43,6 +44,9 @@ func TestHeaderRoundTrip(t *testing.T) {
 	v2 := append([]byte(nil), b...)
 	v2[8] = 2
 	require.ErrorIs(t, got.UnmarshalBinary(v2), ipc.ErrProtocol)
+	reserved := append([]byte(nil), b...)
+	reserved[15] = 1
+	require.ErrorIs(t, got.UnmarshalBinary(reserved), ipc.ErrProtocol, "version 1 has its reserved bytes 0")
 }
 
 func FuzzHeader(f *testing.F) {
@@ -50,13 +54,36 @@ func FuzzHeader(f *testing.F) {
 	b, _ := h.MarshalBinary()
 	f.Add(b)
 	f.Add([]byte("CUVMMIPC\x01\x00\x01\x00\xff\xff"))
+	// Found by this target: reserved bytes that are not 0 decoded, and encoded as 0.
+	f.Add([]byte("CUVMMIPC\x01\x00\x01\x00\x01\x0000\x00\x00 \x00\x00\x00\x00\x00\x00\x00 00000"))
+	h.Sizes = []uint64{2 * mib, 2 * mib, 2 * mib}
+	over, _ := h.MarshalBinary()
+	binary.LittleEndian.PutUint64(over[32:], 1<<63)
+	binary.LittleEndian.PutUint64(over[40:], 1<<63)
+	f.Add(over)
+	f.Add(append(b, b...))
+	f.Add(b[:23])
+	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h ipc.Header
-		if h.UnmarshalBinary(b) == nil {
+		err := h.UnmarshalBinary(b)
+		if err != nil {
+			require.ErrorIs(t, err, ipc.ErrProtocol)
+		} else {
 			again, err := h.MarshalBinary()
-			if err != nil || string(again) != string(b) {
-				t.Fatalf("round trip: %v", err)
+			require.NoError(t, err)
+			require.Equal(t, b, again, "round trip")
+			// What the importer relies on a received header to hold.
+			require.Equal(t, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, h.HandleType)
+			require.True(t, len(h.Sizes) >= 1 && len(h.Sizes) <= ipc.MaxDescriptors, "%d sizes", len(h.Sizes))
+			g := h.Granularity
+			require.True(t, g != 0 && g&(g-1) == 0, "granularity %d", g)
+			var total uint64
+			for _, s := range h.Sizes {
+				require.True(t, s != 0 && s%g == 0 && total+s > total, "size %d after %d", s, total)
+				total += s
 			}
+			require.Equal(t, total, h.Total())
 		}
 	})
 }
