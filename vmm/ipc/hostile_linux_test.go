@@ -351,11 +351,11 @@ func hostileCases() []hostile {
 		// Descriptors that are not CUDA memory: received, refused by the driver on import.
 		{name: "a pipe, /dev/null and a regular file", peer: func(t *testing.T, e *env) {
 			e.send(t, wire(2*mib, 2*mib, 2*mib, 2*mib), int(e.fx.pipeR.Fd()), e.fx.devnull(), int(e.fx.file.Fd()))
-		}, want: importRefused(cu.ERROR_UNKNOWN, "import fd %d")},
+		}, want: importRefused(cu.ERROR_UNKNOWN, "import allocation 0 (fd %d)")},
 		{name: "a regular file alone", peer: func(t *testing.T, e *env) { e.send(t, wire(2*mib, 2*mib), int(e.fx.file.Fd())) },
-			want: importRefused(cu.ERROR_UNKNOWN, "import fd %d")},
+			want: importRefused(cu.ERROR_UNKNOWN, "import allocation 0 (fd %d)")},
 		{name: "CUDA memory, then a pipe", peer: func(t *testing.T, e *env) { e.send(t, valid(), e.fx.cuda[0], int(e.fx.pipeW.Fd())) },
-			want: importRefused(cu.ERROR_UNKNOWN, "import fd")},
+			want: importRefused(cu.ERROR_UNKNOWN, "import allocation 1 (fd")},
 
 		// One byte a write, each with descriptors.
 		{name: "dribbled, 253 descriptors a byte", peer: func(t *testing.T, e *env) { e.dribble(t, valid(), e.fx.devnull(), 253) },
@@ -373,6 +373,23 @@ func hostileCases() []hostile {
 			e.send(t, b[:1], e.fx.cuda...)
 			e.dribble(t, b[1:], e.fx.devnull(), 0)
 		}, want: byType(imports, refused("header of 1 bytes"))},
+
+		// Claims the importer can check.
+		{name: "a size past the device's memory", peer: sendWith(wire(2*mib, 64<<40, 4*mib)),
+			want: importRefused(ipc.ErrProtocol, "allocation 0 (fd %d) claims 64TiB", "more than its 81079MiB of memory")},
+		{name: "sizes past the device's memory together", peer: func(t *testing.T, e *env) {
+			big := e.fx.totalMem &^ (2*mib - 1)
+			e.send(t, wire(2*mib, big, 2*mib), e.fx.cuda...)
+		}, want: importRefused(ipc.ErrProtocol, "allocation 1 (fd", "claims 2MiB, which makes 81080MiB on device 0")},
+		{name: "a size larger than the allocation", peer: sendWith(wire(2*mib, 4*mib, 4*mib)),
+			want: importRefused(cu.ERROR_NOT_SUPPORTED, "map allocation 0 (fd %d), claimed size 4MiB", "only whole allocations")},
+		{name: "a size smaller than the allocation", peer: sendWith(wire(2*mib, 2*mib, 2*mib)),
+			want: importRefused(cu.ERROR_NOT_SUPPORTED, "map allocation 1 (fd", "claimed size 2MiB", "only whole allocations")},
+		{name: "a size misaligned to our granularity", peer: sendWith(wire(4096, 2*mib+4096, 4*mib)),
+			want: importRefused(ipc.ErrProtocol, "allocation 0 (fd %d) claims 2052KiB, not a multiple of the granularity 2MiB of device 0")},
+		{name: "a peer granularity smaller than ours", peer: sendWith(wire(4096, 2*mib, 4*mib)), want: imports},
+		{name: "a peer granularity larger than any allocation", peer: sendWith(wire(1<<40, 1<<40, 1<<40)),
+			want: importRefused(ipc.ErrProtocol, "allocation 0 (fd %d) claims 1TiB, which makes 1TiB on device 0")},
 
 		// The peer goes away.
 		{name: "closed before a message", types: []int{unix.SOCK_STREAM, unix.SOCK_SEQPACKET}, peer: func(*testing.T, *env) {},
@@ -535,6 +552,47 @@ func TestReceiveStopsAtExcessDescriptors(t *testing.T) {
 			require.ErrorIs(t, res.err, ipc.ErrProtocol, "the header is not complete: only an excess check fails the receive now")
 			require.Nil(t, res.r)
 			require.Equal(t, before, openFDs(t), "every descriptor received is closed")
+		})
+	}
+}
+
+// reserveSpy records the alignment of every reservation.
+type reserveSpy struct {
+	*sim.Sim
+	aligns []uint64
+}
+
+func (s *reserveSpy) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (cu.DevicePtr, error) {
+	s.aligns = append(s.aligns, alignment)
+	return s.Sim.Reserve(size, alignment, hint, flags)
+}
+
+// The importer aligns to its own granularity whatever the peer says its granularity is.
+func TestImportUsesOwnGranularity(t *testing.T) {
+	for _, gran := range []uint64{4096, 64 << 10, 2 * mib} {
+		t.Run(vmm.Size(gran), func(t *testing.T) {
+			before := openFDs(t)
+			s, err := sim.New(sim.PresetH100())
+			require.NoError(t, err)
+			spy := &reserveSpy{Sim: s}
+			m := vmm.New(spy)
+			a, err := m.Create(2*mib, vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR})
+			require.NoError(t, err)
+			e, err := ipc.Export(m, a)
+			require.NoError(t, err)
+			h := ipc.Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: gran, Sizes: []uint64{2 * mib}}
+			x, z := socketpair(t, unix.SOCK_SEQPACKET)
+			require.NoError(t, ipc.SendFDs(x, h, e.FDs()))
+			imp, err := ipc.ReceiveAndImport(z, m, nil)
+			require.NoError(t, err)
+			require.Equal(t, []uint64{2 * mib}, spy.aligns, "the reservation's alignment is the allocation's granularity")
+			require.NoError(t, imp.Close())
+			require.NoError(t, e.Close())
+			require.NoError(t, a.Close())
+			require.NoError(t, x.Close())
+			require.NoError(t, z.Close())
+			require.True(t, s.Stats().Clean())
+			require.Equal(t, before, openFDs(t))
 		})
 	}
 }

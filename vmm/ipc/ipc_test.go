@@ -188,3 +188,48 @@ func TestFabricExportImport(t *testing.T) {
 	_, err = ipc.ExportFabric(nil)
 	require.ErrorIs(t, err, ipc.ErrInvalid)
 }
+
+// A fabric handle's size is the peer's claim: the importer checks it against the
+// granularity and memory of the device the allocation lives on, and the driver refuses to
+// map a size that is not the allocation's.
+func TestFabricClaims(t *testing.T) {
+	cfg := sim.PresetH100()
+	cfg.IMEX = true
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	m := vmm.New(s)
+	a, err := m.Create(4*mib, vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_FABRIC})
+	require.NoError(t, err)
+	fh, err := ipc.ExportFabric(a)
+	require.NoError(t, err)
+	held := s.Stats()
+	for _, c := range []struct {
+		size       uint64
+		is         error
+		says, both string // alone; after fh
+	}{
+		{0, ipc.ErrProtocol, "fabric handle claims size 0", "fabric handle 1 claims size 0"},
+		{3 * mib, ipc.ErrProtocol, "fabric handle claims 3MiB, not a multiple of the granularity 2MiB of device 0",
+			"fabric handle 1 claims 3MiB, not a multiple of the granularity 2MiB of device 0"},
+		{1 << 40, ipc.ErrProtocol, "fabric handle claims 1TiB, which makes 1TiB on device 0, more than its 81079MiB of memory",
+			"fabric handle 1 claims 1TiB, which makes 1048580MiB on device 0"},
+	} {
+		lie := ipc.FabricHandle{Handle: fh.Handle, Size: c.size}
+		got, err := lie.Import(m)
+		require.ErrorIs(t, err, c.is, "%d", c.size)
+		require.Contains(t, err.Error(), c.says)
+		require.Nil(t, got)
+		imp, err := ipc.ImportFabric(m, []ipc.FabricHandle{fh, lie}, nil)
+		require.ErrorIs(t, err, c.is, "%d", c.size)
+		require.Contains(t, err.Error(), c.both)
+		require.Nil(t, imp)
+		require.Equal(t, held.Handles, s.Stats().Handles, "nothing imported stays")
+	}
+	// A size the importer cannot check is refused by the driver when it maps it.
+	imp, err := ipc.ImportFabric(m, []ipc.FabricHandle{{Handle: fh.Handle, Size: 2 * mib}}, nil)
+	require.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED)
+	require.Contains(t, err.Error(), "map fabric handle 0, claimed size 2MiB")
+	require.Nil(t, imp)
+	require.NoError(t, a.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
