@@ -85,6 +85,7 @@ func FuzzHeader(f *testing.F) {
 			}
 			require.Equal(t, total, h.Total())
 		}
+		receiverAgrees(t, b, h, err)
 	})
 }
 
@@ -130,13 +131,63 @@ func TestFabricHandleEncodings(t *testing.T) {
 func FuzzFabricText(f *testing.F) {
 	f.Add(ipc.FabricHandle{Size: 2 * mib}.String())
 	f.Add("cuvmm-fabric-v1:1:")
+	f.Add("cuvmm-fabric-v1:01:" + strings.Repeat("A", 86))
+	f.Add("cuvmm-fabric-v1:18446744073709551616:" + strings.Repeat("A", 86))
 	f.Fuzz(func(t *testing.T, s string) {
-		var fh ipc.FabricHandle
-		if fh.UnmarshalText([]byte(s)) == nil && fh.String() != s {
+		sentinel := ipc.FabricHandle{Size: 12345}
+		fh := sentinel
+		if err := fh.UnmarshalText([]byte(s)); err != nil {
+			require.ErrorIs(t, err, ipc.ErrProtocol)
+			require.Equal(t, sentinel, fh, "a failed decode leaves the value alone")
+		} else if fh.String() != s {
 			t.Fatalf("%q decodes but encodes as %q", s, fh.String())
 		}
-		var fb ipc.FabricHandle
-		_ = fb.UnmarshalBinary([]byte(s))
+	})
+}
+
+// FuzzFabricBinary decodes bytes as a fabric handle (what decodes must encode back to the
+// same bytes, and a failed decode leaves the value alone), and encodes them as one (any
+// size and handle survive both forms).
+func FuzzFabricBinary(f *testing.F) {
+	var fh ipc.FabricHandle
+	for i := range fh.Handle {
+		fh.Handle[i] = byte(i * 7)
+	}
+	fh.Size = 6 * mib
+	b, _ := fh.MarshalBinary()
+	f.Add(b)
+	f.Add(b[:79])
+	f.Add(append(b, 0))
+	f.Add(append([]byte("CVFH\x01\x00\x00\x01"), b[8:]...))
+	f.Add(append([]byte("CVFH\x02\x00\x00\x00"), b[8:]...))
+	f.Add(make([]byte, 80))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sentinel := ipc.FabricHandle{Size: 12345}
+		got := sentinel
+		if err := got.UnmarshalBinary(b); err != nil {
+			require.ErrorIs(t, err, ipc.ErrProtocol)
+			require.Equal(t, sentinel, got, "a failed decode leaves the value alone")
+		} else {
+			again, err := got.MarshalBinary()
+			require.NoError(t, err)
+			require.Equal(t, b, again)
+		}
+		if len(b) < 8 {
+			return
+		}
+		var v ipc.FabricHandle
+		v.Size = binary.LittleEndian.Uint64(b)
+		copy(v.Handle[:], b[8:])
+		bin, err := v.MarshalBinary()
+		require.NoError(t, err)
+		var back ipc.FabricHandle
+		require.NoError(t, back.UnmarshalBinary(bin))
+		require.Equal(t, v, back)
+		txt, err := v.MarshalText()
+		require.NoError(t, err)
+		back = ipc.FabricHandle{}
+		require.NoError(t, back.UnmarshalText(txt))
+		require.Equal(t, v, back)
 	})
 }
 
