@@ -249,12 +249,19 @@ func (r *receiver) read(want int) error {
 	return fmt.Errorf("%w: empty message", ErrProtocol)
 }
 
-// take collects the descriptors of the control messages in oob and closes pidfds. It reads
-// every message header the kernel wrote, tolerating a malformed one, so that no descriptor
-// escapes.
+// take collects the descriptors of the control messages in oob and closes pidfds. A
+// message whose length runs past oob (truncated) still gives what it holds, so that no
+// descriptor escapes.
 func (r *receiver) take(oob []byte) error {
 	const lenSize = unix.SizeofCmsghdr - 8 // cmsg_len is a size_t, level and type two ints
 	ne := binary.NativeEndian
+	ints := func(b []byte) []int {
+		var v []int
+		for ; len(b) >= 4; b = b[4:] {
+			v = append(v, int(int32(ne.Uint32(b))))
+		}
+		return v
+	}
 	var bad error
 	for len(oob) >= unix.SizeofCmsghdr {
 		var l uint64
@@ -264,24 +271,24 @@ func (r *receiver) take(oob []byte) error {
 			l = uint64(ne.Uint32(oob))
 		}
 		level, typ := int32(ne.Uint32(oob[lenSize:])), int32(ne.Uint32(oob[lenSize+4:]))
-		if l < unix.SizeofCmsghdr || l > uint64(len(oob)) {
-			bad = fmt.Errorf("%w: control message of %d bytes in %d", ErrProtocol, l, len(oob))
+		if l < unix.SizeofCmsghdr {
+			// Nothing after it can be located.
+			return errors.Join(bad, fmt.Errorf("%w: control message of %d bytes", ErrProtocol, l))
+		}
+		if l > uint64(len(oob)) {
+			bad = errors.Join(bad, fmt.Errorf("%w: control message of %d bytes truncated to %d", ErrProtocol, l, len(oob)))
 			l = uint64(len(oob))
 		}
 		data := oob[unix.SizeofCmsghdr:l]
-		var ints []int
-		for ; len(data) >= 4; data = data[4:] {
-			ints = append(ints, int(int32(ne.Uint32(data))))
-		}
 		switch {
 		case level == unix.SOL_SOCKET && typ == unix.SCM_RIGHTS:
-			r.fds = append(r.fds, ints...)
+			r.fds = append(r.fds, ints(data)...)
 		case level == unix.SOL_SOCKET && typ == unix.SCM_PIDFD:
-			bad = errors.Join(bad, closeFDs(ints))
+			bad = errors.Join(bad, closeFDs(ints(data)))
 		case level == unix.SOL_SOCKET && typ == unix.SCM_CREDENTIALS:
 			// The kernel vouches for them, and the caller asked for them (SO_PASSCRED).
 		default:
-			bad = fmt.Errorf("%w: unexpected control message (level %d, type %d)", ErrProtocol, level, typ)
+			bad = errors.Join(bad, fmt.Errorf("%w: unexpected control message (level %d, type %d)", ErrProtocol, level, typ))
 		}
 		next := unix.CmsgSpace(int(l) - unix.SizeofCmsghdr)
 		if next >= len(oob) {
