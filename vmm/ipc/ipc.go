@@ -18,6 +18,16 @@
 // The receiver imports each allocation, maps them one after another in one reservation and
 // grants its devices access in one call (Imported).
 //
+// # Trust
+//
+// Everything that comes from the other process is checked before it is used. Receive
+// takes no more descriptors than the protocol allows (MaxDescriptors, then the count the
+// header announces) and refuses a header at its first wrong byte. The importer aligns its
+// reservation to its own granularity, not the peer's; it checks each claimed size against
+// the granularity and the memory of the device the imported allocation lives on, as the
+// driver reports them, and the driver itself maps whole allocations only, so a size that
+// is not the allocation's is refused when it is mapped.
+//
 // # Fabric handles
 //
 // FabricHandle is a fabric handle with the allocation's size, a value that implements
@@ -79,8 +89,8 @@ type Header struct {
 	// HandleType is the shareable handle type of the descriptors
 	// (cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR).
 	HandleType cu.MemHandleType
-	// Granularity is the exporter's allocation granularity: every size is a multiple of it,
-	// and the importer aligns its reservation to it.
+	// Granularity is the exporter's allocation granularity: every size is a multiple of it.
+	// The importer does not rely on it: it checks the sizes against its own granularity.
 	Granularity uint64
 	// Sizes are the allocations' sizes, one per descriptor, in order (the driver does not
 	// tell an importer the size).
@@ -100,6 +110,7 @@ const (
 	headerMagic   = "CUVMMIPC"
 	headerVersion = 1
 	headerFixed   = 24 // magic 8, version 2, handle type 2, count 2, reserved 2, granularity 8
+	headerCountAt = 12 // the count is known once this many bytes and two more arrived
 	maxHeaderLen  = headerFixed + 8*MaxDescriptors
 )
 
@@ -172,20 +183,40 @@ func (h *Header) UnmarshalBinary(b []byte) error {
 
 // headerLen reads the fixed part and returns the whole header's length.
 func headerLen(b []byte) (int, error) {
+	count, err := checkPrefix(b)
+	if err != nil {
+		return 0, err
+	}
 	if len(b) < headerFixed {
 		return 0, fmt.Errorf("%w: header of %d bytes, want at least %d", ErrProtocol, len(b), headerFixed)
 	}
-	if string(b[:8]) != headerMagic {
-		return 0, fmt.Errorf("%w: bad magic %q", ErrProtocol, b[:8])
-	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v != headerVersion {
-		return 0, fmt.Errorf("%w: version %d, want %d", ErrProtocol, v, headerVersion)
-	}
-	count := int(binary.LittleEndian.Uint16(b[12:]))
-	if count == 0 || count > MaxDescriptors {
-		return 0, fmt.Errorf("%w: %d descriptors (1 to %d)", ErrProtocol, count, MaxDescriptors)
-	}
 	return headerFixed + 8*count, nil
+}
+
+// checkPrefix checks the fixed part of a header as far as b holds it, so that a receiver
+// reading a stream refuses a bad header at its first wrong byte. It returns the descriptor
+// count once b holds it, 0 before.
+func checkPrefix(b []byte) (count int, err error) {
+	if n := min(len(b), len(headerMagic)); string(b[:n]) != headerMagic[:n] {
+		return 0, fmt.Errorf("%w: bad magic %q", ErrProtocol, b[:n])
+	}
+	if len(b) >= 10 {
+		if v := binary.LittleEndian.Uint16(b[8:]); v != headerVersion {
+			return 0, fmt.Errorf("%w: version %d, want %d", ErrProtocol, v, headerVersion)
+		}
+	}
+	if len(b) >= headerCountAt+2 {
+		count = int(binary.LittleEndian.Uint16(b[headerCountAt:]))
+		if count == 0 || count > MaxDescriptors {
+			return 0, fmt.Errorf("%w: %d descriptors (1 to %d)", ErrProtocol, count, MaxDescriptors)
+		}
+	}
+	if len(b) >= 16 {
+		if r := binary.LittleEndian.Uint16(b[14:]); r != 0 {
+			return 0, fmt.Errorf("%w: reserved bytes %#04x, want 0", ErrProtocol, r)
+		}
+	}
+	return count, nil
 }
 
 // Exported is a set of allocations exported as POSIX file descriptors, ready to Send. It
@@ -324,52 +355,74 @@ type Imported struct {
 // devices of access read-write access in one call (the first is the one copies use; nil
 // means device 0). The descriptors stay r's. On error nothing is left imported, reserved
 // or mapped.
+//
+// The sizes in r's header are the peer's claims: each must be a non-zero multiple of the
+// granularity of the device its allocation lives on, the allocations of one device may
+// not claim more than its memory, and the driver refuses to map a size that is not the
+// allocation's. The error of a refused claim names the allocation and its claimed size.
 func Import(m *vmm.Manager, r *Received, access []int) (*Imported, error) {
 	if r == nil {
 		return nil, &Error{Op: "import", Err: fmt.Errorf("%w: nil Received", ErrInvalid)}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	args := fmt.Sprintf("%d descriptors, %s", len(r.fds), vmm.Size(r.Header.Total()))
+	args := fmt.Sprintf("%d descriptors, %s claimed", len(r.fds), claimedTotal(r.Header.Sizes))
 	if len(r.fds) == 0 {
 		return nil, &Error{Op: "import", Args: args, Err: ErrClosed}
 	}
 	if len(r.fds) != len(r.Header.Sizes) {
 		return nil, &Error{Op: "import", Args: args, Err: fmt.Errorf("%w: %d descriptors for %d sizes", ErrProtocol, len(r.fds), len(r.Header.Sizes))}
 	}
-	imp, err := mapHandles(m, r.Header, access, func(b vmm.Backend, i int) (cu.MemHandle, error) {
-		h, err := b.ImportFD(r.fds[i])
-		return h, vmm.Call(err, "import fd %d", r.fds[i])
-	})
+	imp, err := mapHandles(m, r.Header.Sizes, access,
+		func(i int) string { return fmt.Sprintf("allocation %d (fd %d)", i, r.fds[i]) },
+		func(b vmm.Backend, i int) (cu.MemHandle, error) {
+			h, err := b.ImportFD(r.fds[i])
+			return h, vmm.Call(err, "import allocation %d (fd %d)", i, r.fds[i])
+		})
 	if err != nil {
 		return nil, &Error{Op: "import", Args: args, Err: err}
 	}
 	return imp, nil
 }
 
-// mapHandles imports len(h.Sizes) handles with get, reserves their total, maps each whole
-// at its offset and grants access, undoing everything on failure.
-func mapHandles(m *vmm.Manager, h Header, access []int, get func(vmm.Backend, int) (cu.MemHandle, error)) (*Imported, error) {
+// claimedTotal formats the sum of sizes for messages, which may not fit 64 bits.
+func claimedTotal(sizes []uint64) string {
+	var t uint64
+	for _, s := range sizes {
+		if t+s < t {
+			return "more than 2^64 bytes"
+		}
+		t += s
+	}
+	return vmm.Size(t)
+}
+
+// mapHandles imports len(sizes) handles with get, checks each claimed size against what
+// the backend says of the imported memory, reserves their total aligned to the largest
+// granularity, maps each whole at its offset and grants access, undoing everything on
+// failure. name(i) names allocation i in errors.
+func mapHandles(m *vmm.Manager, sizes []uint64, access []int, name func(int) string, get func(vmm.Backend, int) (cu.MemHandle, error)) (*Imported, error) {
 	if m == nil || m.Backend() == nil {
 		return nil, fmt.Errorf("%w: nil Manager", ErrInvalid)
 	}
-	if len(h.Sizes) == 0 {
+	if len(sizes) == 0 {
 		return nil, fmt.Errorf("%w: nothing to import", ErrInvalid)
 	}
 	if len(access) == 0 {
 		access = []int{0}
 	}
-	b := m.Backend()
+	// What needs no driver call first: nothing is imported for a claim that cannot be true.
 	var total uint64
-	for _, s := range h.Sizes {
+	for i, s := range sizes {
 		if s == 0 {
-			return nil, fmt.Errorf("%w: an allocation of size 0", ErrInvalid)
+			return nil, fmt.Errorf("%w: %s claims size 0", ErrProtocol, name(i))
 		}
 		if total+s < total {
-			return nil, fmt.Errorf("%w: sizes overflow", ErrProtocol)
+			return nil, fmt.Errorf("%w: sizes overflow at %s, which claims %s", ErrProtocol, name(i), vmm.Size(s))
 		}
 		total += s
 	}
+	b := m.Backend()
 	imp := &Imported{b: b, size: total, dev: access[0]}
 	var undo []func() error
 	fail := func(err error) (*Imported, error) {
@@ -379,28 +432,32 @@ func mapHandles(m *vmm.Manager, h Header, access []int, get func(vmm.Backend, in
 		}
 		return nil, errors.Join(append([]error{err}, errs...)...)
 	}
-	for i := range h.Sizes {
+	c := claims{b: b}
+	var align, off uint64
+	for i, s := range sizes {
 		hd, err := get(b, i)
 		if err != nil {
 			return fail(err)
 		}
 		imp.handles = append(imp.handles, hd)
 		undo = append(undo, func() error { return vmm.Call(b.Release(hd), "release %v", hd) })
-	}
-	align := h.Granularity
-	if align&(align-1) != 0 {
-		align = 0
+		g, err := c.check(hd, s, off, name(i))
+		if err != nil {
+			return fail(err)
+		}
+		align = max(align, g)
+		off += s
 	}
 	va, err := b.Reserve(total, align, 0, 0)
 	if err != nil {
-		return fail(vmm.Call(err, "reserve %s", vmm.Size(total)))
+		return fail(vmm.Call(err, "reserve %s alignment %s", vmm.Size(total), vmm.Size(align)))
 	}
 	undo = append(undo, func() error { return vmm.Call(b.Free(va, total), "free %v+%s", va, vmm.Size(total)) })
-	var off uint64
-	for i, s := range h.Sizes {
+	off = 0
+	for i, s := range sizes {
 		at := va + cu.DevicePtr(off)
 		if err := b.Map(at, s, 0, imp.handles[i], 0); err != nil {
-			return fail(vmm.Call(err, "map %v+%s %v", at, vmm.Size(s), imp.handles[i]))
+			return fail(vmm.Call(err, "map %s, claimed size %s, at %v (%v)", name(i), vmm.Size(s), at, imp.handles[i]))
 		}
 		undo = append(undo, func() error { return vmm.Call(b.Unmap(at, s), "unmap %v+%s", at, vmm.Size(s)) })
 		off += s
@@ -410,6 +467,67 @@ func mapHandles(m *vmm.Manager, h Header, access []int, get func(vmm.Backend, in
 	}
 	imp.base = va
 	return imp, nil
+}
+
+// claims checks the sizes a peer claims for imported allocations against what the backend
+// reports of them: the granularity of the location each lives on and, for device memory,
+// the device's memory, which all the claims for that device together may not exceed.
+type claims struct {
+	b       vmm.Backend
+	gran    map[cu.MemLocation]uint64
+	total   map[int32]uint64 // claimed so far, by device
+	devices map[int32]uint64 // memory of each device asked about
+}
+
+// check returns the granularity of the imported handle h, whose allocation is claimed to
+// be size bytes and is to be mapped at offset off of the reservation.
+func (c *claims) check(h cu.MemHandle, size, off uint64, name string) (uint64, error) {
+	prop, err := c.b.Properties(h)
+	if err != nil {
+		return 0, vmm.Call(err, "properties of %s (%v)", name, h)
+	}
+	loc := prop.Location
+	g, ok := c.gran[loc]
+	if !ok {
+		g, err = c.b.Granularity(&cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: loc}, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
+		if err != nil {
+			return 0, vmm.Call(err, "granularity of %v, where %s lives", loc, name)
+		}
+		if g == 0 || g&(g-1) != 0 {
+			return 0, fmt.Errorf("%w: granularity %d of %v, where %s lives, is not a power of two", ErrInvalid, g, loc, name)
+		}
+		if c.gran == nil {
+			c.gran = map[cu.MemLocation]uint64{}
+		}
+		c.gran[loc] = g
+	}
+	if size%g != 0 {
+		return 0, fmt.Errorf("%w: %s claims %s, not a multiple of the granularity %s of %v", ErrProtocol, name, vmm.Size(size), vmm.Size(g), loc)
+	}
+	if off%g != 0 {
+		return 0, fmt.Errorf("%w: %s would be mapped at offset %s, not a multiple of the granularity %s of %v", ErrInvalid, name, vmm.Size(off), vmm.Size(g), loc)
+	}
+	if loc.Type != cu.MEM_LOCATION_TYPE_DEVICE {
+		return g, nil
+	}
+	mem, ok := c.devices[loc.ID]
+	if !ok {
+		d, err := c.b.Device(int(loc.ID))
+		if err != nil {
+			return 0, vmm.Call(err, "device %d, where %s lives", loc.ID, name)
+		}
+		if c.devices == nil {
+			c.devices, c.total = map[int32]uint64{}, map[int32]uint64{}
+		}
+		mem = d.TotalMem
+		c.devices[loc.ID] = mem
+	}
+	sum := c.total[loc.ID] + size
+	if sum < size || sum > mem {
+		return 0, fmt.Errorf("%w: %s claims %s, which makes %s on %v, more than its %s of memory", ErrProtocol, name, vmm.Size(size), vmm.Size(sum), loc, vmm.Size(mem))
+	}
+	c.total[loc.ID] = sum
+	return g, nil
 }
 
 // Base is the imported memory's device address in this process.
@@ -522,13 +640,24 @@ func ExportFabric(a *vmm.Allocation) (FabricHandle, error) {
 }
 
 // Import imports the allocation the handle names, as a *vmm.Allocation the caller closes.
+// Its size is the peer's claim, checked as Import checks the sizes of a message.
 func (f FabricHandle) Import(m *vmm.Manager) (*vmm.Allocation, error) {
-	if m == nil {
+	if m == nil || m.Backend() == nil {
 		return nil, &Error{Op: "import fabric", Err: fmt.Errorf("%w: nil Manager", ErrInvalid)}
+	}
+	fail := func(err error) (*vmm.Allocation, error) {
+		return nil, &Error{Op: "import fabric", Args: vmm.Size(f.Size), Err: err}
+	}
+	if f.Size == 0 {
+		return fail(fmt.Errorf("%w: fabric handle claims size 0", ErrProtocol))
 	}
 	a, err := m.ImportFabric(f.Handle, f.Size)
 	if err != nil {
-		return nil, &Error{Op: "import fabric", Args: vmm.Size(f.Size), Err: err}
+		return fail(err)
+	}
+	c := claims{b: m.Backend()}
+	if _, err := c.check(a.Handle(), f.Size, 0, "fabric handle"); err != nil {
+		return fail(errors.Join(err, a.Close()))
 	}
 	return a, nil
 }
@@ -536,14 +665,16 @@ func (f FabricHandle) Import(m *vmm.Manager) (*vmm.Allocation, error) {
 // ImportFabric imports the allocations the handles name, maps them one after another in
 // one reservation and grants the devices of access read-write access (nil: device 0).
 func ImportFabric(m *vmm.Manager, handles []FabricHandle, access []int) (*Imported, error) {
-	h := Header{HandleType: cu.MEM_HANDLE_TYPE_FABRIC}
-	for _, fh := range handles {
-		h.Sizes = append(h.Sizes, fh.Size)
+	sizes := make([]uint64, len(handles))
+	for i, fh := range handles {
+		sizes[i] = fh.Size
 	}
-	imp, err := mapHandles(m, h, access, func(b vmm.Backend, i int) (cu.MemHandle, error) {
-		hd, err := b.ImportFabric(handles[i].Handle)
-		return hd, vmm.Call(err, "import fabric handle %d", i)
-	})
+	imp, err := mapHandles(m, sizes, access,
+		func(i int) string { return fmt.Sprintf("fabric handle %d", i) },
+		func(b vmm.Backend, i int) (cu.MemHandle, error) {
+			hd, err := b.ImportFabric(handles[i].Handle)
+			return hd, vmm.Call(err, "import fabric handle %d", i)
+		})
 	if err != nil {
 		return nil, &Error{Op: "import fabric", Args: fmt.Sprintf("%d handles", len(handles)), Err: err}
 	}

@@ -237,7 +237,7 @@ func TestReceiveRejectsAndCloses(t *testing.T) {
 
 // Import failures release what they imported and reserved.
 func TestImportFaultInjection(t *testing.T) {
-	for _, op := range []string{"ImportFD", "Reserve", "Map", "SetAccess"} {
+	for _, op := range []string{"ImportFD", "Properties", "Granularity", "Device", "Reserve", "Map", "SetAccess"} {
 		for n := 1; n <= 3; n++ {
 			before := openFDs(t)
 			s, err := sim.New(sim.PresetH100())

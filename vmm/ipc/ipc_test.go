@@ -1,6 +1,7 @@
 package ipc_test
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -43,6 +44,9 @@ func TestHeaderRoundTrip(t *testing.T) {
 	v2 := append([]byte(nil), b...)
 	v2[8] = 2
 	require.ErrorIs(t, got.UnmarshalBinary(v2), ipc.ErrProtocol)
+	reserved := append([]byte(nil), b...)
+	reserved[15] = 1
+	require.ErrorIs(t, got.UnmarshalBinary(reserved), ipc.ErrProtocol, "version 1 has its reserved bytes 0")
 }
 
 func FuzzHeader(f *testing.F) {
@@ -50,14 +54,38 @@ func FuzzHeader(f *testing.F) {
 	b, _ := h.MarshalBinary()
 	f.Add(b)
 	f.Add([]byte("CUVMMIPC\x01\x00\x01\x00\xff\xff"))
+	// Found by this target: reserved bytes that are not 0 decoded, and encoded as 0.
+	f.Add([]byte("CUVMMIPC\x01\x00\x01\x00\x01\x0000\x00\x00 \x00\x00\x00\x00\x00\x00\x00 00000"))
+	h.Sizes = []uint64{2 * mib, 2 * mib, 2 * mib}
+	over, _ := h.MarshalBinary()
+	binary.LittleEndian.PutUint64(over[32:], 1<<63)
+	binary.LittleEndian.PutUint64(over[40:], 1<<63)
+	f.Add(over)
+	f.Add(append(b, b...))
+	f.Add(b[:23])
+	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h ipc.Header
-		if h.UnmarshalBinary(b) == nil {
+		err := h.UnmarshalBinary(b)
+		if err != nil {
+			require.ErrorIs(t, err, ipc.ErrProtocol)
+		} else {
 			again, err := h.MarshalBinary()
-			if err != nil || string(again) != string(b) {
-				t.Fatalf("round trip: %v", err)
+			require.NoError(t, err)
+			require.Equal(t, b, again, "round trip")
+			// What the importer relies on a received header to hold.
+			require.Equal(t, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, h.HandleType)
+			require.True(t, len(h.Sizes) >= 1 && len(h.Sizes) <= ipc.MaxDescriptors, "%d sizes", len(h.Sizes))
+			g := h.Granularity
+			require.True(t, g != 0 && g&(g-1) == 0, "granularity %d", g)
+			var total uint64
+			for _, s := range h.Sizes {
+				require.True(t, s != 0 && s%g == 0 && total+s > total, "size %d after %d", s, total)
+				total += s
 			}
+			require.Equal(t, total, h.Total())
 		}
+		receiverAgrees(t, b, h, err)
 	})
 }
 
@@ -103,13 +131,63 @@ func TestFabricHandleEncodings(t *testing.T) {
 func FuzzFabricText(f *testing.F) {
 	f.Add(ipc.FabricHandle{Size: 2 * mib}.String())
 	f.Add("cuvmm-fabric-v1:1:")
+	f.Add("cuvmm-fabric-v1:01:" + strings.Repeat("A", 86))
+	f.Add("cuvmm-fabric-v1:18446744073709551616:" + strings.Repeat("A", 86))
 	f.Fuzz(func(t *testing.T, s string) {
-		var fh ipc.FabricHandle
-		if fh.UnmarshalText([]byte(s)) == nil && fh.String() != s {
+		sentinel := ipc.FabricHandle{Size: 12345}
+		fh := sentinel
+		if err := fh.UnmarshalText([]byte(s)); err != nil {
+			require.ErrorIs(t, err, ipc.ErrProtocol)
+			require.Equal(t, sentinel, fh, "a failed decode leaves the value alone")
+		} else if fh.String() != s {
 			t.Fatalf("%q decodes but encodes as %q", s, fh.String())
 		}
-		var fb ipc.FabricHandle
-		_ = fb.UnmarshalBinary([]byte(s))
+	})
+}
+
+// FuzzFabricBinary decodes bytes as a fabric handle (what decodes must encode back to the
+// same bytes, and a failed decode leaves the value alone), and encodes them as one (any
+// size and handle survive both forms).
+func FuzzFabricBinary(f *testing.F) {
+	var fh ipc.FabricHandle
+	for i := range fh.Handle {
+		fh.Handle[i] = byte(i * 7)
+	}
+	fh.Size = 6 * mib
+	b, _ := fh.MarshalBinary()
+	f.Add(b)
+	f.Add(b[:79])
+	f.Add(append(b, 0))
+	f.Add(append([]byte("CVFH\x01\x00\x00\x01"), b[8:]...))
+	f.Add(append([]byte("CVFH\x02\x00\x00\x00"), b[8:]...))
+	f.Add(make([]byte, 80))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sentinel := ipc.FabricHandle{Size: 12345}
+		got := sentinel
+		if err := got.UnmarshalBinary(b); err != nil {
+			require.ErrorIs(t, err, ipc.ErrProtocol)
+			require.Equal(t, sentinel, got, "a failed decode leaves the value alone")
+		} else {
+			again, err := got.MarshalBinary()
+			require.NoError(t, err)
+			require.Equal(t, b, again)
+		}
+		if len(b) < 8 {
+			return
+		}
+		var v ipc.FabricHandle
+		v.Size = binary.LittleEndian.Uint64(b)
+		copy(v.Handle[:], b[8:])
+		bin, err := v.MarshalBinary()
+		require.NoError(t, err)
+		var back ipc.FabricHandle
+		require.NoError(t, back.UnmarshalBinary(bin))
+		require.Equal(t, v, back)
+		txt, err := v.MarshalText()
+		require.NoError(t, err)
+		back = ipc.FabricHandle{}
+		require.NoError(t, back.UnmarshalText(txt))
+		require.Equal(t, v, back)
 	})
 }
 
@@ -160,4 +238,49 @@ func TestFabricExportImport(t *testing.T) {
 	require.ErrorIs(t, err, ipc.ErrInvalid)
 	_, err = ipc.ExportFabric(nil)
 	require.ErrorIs(t, err, ipc.ErrInvalid)
+}
+
+// A fabric handle's size is the peer's claim: the importer checks it against the
+// granularity and memory of the device the allocation lives on, and the driver refuses to
+// map a size that is not the allocation's.
+func TestFabricClaims(t *testing.T) {
+	cfg := sim.PresetH100()
+	cfg.IMEX = true
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	m := vmm.New(s)
+	a, err := m.Create(4*mib, vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_FABRIC})
+	require.NoError(t, err)
+	fh, err := ipc.ExportFabric(a)
+	require.NoError(t, err)
+	held := s.Stats()
+	for _, c := range []struct {
+		size       uint64
+		is         error
+		says, both string // alone; after fh
+	}{
+		{0, ipc.ErrProtocol, "fabric handle claims size 0", "fabric handle 1 claims size 0"},
+		{3 * mib, ipc.ErrProtocol, "fabric handle claims 3MiB, not a multiple of the granularity 2MiB of device 0",
+			"fabric handle 1 claims 3MiB, not a multiple of the granularity 2MiB of device 0"},
+		{1 << 40, ipc.ErrProtocol, "fabric handle claims 1TiB, which makes 1TiB on device 0, more than its 81079MiB of memory",
+			"fabric handle 1 claims 1TiB, which makes 1048580MiB on device 0"},
+	} {
+		lie := ipc.FabricHandle{Handle: fh.Handle, Size: c.size}
+		got, err := lie.Import(m)
+		require.ErrorIs(t, err, c.is, "%d", c.size)
+		require.Contains(t, err.Error(), c.says)
+		require.Nil(t, got)
+		imp, err := ipc.ImportFabric(m, []ipc.FabricHandle{fh, lie}, nil)
+		require.ErrorIs(t, err, c.is, "%d", c.size)
+		require.Contains(t, err.Error(), c.both)
+		require.Nil(t, imp)
+		require.Equal(t, held.Handles, s.Stats().Handles, "nothing imported stays")
+	}
+	// A size the importer cannot check is refused by the driver when it maps it.
+	imp, err := ipc.ImportFabric(m, []ipc.FabricHandle{{Handle: fh.Handle, Size: 2 * mib}}, nil)
+	require.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED)
+	require.Contains(t, err.Error(), "map fabric handle 0, claimed size 2MiB")
+	require.Nil(t, imp)
+	require.NoError(t, a.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }

@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -58,124 +59,244 @@ func SendFDs(conn *net.UnixConn, h Header, fds []int) error {
 // Receive reads one message from conn: a header and its descriptors. The returned
 // *Received owns the descriptors; on error every descriptor that arrived is closed.
 // Descriptors are received close-on-exec.
+//
+// The peer is not trusted. Receive takes at most MaxDescriptors descriptors and, once the
+// header's count has arrived, no more than it announces: each read gives the kernel room
+// for no more, so an excess is never installed in this process, and the read that brings
+// one fails the receive with ErrProtocol. On a stream socket Receive reads exactly the
+// header's bytes, however the peer splits them, and fails at the first byte no valid
+// header has. It blocks until the header is complete: set a deadline on conn to bound the
+// wait. A connection closed before the first byte is io.EOF.
+//
+// Of the other control messages the socket's options may bring, credentials
+// (SO_PASSCRED) are accepted and not looked at and pidfds (SO_PASSPIDFD) are closed; any
+// other (timestamps, security labels) fails the receive. Each read also gives the kernel
+// room for the credentials and pidfd; where it writes the pidfd after the descriptors
+// (Linux 6.18 does), up to six more descriptors could take that room, and are closed with
+// the same error.
 func Receive(conn *net.UnixConn) (*Received, error) {
 	if conn == nil {
 		return nil, &Error{Op: "receive", Err: fmt.Errorf("%w: nil connection", ErrInvalid)}
 	}
-	var fds []int
-	fail := func(err error) (*Received, error) {
-		return nil, &Error{Op: "receive", Err: errors.Join(err, closeFDs(fds))}
-	}
-	stream, err := isStream(conn)
+	r := receiver{conn: conn}
+	h, err := r.receive()
 	if err != nil {
-		return fail(err)
+		return nil, &Error{Op: "receive", Args: r.args, Err: errors.Join(err, closeFDs(r.fds))}
 	}
-	oob := make([]byte, unix.CmsgSpace(4*MaxDescriptors))
-	buf := make([]byte, maxHeaderLen)
-	// read fills buf[got:want]: on a message socket in one read (whatever is not read is
-	// lost, so read all the room there is), on a stream socket exactly the bytes the header
-	// has left, so as not to eat into the next message.
-	got := 0
-	read := func(want int) error {
-		for got < want {
-			p := buf[got:want]
-			if !stream {
-				p = buf[got:]
+	return &Received{Header: h, fds: r.fds}, nil
+}
+
+// receiver is the state of one Receive.
+type receiver struct {
+	conn   *net.UnixConn
+	args   string
+	typ    int // SO_TYPE
+	stream bool
+	// extra is the control room the socket's own options take in every read (credentials,
+	// a pidfd), given on top of the room for descriptors.
+	extra int
+	buf   [maxHeaderLen]byte
+	got   int
+	oob   []byte
+	fds   []int
+}
+
+func (r *receiver) receive() (Header, error) {
+	if err := r.inspect(); err != nil {
+		return Header{}, err
+	}
+	r.oob = make([]byte, r.extra+unix.CmsgLen(4*MaxDescriptors))
+	if !r.stream {
+		// One read takes the whole message; what does not fit is lost, so offer all the room.
+		if err := r.read(len(r.buf)); err != nil {
+			return Header{}, err
+		}
+	} else {
+		for r.got < headerFixed {
+			if err := r.read(headerFixed); err != nil {
+				return Header{}, err
 			}
-			n, oobn, flags, _, err := conn.ReadMsgUnix(p, oob)
-			// Take the descriptors first: they are ours to close whatever else happened.
-			if oobn > 0 {
-				more, perr := parseRights(oob[:oobn])
-				fds = append(fds, more...)
-				if perr != nil {
-					return perr
+		}
+		// Exactly the bytes the header has left, so as not to eat into the next message.
+		if n, err := headerLen(r.buf[:r.got]); err == nil {
+			for r.got < n {
+				if err := r.read(n); err != nil {
+					return Header{}, err
 				}
 			}
-			if err != nil {
-				return err
-			}
-			if flags&unix.MSG_CTRUNC != 0 {
-				return fmt.Errorf("%w: descriptors truncated (more than %d sent)", ErrProtocol, MaxDescriptors)
-			}
-			if flags&unix.MSG_TRUNC != 0 {
-				return fmt.Errorf("%w: message longer than %d bytes", ErrProtocol, maxHeaderLen)
-			}
-			if n == 0 {
-				return io.ErrUnexpectedEOF
-			}
-			got += n
-			if !stream {
-				return nil
-			}
 		}
-		return nil
 	}
-	if err := read(headerFixed); err != nil {
-		return fail(err)
-	}
-	total, err := headerLen(buf[:got])
+	n, err := headerLen(r.buf[:r.got])
 	if err != nil {
-		return fail(err)
+		return Header{}, err
 	}
-	if got < total {
-		if !stream {
-			return fail(fmt.Errorf("%w: message of %d bytes, header needs %d", ErrProtocol, got, total))
-		}
-		if err := read(total); err != nil {
-			return fail(err)
-		}
-	}
-	if got != total {
-		return fail(fmt.Errorf("%w: message of %d bytes, header says %d", ErrProtocol, got, total))
+	if r.got != n {
+		return Header{}, fmt.Errorf("%w: message of %d bytes, header says %d", ErrProtocol, r.got, n)
 	}
 	var h Header
-	if err := h.UnmarshalBinary(buf[:total]); err != nil {
-		return fail(err)
+	if err := h.UnmarshalBinary(r.buf[:n]); err != nil {
+		return Header{}, err
 	}
-	if len(fds) != len(h.Sizes) {
-		return fail(fmt.Errorf("%w: %d descriptors for %d allocations", ErrProtocol, len(fds), len(h.Sizes)))
+	if len(r.fds) != len(h.Sizes) {
+		return Header{}, fmt.Errorf("%w: %d descriptors for %d allocations", ErrProtocol, len(r.fds), len(h.Sizes))
 	}
-	return &Received{Header: h, fds: fds}, nil
+	return h, nil
 }
 
-// parseRights returns every descriptor in the control messages, with an error if any
-// message is not SCM_RIGHTS or is malformed (the descriptors found are still returned).
-func parseRights(oob []byte) ([]int, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
+// inspect reads the socket's type and the options that add control messages to reads.
+func (r *receiver) inspect() error {
+	rc, err := r.conn.SyscallConn()
 	if err != nil {
-		return nil, fmt.Errorf("%w: control message: %v", ErrProtocol, err)
+		return err
 	}
-	var fds []int
+	var typ, cred, pidfd int
+	var terr, cerr error
+	if err := rc.Control(func(fd uintptr) {
+		typ, terr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE)
+		cred, cerr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSCRED)
+		// ENOPROTOOPT before Linux 6.5: no pidfds then.
+		pidfd, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PASSPIDFD)
+	}); err != nil {
+		return err
+	}
+	if err := errors.Join(terr, cerr); err != nil {
+		return fmt.Errorf("socket options: %w", err)
+	}
+	r.typ = typ
+	switch typ {
+	case unix.SOCK_STREAM:
+		r.args, r.stream = "stream socket", true
+	case unix.SOCK_SEQPACKET:
+		r.args = "seqpacket socket"
+	case unix.SOCK_DGRAM:
+		r.args = "datagram socket"
+	default:
+		r.args = fmt.Sprintf("socket of type %d", typ)
+	}
+	if a, ok := r.conn.LocalAddr().(*net.UnixAddr); ok && a != nil && a.Name != "" && a.Name != "@" {
+		r.args += " " + a.Name
+	}
+	if cred != 0 {
+		r.extra += unix.CmsgSpace(unix.SizeofUcred)
+	}
+	if pidfd != 0 {
+		r.extra += unix.CmsgSpace(4)
+	}
+	return nil
+}
+
+// limit is the most descriptors the message may carry: MaxDescriptors until the header's
+// count has arrived, then the count.
+func (r *receiver) limit() int {
+	if c, err := checkPrefix(r.buf[:r.got]); err == nil && c > 0 {
+		return c
+	}
+	return MaxDescriptors
+}
+
+// read reads once into buf[got:want] with room for the descriptors the message may still
+// carry, and checks what came.
+func (r *receiver) read(want int) error {
+	limit := r.limit()
+	room := r.extra
+	if allow := limit - len(r.fds); allow > 0 {
+		room += unix.CmsgLen(4 * allow)
+	}
+	n, oobn, flags, _, err := r.conn.ReadMsgUnix(r.buf[r.got:want], r.oob[:room])
+	// Take the descriptors first: they are ours to close whatever else happened.
+	var cerr error
+	if oobn > 0 {
+		cerr = r.take(r.oob[:oobn])
+	}
+	if n == 0 && errors.Is(err, io.EOF) {
+		// Package net reports a read of 0 bytes on a stream or seqpacket socket as io.EOF;
+		// below says what it means (an empty message may have brought descriptors).
+		err = nil
+	}
+	if err != nil {
+		return err
+	}
+	if cerr != nil {
+		return cerr
+	}
+	if flags&unix.MSG_CTRUNC != 0 {
+		return fmt.Errorf("%w: more descriptors than the %d allowed, with %d header bytes (control data truncated)", ErrProtocol, limit, r.got+n)
+	}
+	if flags&unix.MSG_TRUNC != 0 {
+		return fmt.Errorf("%w: message longer than %d bytes", ErrProtocol, maxHeaderLen)
+	}
+	r.got += n
+	if _, err := checkPrefix(r.buf[:r.got]); err != nil {
+		return err
+	}
+	if limit := r.limit(); len(r.fds) > limit {
+		return fmt.Errorf("%w: %d descriptors with %d header bytes, more than the %d allowed", ErrProtocol, len(r.fds), r.got, limit)
+	}
+	if n > 0 {
+		return nil
+	}
+	switch {
+	case r.stream && r.got == 0 && len(r.fds) == 0:
+		return fmt.Errorf("connection closed before a message: %w", io.EOF)
+	case r.stream:
+		return fmt.Errorf("%w: connection closed after %d header bytes: %w", ErrProtocol, r.got, io.ErrUnexpectedEOF)
+	case len(r.fds) > 0:
+		return fmt.Errorf("%w: empty message with %d descriptors", ErrProtocol, len(r.fds))
+	case r.typ == unix.SOCK_SEQPACKET:
+		// A seqpacket read of 0 bytes is an empty message or a closed connection.
+		return fmt.Errorf("%w: empty message or closed connection: %w", ErrProtocol, io.EOF)
+	}
+	return fmt.Errorf("%w: empty message", ErrProtocol)
+}
+
+// take collects the descriptors of the control messages in oob and closes pidfds. A
+// message whose length runs past oob (truncated) still gives what it holds, so that no
+// descriptor escapes.
+func (r *receiver) take(oob []byte) error {
+	const lenSize = unix.SizeofCmsghdr - 8 // cmsg_len is a size_t, level and type two ints
+	ne := binary.NativeEndian
+	ints := func(b []byte) []int {
+		var v []int
+		for ; len(b) >= 4; b = b[4:] {
+			v = append(v, int(int32(ne.Uint32(b))))
+		}
+		return v
+	}
 	var bad error
-	for i := range msgs {
-		if msgs[i].Header.Level != unix.SOL_SOCKET || msgs[i].Header.Type != unix.SCM_RIGHTS {
-			bad = fmt.Errorf("%w: control message level %d type %d", ErrProtocol, msgs[i].Header.Level, msgs[i].Header.Type)
-			continue
+	for len(oob) >= unix.SizeofCmsghdr {
+		var l uint64
+		if lenSize == 8 {
+			l = ne.Uint64(oob)
+		} else {
+			l = uint64(ne.Uint32(oob))
 		}
-		more, err := unix.ParseUnixRights(&msgs[i])
-		if err != nil {
-			bad = fmt.Errorf("%w: rights: %v", ErrProtocol, err)
-			continue
+		level, typ := int32(ne.Uint32(oob[lenSize:])), int32(ne.Uint32(oob[lenSize+4:]))
+		if l < unix.SizeofCmsghdr {
+			// Nothing after it can be located.
+			return errors.Join(bad, fmt.Errorf("%w: control message of %d bytes", ErrProtocol, l))
 		}
-		fds = append(fds, more...)
+		if l > uint64(len(oob)) {
+			bad = errors.Join(bad, fmt.Errorf("%w: control message of %d bytes truncated to %d", ErrProtocol, l, len(oob)))
+			l = uint64(len(oob))
+		}
+		data := oob[unix.SizeofCmsghdr:l]
+		switch {
+		case level == unix.SOL_SOCKET && typ == unix.SCM_RIGHTS:
+			r.fds = append(r.fds, ints(data)...)
+		case level == unix.SOL_SOCKET && typ == unix.SCM_PIDFD:
+			bad = errors.Join(bad, closeFDs(ints(data)))
+		case level == unix.SOL_SOCKET && typ == unix.SCM_CREDENTIALS:
+			// The kernel vouches for them, and the caller asked for them (SO_PASSCRED).
+		default:
+			bad = errors.Join(bad, fmt.Errorf("%w: unexpected control message (level %d, type %d)", ErrProtocol, level, typ))
+		}
+		next := unix.CmsgSpace(int(l) - unix.SizeofCmsghdr)
+		if next >= len(oob) {
+			break
+		}
+		oob = oob[next:]
 	}
-	return fds, bad
-}
-
-func isStream(conn *net.UnixConn) (bool, error) {
-	rc, err := conn.SyscallConn()
-	if err != nil {
-		return false, err
-	}
-	var typ int
-	var serr error
-	if err := rc.Control(func(fd uintptr) { typ, serr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TYPE) }); err != nil {
-		return false, err
-	}
-	if serr != nil {
-		return false, fmt.Errorf("socket type: %w", serr)
-	}
-	return typ == unix.SOCK_STREAM, nil
+	return bad
 }
 
 func closeFDs(fds []int) error {
