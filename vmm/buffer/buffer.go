@@ -135,8 +135,9 @@ type cleanup struct {
 // Buffer is a growable device buffer with a stable base address; see the package
 // documentation.
 //
-// A Buffer is safe for concurrent use: Grow, Shrink and Close are serialized, and ReadAt,
-// WriteAt and the accessors may run alongside each other. What the lock cannot cover is
+// A Buffer is safe for concurrent use: Grow, Shrink and Close are serialized (each changes
+// the buffer's chunks and reservations, one driver call after another, and waits for the
+// copies in flight), and ReadAt, WriteAt and the accessors run alongside each other. What the lock cannot cover is
 // device code: a device address taken from Base is valid until a Shrink releases the
 // memory behind it, a Grow moves the buffer (Stats.Remaps; never with FixedBase) or Close,
 // so the caller must not run kernels on the buffer during those.

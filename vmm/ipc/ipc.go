@@ -46,6 +46,7 @@ import (
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/guard"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -339,9 +340,11 @@ func (r *Received) Close() error {
 
 // Imported is memory of another process, mapped in this one: the allocations of a
 // message one after another in one reservation, accessible from the devices it was
-// imported for. It is safe for concurrent use.
+// imported for. It is safe for concurrent use: copies run alongside each other, and Close
+// waits for those in flight.
 type Imported struct {
-	mu      sync.Mutex
+	g       guard.Guard // copies in flight; Close drains them
+	mu      sync.Mutex  // serializes Close
 	b       vmm.Backend
 	base    cu.DevicePtr
 	size    uint64
@@ -561,11 +564,10 @@ func (i *Imported) copy(op string, p []byte, off int64, f func(cu.DevicePtr) err
 	if i == nil {
 		return 0, &Error{Op: op, Args: args, Err: fmt.Errorf("%w: nil Imported", ErrInvalid)}
 	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if i.closed {
+	if !i.g.Enter(0) {
 		return 0, &Error{Op: op, Args: args, Err: ErrClosed}
 	}
+	defer i.g.Exit()
 	if off < 0 || uint64(off) > i.size || uint64(len(p)) > i.size-uint64(off) {
 		return 0, &Error{Op: op, Args: args, Err: ErrOutOfRange}
 	}
@@ -588,6 +590,7 @@ func (i *Imported) Close() error {
 	defer i.mu.Unlock()
 	if !i.closed {
 		i.closed = true
+		i.g.Drain() // the copies in flight finish; new ones are refused
 		b, va, size := i.b, i.base, i.size
 		// One unmap over all the allocations: the driver unmaps adjacent mappings in one
 		// call. Then the handles, then the range, which must be unmapped first.

@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/guard"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -82,11 +83,14 @@ func (m Mode) flags() (cu.MemAccessFlags, bool) {
 }
 
 // Memory is device memory of one owner device, mapped once, that other devices are
-// granted access to. It is safe for concurrent use; Grant and Revoke are serialized. What
-// a device may do from a kernel changes when Grant or Revoke returns: revoking access
-// from a device that is still using the memory makes its kernels fault.
+// granted access to. It is safe for concurrent use: copies and Access run alongside each
+// other; Grant and Revoke are serialized (each changes the access table the driver call
+// sets), and Close waits for the copies in flight. What a device may do from a kernel
+// changes when Grant or Revoke returns: revoking access from a device that is still using
+// the memory makes its kernels fault.
 type Memory struct {
-	mu     sync.Mutex
+	g      guard.Guard // copies and queries in flight; Close drains them
+	mu     sync.Mutex  // serializes Grant, Revoke and Close
 	b      vmm.Backend
 	owner  int
 	size   uint64
@@ -250,11 +254,10 @@ func (p *Memory) Access(dev int) (cu.MemAccessFlags, error) {
 	if p == nil {
 		return 0, &Error{Op: "get access", Err: fmt.Errorf("%w: nil Memory", ErrInvalid)}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
+	if !p.g.Enter(0) {
 		return 0, &Error{Op: "get access", Args: fmt.Sprintf("device %d", dev), Err: ErrClosed}
 	}
+	defer p.g.Exit()
 	f, err := p.b.GetAccess(vmm.OnDevice(dev), p.base)
 	if err != nil {
 		return 0, &Error{Op: "get access", Args: fmt.Sprintf("device %d", dev), Err: vmm.Call(err, "get access %v", p.base)}
@@ -278,12 +281,10 @@ func (p *Memory) copy(op string, dev int, off, n uint64, f func(cu.DevicePtr) er
 	if p == nil {
 		return &Error{Op: op, Args: args, Err: fmt.Errorf("%w: nil Memory", ErrInvalid)}
 	}
-	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
+	if !p.g.Enter(0) {
 		return &Error{Op: op, Args: args, Err: ErrClosed}
 	}
+	defer p.g.Exit()
 	if off > p.size || n > p.size-off {
 		return &Error{Op: op, Args: args, Err: ErrOutOfRange}
 	}
@@ -303,8 +304,10 @@ func (p *Memory) Close() error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// Each step is done once; a Close that failed retries from the step that failed.
+	// Each step is done once; a Close that failed retries from the step that failed. The
+	// first waits for the copies in flight and refuses new ones.
 	p.closed = true
+	p.g.Drain()
 	if !p.unmapped {
 		if err := p.b.Unmap(p.base, p.size); err != nil {
 			return &Error{Op: "close", Err: vmm.Call(err, "unmap %v+%s", p.base, vmm.Size(p.size))}

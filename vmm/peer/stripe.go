@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/guard"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -28,9 +29,11 @@ type StripeInfo struct {
 }
 
 // Striped is one contiguous range of device addresses whose stripes live on different
-// devices. It is safe for concurrent use.
+// devices. It is safe for concurrent use: copies run alongside each other, and Close waits
+// for those in flight.
 type Striped struct {
-	mu      sync.Mutex
+	g       guard.Guard // copies in flight; Close drains them
+	mu      sync.Mutex  // serializes Close
 	b       vmm.Backend
 	base    cu.DevicePtr
 	size    uint64
@@ -201,12 +204,10 @@ func (s *Striped) copy(op string, dev int, off uint64, p []byte, f func(cu.Devic
 	if s == nil {
 		return &Error{Op: op, Args: args, Err: fmt.Errorf("%w: nil Striped", ErrInvalid)}
 	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	if closed {
+	if !s.g.Enter(0) {
 		return &Error{Op: op, Args: args, Err: ErrClosed}
 	}
+	defer s.g.Exit()
 	if off > s.size || uint64(len(p)) > s.size-off {
 		return &Error{Op: op, Args: args, Err: ErrOutOfRange}
 	}
@@ -236,8 +237,10 @@ func (s *Striped) Close() error {
 	if s.done {
 		return nil
 	}
-	// Each step is done once; a Close that failed retries from the step that failed.
+	// Each step is done once; a Close that failed retries from the step that failed. The
+	// first waits for the copies in flight and refuses new ones.
 	s.closed = true
+	s.g.Drain()
 	if !s.unmapped {
 		if err := s.b.Unmap(s.base, s.size); err != nil {
 			return &Error{Op: "close", Err: vmm.Call(err, "unmap %v+%s", s.base, vmm.Size(s.size))}

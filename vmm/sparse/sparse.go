@@ -101,8 +101,10 @@ type cleanup struct {
 }
 
 // Array is a sparse device array; see the package documentation. It is safe for concurrent
-// use: Commit, Decommit, WriteAt and Close are serialized; ReadAt and the accessors run
-// alongside each other. Device code must not touch a page while it is being decommitted.
+// use: Commit, Decommit, Close and the commits WriteAt makes are serialized (they change the
+// array's page table, one driver call after another); ReadAt, WriteAt to committed pages
+// and the accessors run alongside each other. Device code must not touch a page while it is
+// being decommitted.
 type Array struct {
 	mu sync.RWMutex
 
@@ -423,18 +425,48 @@ func (a *Array) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, &Error{Op: "write", Args: args, Err: ErrOutOfRange}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.commit(uint64(off), uint64(len(p))); err != nil {
-		return 0, &Error{Op: "write", Args: args, Err: err}
+	// The copies run under the shared lock, alongside other reads and writes; only pages
+	// that need committing take the array's exclusive lock, and a Decommit that slips in
+	// between sends the write round again.
+	for {
+		a.mu.RLock()
+		if err := a.usable(); err != nil {
+			a.mu.RUnlock()
+			return 0, &Error{Op: "write", Args: args, Err: err}
+		}
+		if a.committed(uint64(off), uint64(len(p))) {
+			n, err := a.eachPage(uint64(off), p, func(va cu.DevicePtr, q []byte, _ bool) error {
+				return vmm.Call(a.b.CopyHtoD(a.dev, va, q), "copy to %v+%s from device %d", va, vmm.Size(uint64(len(q))), a.dev)
+			})
+			a.mu.RUnlock()
+			if err != nil {
+				return n, &Error{Op: "write", Args: args, Err: err}
+			}
+			return n, nil
+		}
+		a.mu.RUnlock()
+		a.mu.Lock()
+		err := a.commit(uint64(off), uint64(len(p)))
+		a.mu.Unlock()
+		if err != nil {
+			return 0, &Error{Op: "write", Args: args, Err: err}
+		}
 	}
-	n, err := a.eachPage(uint64(off), p, func(va cu.DevicePtr, q []byte, _ bool) error {
-		return vmm.Call(a.b.CopyHtoD(a.dev, va, q), "copy to %v+%s from device %d", va, vmm.Size(uint64(len(q))), a.dev)
-	})
+}
+
+// committed reports whether every page of [off, off+n) is committed (false when the range
+// is out of bounds, which commit then reports).
+func (a *Array) committed(off, n uint64) bool {
+	first, last, err := a.check(off, n)
 	if err != nil {
-		return n, &Error{Op: "write", Args: args, Err: err}
+		return false
 	}
-	return n, nil
+	for i := first; i <= last; i++ {
+		if _, ok := a.pages[i]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // ReadAt reads len(p) bytes at offset off. Bytes of pages that are not committed read as
