@@ -24,6 +24,9 @@ gcc -O2 -I/usr/local/cuda/include bench/c/callcost.c -o "$work/bin/callcost" -lc
 for spec in cycle/2MiB:1000x cycle/64MiB:500x cycle/1024MiB:100x batch/2MiB:40x batch/64MiB:100x batch/1024MiB:100x; do
   .gpu/cgo.test -test.run '^$' -test.bench "OpsAB/${spec%%:*}\$" -test.benchtime "${spec#*:}" >>"$work/ab.txt"
 done
+# Concurrency: C threads, a cgo binding and cuvmm goroutines at 1 to 16 workers, on own and
+# on shared handles, interleaved in one process (bench/cgo BenchmarkConcurrency).
+.gpu/cgo.test -test.run '^$' -test.bench 'Concurrency' -test.benchtime 1x >"$work/conc.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 >"$work/machine.txt"
 
 # One table: the median of the Go and cgo runs, the C figure, and the ratios.
@@ -50,6 +53,19 @@ awk -v machine="$(cat "$work/machine.txt")" '
       printf "%-22s %10.0f %10.0f %10.0f %10.0f %8.3f [%5.3f] %8.3f [%5.3f] %8.3f\n", cs[j] " " o[q], abmed[k, "c"], abmed[k, "cgo"], abmed[k, "cuvmm"], abmed[k, "cgo-ctimed"],
         abmpr[k, "cuvmm"], abrm[k, "cuvmm"], abmpr[k, "cgo"], abrm[k, "cgo"], abmpr[k, "cgo-ctimed"] }
   }' "$work/c.txt" "$work/cgo.txt" "$work/go.txt" "$work/ab.txt" | tee "$out/table.txt"
+
+# The concurrency table: thousands of driver operations per second (median of the
+# repetitions) and the median of per-repetition ratios over the C threads.
+awk '$1 == "conc" { k = $2 " " $3; seen[k] = 1; ops[k, $4] = $6; r[k, $4] = $8; n[k] = $10 }
+  END {
+    printf "\nconcurrency (bench/cgo BenchmarkConcurrency): thousand driver operations/s, median of %s repetitions,\n", n["own 1"]
+    printf "and the median of per-repetition ratios over C threads; own: each worker its own chunks;\n"
+    printf "shared: half the workers map, query and export shared handles while the others create and release theirs\n"
+    printf "%-8s %7s %10s %10s %10s %9s %9s\n", "workload", "workers", "C", "cgo", "cuvmm", "cgo/C", "cuvmm/C"
+    split("own shared", wl, " "); split("1 2 4 8 16", ws, " ")
+    for (i = 1; i <= 2; i++) for (j = 1; j <= 5; j++) { k = wl[i] " " ws[j]; if (!(k in seen)) continue
+      printf "%-8s %7s %10.1f %10.1f %10.1f %9.3f %9.3f\n", wl[i], ws[j], ops[k, "c"] / 1000, ops[k, "cgo"] / 1000, ops[k, "cuvmm"] / 1000, r[k, "cgo"], r[k, "cuvmm"] }
+  }' "$work/conc.txt" | tee -a "$out/table.txt"
 
 # Growth of one buffer to 16 GiB in 64 MiB steps and to 4 GiB in 2 MiB steps: grow.c's four
 # strategies in C, then bench/grow (the growable buffer and the Go ports of the same four,
@@ -100,7 +116,9 @@ awk '
 { printf '\ndetail (bench/grow):\n'; cat "$work/grow_go.txt"; } >>"$out/table.txt"
 
 # The simulator on the same machine: one create, reserve, map, set access, unmap, release,
-# free cycle of 2 MiB, and its cost with 10 and 100,000 other mappings live.
+# free cycle of 2 MiB, its cost with 10 and 100,000 other mappings live, and cycles from 1
+# and 8 goroutines at once (ns of wall time per cycle of all of them: "own" maps into a
+# reservation per goroutine, "cycle" places and frees one each time).
 .gpu/sim.test -test.run '^$' -test.bench 'Cycle' -test.count 5 >"$work/sim.txt" || grow_rc=$?
 awk '/^BenchmarkCycle/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n); t[n, ++c[n]] = $3 }
   END { printf "\nsim (median of 5, ns per cycle)\n"
@@ -108,7 +126,10 @@ awk '/^BenchmarkCycle/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n
       for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
       med[n] = a[int((m + 1) / 2)]; printf "%-40s %10.0f\n", n, med[n] }
     k10 = "CycleWithLiveMappings/10"; k100 = "CycleWithLiveMappings/100000"
-    if (med[k10] > 0) printf "%-40s %10.2f\n", "100000 live / 10 live", med[k100] / med[k10] }' "$work/sim.txt" | tee -a "$out/table.txt"
+    if (med[k10] > 0) printf "%-40s %10.2f\n", "100000 live / 10 live", med[k100] / med[k10]
+    split("cycle own", g, " ")
+    for (i = 1; i <= 2; i++) { k1 = "CycleGoroutines/" g[i] "/1"; k8 = "CycleGoroutines/" g[i] "/8"
+      if (med[k8] > 0) printf "%-40s %10.2f\n", "throughput 8 / 1 goroutines, " g[i], med[k1] / med[k8] } }' "$work/sim.txt" | tee -a "$out/table.txt"
 
 cp "$work/growth.csv" "$work/growth_summary.csv" "$out/"
 cp "$out/table.txt" "$work/"

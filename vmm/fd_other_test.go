@@ -1,0 +1,5 @@
+//go:build !unix && !windows
+
+package vmm_test
+
+func closeFD(int) {}
