@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/loader"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
@@ -260,7 +261,7 @@ func TestProcess(t *testing.T) {
 		{[]string{}, exitOK, "SIMULATED"},
 		{[]string{"--backend=sim", "--preset=workstation", "check", "-o", "labels"}, exitOK, "cuvmm.io/check.posix-fd-ipc="},
 	} {
-		cmd := exec.Command(exe, tc.args...)
+		cmd := reexec.Command(exe, tc.args...)
 		cmd.Env = append(os.Environ(), envTestMain+"=1", loader.EnvPath+"="+filepath.Join(t.TempDir(), "libcuda.so.1"))
 		var out, errb bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &errb

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/vmm"
 	"golang.org/x/sys/unix"
 )
@@ -146,7 +146,7 @@ func exchange(t *testing.T, e *env) {
 		childEnd := os.NewFile(uintptr(pair[1]), "child")
 		defer parent.Close()
 
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := reexec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), EnvChild+"=1")
 		cmd.ExtraFiles = []*os.File{childEnd} // fd 3 in the child
 		out := &limitedBuffer{max: 1 << 16}
