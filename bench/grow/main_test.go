@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/csv"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -230,6 +232,7 @@ func TestCapacityStopsAtOutOfMemory(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
+	noDir := filepath.Join(dir, "no", "such", "dir.csv")
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -256,7 +259,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-capacity-step", "0"}, "more than 0"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"-nope"}, "flag provided but not defined"},
-		{[]string{"--backend=sim", "-total", "4MiB", "-step", "2MiB", "-csv", filepath.Join(dir, "no", "such", "dir.csv")}, "no such file"},
+		{[]string{"--backend=sim", "-total", "4MiB", "-step", "2MiB", "-csv", noDir}, openErr(t, noDir, os.O_RDWR|os.O_CREATE|os.O_TRUNC)},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)
@@ -300,4 +303,20 @@ func TestWarmUpLeavesNothing(t *testing.T) {
 	if st := d.sim.Stats(); !st.Clean() || d.be.calls != 0 {
 		t.Errorf("warm-up left %+v, %d calls counted", st, d.be.calls)
 	}
+}
+
+// openErr is the system's own words for why opening path with flag fails, which differ
+// between systems ("no such file or directory", "The system cannot find the path
+// specified."): the program must pass them on.
+func openErr(t *testing.T, path string, flag int) string {
+	t.Helper()
+	f, err := os.OpenFile(path, flag, 0o644)
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrNotExist) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("opening %s: %v, want an error saying it does not exist", path, err)
+	}
+	return pe.Err.Error()
 }

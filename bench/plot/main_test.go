@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -142,6 +144,7 @@ func TestRun(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
+	missing, noDir := filepath.Join(dir, "missing.csv"), filepath.Join(dir, "no", "dir", "x.svg")
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
@@ -162,8 +165,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-in", write("short.csv", "run,strategy,size_bytes,elapsed_ns\nr,s,1\n")}, 1, "no elapsed_ns field"},
 		{[]string{"-in", write("blank.csv", "run,strategy,size_bytes,elapsed_ns\n,s,1,1\n")}, 1, "empty run"},
 		{[]string{"-in", write("quote.csv", "run,strategy,size_bytes,elapsed_ns\n\"r,s,1,1\n")}, 1, "quote"},
-		{[]string{"-in", filepath.Join(dir, "missing.csv")}, 1, "no such file"},
-		{[]string{"-in", write("ok.csv", sample), "-o", filepath.Join(dir, "no", "dir", "x.svg")}, 1, "no such file"},
+		{[]string{"-in", missing}, 1, openErr(t, missing, os.O_RDONLY)},
+		{[]string{"-in", write("ok.csv", sample), "-o", noDir}, 1, openErr(t, noDir, os.O_WRONLY|os.O_CREATE|os.O_TRUNC)},
 		{[]string{"-log", "sometimes"}, 2, "want auto, on or off"},
 		{[]string{"stray"}, 2, "unexpected arguments"},
 		{[]string{"-bogus"}, 2, "not defined"},
@@ -189,4 +192,20 @@ func TestNiceTicks(t *testing.T) {
 			t.Errorf("niceTicks(0, %v) = %v, want %s", tc.hi, got, tc.want)
 		}
 	}
+}
+
+// openErr is the system's own words for why opening path with flag fails, which differ
+// between systems ("no such file or directory", "The system cannot find the path
+// specified."): the program must pass them on.
+func openErr(t *testing.T, path string, flag int) string {
+	t.Helper()
+	f, err := os.OpenFile(path, flag, 0o644)
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrNotExist) {
+		if f != nil {
+			f.Close()
+		}
+		t.Fatalf("opening %s: %v, want an error saying it does not exist", path, err)
+	}
+	return pe.Err.Error()
 }

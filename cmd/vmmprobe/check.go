@@ -378,8 +378,10 @@ func (c *checker) posixFD(d deviceInfo) {
 	}
 	switch {
 	case errors.Is(ierr, errIPCUnsupported):
-		c.add(checkResult{Check: "posix-fd-ipc", Device: intp(dev), Status: statusUnsupported,
-			Detail: "passing file descriptors to a child process over SCM_RIGHTS needs Linux"})
+		r = checkResult{Check: "posix-fd-ipc", Device: intp(dev), Status: statusUnsupported,
+			Detail: "passing file descriptors to a child process over SCM_RIGHTS needs Linux"}
+		r.Remedy = c.remedy("posix-fd-ipc", r, d)
+		c.add(r)
 		return
 	case ierr == nil:
 		c.add(checkResult{Check: "posix-fd-ipc", Device: intp(dev), Status: statusOK,

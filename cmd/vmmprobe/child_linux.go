@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/vmm"
 	"golang.org/x/sys/unix"
 )
@@ -61,7 +62,7 @@ func startIPCChild(spec string) (*ipcChild, error) {
 		return nil, fmt.Errorf("socket timeout: %w", err)
 	}
 	childEnd := os.NewFile(uintptr(pair[1]), "vmmprobe-child")
-	c := &ipcChild{cmd: exec.Command(exe), sock: pair[0], stderr: &limitedBuffer{max: 4096}, done: make(chan error, 1)}
+	c := &ipcChild{cmd: reexec.Command(exe), sock: pair[0], stderr: &limitedBuffer{max: 4096}, done: make(chan error, 1)}
 	c.cmd.Env = append(os.Environ(), envChild+"="+spec)
 	c.cmd.ExtraFiles = []*os.File{childEnd} // fd 3 in the child
 	c.cmd.Stdout, c.cmd.Stderr = c.stderr, c.stderr

@@ -38,6 +38,9 @@ func (*checker) remedy(check string, r checkResult, d deviceInfo) string {
 	case "posix-fd-export":
 		return "POSIX file descriptor handles need Linux and a device that supports them; update the driver if the device should"
 	case "posix-fd-ipc":
+		if r.Status == statusUnsupported {
+			return "passing descriptors to another process is checked on Linux only: run vmmprobe check there"
+		}
 		return "the child process must load the same driver and see the same device (same CUDA_VISIBLE_DEVICES and container devices); " +
 			"seccomp or AppArmor profiles must allow SCM_RIGHTS over unix sockets"
 	case "fabric":

@@ -6,10 +6,10 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/examples/internal/run"
+	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
@@ -110,7 +110,7 @@ func exchange(r *run.Report, m *vmm.Manager, b *buffer.Buffer, f run.Flags, d de
 	if m.Backend().Name() == "sim" {
 		args = append(args, "--preset="+f.Preset)
 	}
-	cmd := exec.Command(self, args...)
+	cmd := reexec.Command(self, args...)
 	cmd.ExtraFiles = []*os.File{theirs} // descriptor 3 in the child
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

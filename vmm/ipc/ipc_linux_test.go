@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
@@ -301,7 +301,7 @@ func crossProcess(t *testing.T, backend string, be vmm.Backend) {
 		require.NoError(t, err)
 		require.NoError(t, z.Close())
 
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := reexec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), envChild+"="+backend)
 		cmd.ExtraFiles = []*os.File{zf} // fd 3 in the child
 		var out bytes.Buffer

@@ -4,14 +4,15 @@ import (
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
-	"github.com/stretchr/testify/require"
 )
 
 func testDevice(t *testing.T, e *env) {
 	info, err := e.b.Device(0)
-	require.NoError(t, err)
-	require.NotEmpty(t, info.Name)
-	require.NotZero(t, info.TotalMem)
+	noError(t, err)
+	if info.Name == "" {
+		t.Fatal("device 0 has an empty name")
+	}
+	notZero(t, info.TotalMem)
 	_, err = e.b.Device(e.ndev + 5)
 	e.c.check(t, "device/ordinal-out-of-range", err)
 	_, err = e.b.Device(-1)
@@ -22,7 +23,9 @@ func testDevice(t *testing.T, e *env) {
 	e.c.check(t, "device/attribute-unknown", err)
 	ok, err := e.b.CanAccessPeer(0, 0)
 	e.c.check(t, "device/can-access-peer-self", err)
-	require.False(t, ok, "a device is not its own peer")
+	if ok {
+		t.Fatal("CanAccessPeer(0, 0) is true: a device is not its own peer")
+	}
 	_, err = e.b.CanAccessPeer(0, e.ndev+5)
 	e.c.check(t, "device/can-access-peer-bad-ordinal", err)
 	for _, a := range []cu.DeviceAttribute{
@@ -31,15 +34,15 @@ func testDevice(t *testing.T, e *env) {
 		cu.DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING,
 	} {
 		v, err := e.b.Attribute(0, a)
-		require.NoError(t, err, a.String())
-		require.Equal(t, 1, v, a.String())
+		noError(t, err, a.String())
+		equal(t, 1, v, a.String())
 	}
 }
 
 func testGranularity(t *testing.T, e *env) {
-	require.NotZero(t, e.g)
-	require.Zero(t, e.g&(e.g-1), "granularity %d is a power of two", e.g)
-	require.Zero(t, e.gRec%e.g, "recommended %d is a multiple of minimum %d", e.gRec, e.g)
+	notZero(t, e.g)
+	isZero(t, e.g&(e.g-1), "granularity %d is a power of two", e.g)
+	isZero(t, e.gRec%e.g, "recommended %d is a multiple of minimum %d", e.gRec, e.g)
 	p := e.prop(0)
 	p.Location.ID = int32(e.ndev + 5)
 	_, err := e.b.Granularity(p, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
@@ -68,36 +71,36 @@ func testData(t *testing.T, e *env) {
 		size := 4 * e.g
 		_, va := j.mustBuffer(size, 0)
 		want := Pattern(1, int(size))
-		require.NoError(t, e.b.CopyHtoD(0, va, want))
+		noError(t, e.b.CopyHtoD(0, va, want))
 		requireBytes(t, e.b, 0, va, want)
 		// device-to-device within the buffer, then memset
-		require.NoError(t, e.b.CopyDtoD(0, va+cu.DevicePtr(e.g), va, e.g))
+		noError(t, e.b.CopyDtoD(0, va+cu.DevicePtr(e.g), va, e.g))
 		requireBytes(t, e.b, 0, va+cu.DevicePtr(e.g), want[:e.g])
-		require.NoError(t, e.b.MemsetD8(0, va, 0x5a, 100))
+		noError(t, e.b.MemsetD8(0, va, 0x5a, 100))
 		got := make([]byte, 101)
-		require.NoError(t, e.b.CopyDtoH(0, got, va))
+		noError(t, e.b.CopyDtoH(0, got, va))
 		for i := range 100 {
-			require.Equal(t, byte(0x5a), got[i])
+			equal(t, byte(0x5a), got[i])
 		}
-		require.Equal(t, want[100], got[100])
+		equal(t, want[100], got[100])
 	})
 	t.Run("fresh-memory-is-readable", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		_, va := j.mustBuffer(e.g, 0)
 		got := make([]byte, 4096)
-		require.NoError(t, e.b.CopyDtoH(0, got, va))
+		noError(t, e.b.CopyDtoH(0, got, va))
 	})
 	t.Run("alias", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		h, a := j.mustBuffer(e.g, 0)
 		b := j.mustReserve(e.g)
 		j.mustMap(b, e.g, 0, h)
-		require.NoError(t, e.b.SetAccess(b, e.g, rw(0)))
+		noError(t, e.b.SetAccess(b, e.g, rw(0)))
 		want := Pattern(2, int(e.g))
-		require.NoError(t, e.b.CopyHtoD(0, a, want))
+		noError(t, e.b.CopyHtoD(0, a, want))
 		requireBytes(t, e.b, 0, b, want)
 		w2 := Pattern(3, 4096)
-		require.NoError(t, e.b.CopyHtoD(0, b+100, w2))
+		noError(t, e.b.CopyHtoD(0, b+100, w2))
 		requireBytes(t, e.b, 0, a+100, w2)
 	})
 	t.Run("offset", func(t *testing.T) {
@@ -112,19 +115,19 @@ func testData(t *testing.T, e *env) {
 		if err != nil {
 			return
 		}
-		require.NoError(t, e.b.SetAccess(half, e.g, rw(0)))
+		noError(t, e.b.SetAccess(half, e.g, rw(0)))
 		want := Pattern(4, int(2*e.g))
-		require.NoError(t, e.b.CopyHtoD(0, whole, want))
+		noError(t, e.b.CopyHtoD(0, whole, want))
 		requireBytes(t, e.b, 0, half, want[e.g:])
 	})
 	t.Run("release-while-mapped", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		h, va := j.mustBuffer(e.g, 0)
 		want := Pattern(5, int(e.g))
-		require.NoError(t, e.b.CopyHtoD(0, va, want))
+		noError(t, e.b.CopyHtoD(0, va, want))
 		e.c.check(t, "data/release-while-mapped", e.b.Release(h))
 		requireBytes(t, e.b, 0, va, want)
-		require.NoError(t, e.b.CopyHtoD(0, va, want[:64]))
+		noError(t, e.b.CopyHtoD(0, va, want[:64]))
 		e.c.check(t, "data/unmap-after-release", e.b.Unmap(va, e.g))
 	})
 	t.Run("properties", func(t *testing.T) {
@@ -135,10 +138,10 @@ func testData(t *testing.T, e *env) {
 		}
 		h := j.mustCreate(e.g, p)
 		got, err := e.b.Properties(h)
-		require.NoError(t, err)
-		require.Equal(t, p.Type, got.Type)
-		require.Equal(t, p.Location, got.Location)
-		require.Equal(t, p.RequestedHandleTypes, got.RequestedHandleTypes)
+		noError(t, err)
+		equal(t, p.Type, got.Type)
+		equal(t, p.Location, got.Location)
+		equal(t, p.RequestedHandleTypes, got.RequestedHandleTypes)
 	})
 	t.Run("address-range", func(t *testing.T) {
 		j := newJanitor(t, e.b)
@@ -146,8 +149,9 @@ func testData(t *testing.T, e *env) {
 		base, size, err := e.b.AddressRange(va + 12345)
 		e.c.check(t, "data/address-range", err)
 		if err == nil {
-			require.LessOrEqual(t, base, va+12345)
-			require.Greater(t, base+cu.DevicePtr(size), va+12345)
+			if base > va+12345 || base+cu.DevicePtr(size) <= va+12345 {
+				t.Fatalf("address range %v+%d does not contain %v+12345", base, size, va)
+			}
 			t.Logf("address range of %v+12345: %v+%d", va, base, size)
 		}
 		r := j.mustReserve(e.g)
@@ -203,7 +207,7 @@ func testCreate(t *testing.T, e *env) {
 		e.c.check(t, "create/nonzero-flags", err)
 	}
 	info, err := e.b.Device(0)
-	require.NoError(t, err)
+	noError(t, err)
 	tooBig := (info.TotalMem/e.g + 16) * e.g
 	try("larger-than-device", tooBig, nil)
 	_, err = e.b.Create(e.g, nil, 0)
@@ -215,14 +219,14 @@ func testCreate(t *testing.T, e *env) {
 	p.CompressionType = cu.MEM_ALLOCATION_COMP_GENERIC
 	if h, err := j.create(e.g, p); err == nil {
 		got, err := e.b.Properties(h)
-		require.NoError(t, err)
+		noError(t, err)
 		t.Logf("compression requested; properties say compressionType=%d", got.CompressionType)
 	}
 }
 
 func testRelease(t *testing.T, e *env) {
 	h, err := e.b.Create(e.g, e.prop(0), 0)
-	require.NoError(t, err)
+	noError(t, err)
 	e.c.check(t, "release/ok", e.b.Release(h))
 	e.c.check(t, "release/double", e.b.Release(h))
 	e.c.check(t, "release/foreign", e.b.Release(cu.MemHandle(0xdead0000beef)))
@@ -250,7 +254,7 @@ func testReserve(t *testing.T, e *env) {
 	}
 	va, err := try("ok", e.g, 0, 0, 0)
 	if err == nil {
-		require.Zero(t, uint64(va)%e.g, "reservation %v is aligned to the granularity", va)
+		isZero(t, uint64(va)%e.g, "reservation %v is aligned to the granularity", va)
 	}
 	try("zero-size", 0, 0, 0, 0)
 	try("misaligned-size", e.g+4096, 0, 0, 0)
@@ -266,8 +270,8 @@ func testReserve(t *testing.T, e *env) {
 
 	// The fixed-address hint: reserve, free, and ask for the same address again.
 	a, err := e.b.Reserve(4*e.g, 0, 0, 0)
-	require.NoError(t, err)
-	require.NoError(t, e.b.Free(a, 4*e.g))
+	noError(t, err)
+	noError(t, e.b.Free(a, 4*e.g))
 	b, err := try("hint-freed-address", 4*e.g, 0, a, 0)
 	if err == nil {
 		t.Logf("hint %v -> %v (honoured: %v)", a, b, a == b)
@@ -284,14 +288,14 @@ func testReserve(t *testing.T, e *env) {
 	if err == nil {
 		d, err := try("hint-overlapping", e.g, 0, c, 0)
 		if err == nil {
-			require.NotEqual(t, c, d, "an overlapping hint is not honoured")
+			notEqual(t, c, d, "an overlapping hint is not honoured")
 		}
 	}
 }
 
 func testFree(t *testing.T, e *env) {
 	va, err := e.b.Reserve(4*e.g, 0, 0, 0)
-	require.NoError(t, err)
+	noError(t, err)
 	e.c.check(t, "free/partial", e.b.Free(va, e.g))
 	e.c.check(t, "free/wrong-size", e.b.Free(va, 8*e.g))
 	e.c.check(t, "free/misaligned", e.b.Free(va+4096, 4*e.g-4096))
@@ -303,14 +307,14 @@ func testFree(t *testing.T, e *env) {
 	j := newJanitor(t, e.b)
 	h := j.mustCreate(e.g, e.prop(0))
 	m, err := e.b.Reserve(e.g, 0, 0, 0)
-	require.NoError(t, err)
-	require.NoError(t, e.b.Map(m, e.g, 0, h, 0))
+	noError(t, err)
+	noError(t, e.b.Map(m, e.g, 0, h, 0))
 	err = e.b.Free(m, e.g)
 	e.c.check(t, "free/while-mapped", err)
 	unmapErr := e.b.Unmap(m, e.g)
 	e.c.check(t, "free/unmap-after-free-while-mapped", unmapErr)
 	if err != nil {
-		require.NoError(t, e.b.Free(m, e.g))
+		noError(t, e.b.Free(m, e.g))
 	}
 }
 
@@ -324,7 +328,7 @@ func testMap(t *testing.T, e *env) {
 		err := e.b.Map(ptr, size, off, h, flags)
 		e.c.check(t, "map/"+name, err)
 		if err == nil {
-			require.NoError(t, e.b.Unmap(ptr, size), "unmap after map/%s", name)
+			noError(t, e.b.Unmap(ptr, size), "unmap after map/%s", name)
 		}
 	}
 	try("ok", va, 2*e.g, 0, 0)
@@ -340,20 +344,20 @@ func testMap(t *testing.T, e *env) {
 	try("unreserved-address", 0x100000, 2*e.g, 0, 0)
 
 	// mapping over a mapping
-	require.NoError(t, e.b.Map(va, e.g, 0, h1, 0))
+	noError(t, e.b.Map(va, e.g, 0, h1, 0))
 	e.c.check(t, "map/over-mapping", e.b.Map(va, e.g, 0, h1, 0))
 	e.c.check(t, "map/overlapping-mapping", e.b.Map(va, 2*e.g, 0, h, 0))
 	e.c.check(t, "map/same-handle-twice-elsewhere", e.b.Map(va+cu.DevicePtr(2*e.g), e.g, 0, h1, 0))
 	_ = e.b.Unmap(va+cu.DevicePtr(2*e.g), e.g)
-	require.NoError(t, e.b.Unmap(va, e.g))
+	noError(t, e.b.Unmap(va, e.g))
 
 	// Past the end of a reservation into unreserved space: make sure the space after it is
 	// free by reserving there first and freeing.
 	x, err := e.b.Reserve(8*e.g, 0, 0, 0)
-	require.NoError(t, err)
-	require.NoError(t, e.b.Free(x, 8*e.g))
+	noError(t, err)
+	noError(t, e.b.Free(x, 8*e.g))
 	r, err := e.b.Reserve(4*e.g, 0, x, 0)
-	require.NoError(t, err)
+	noError(t, err)
 	if r == x {
 		err := e.b.Map(r+cu.DevicePtr(3*e.g), 2*e.g, 0, h, 0)
 		e.c.check(t, "map/past-reservation-end", err)
@@ -362,21 +366,21 @@ func testMap(t *testing.T, e *env) {
 		}
 		// one mapping across two adjacent reservations
 		r2, err := e.b.Reserve(2*e.g, 0, x+cu.DevicePtr(4*e.g), 0)
-		require.NoError(t, err)
+		noError(t, err)
 		if r2 == x+cu.DevicePtr(4*e.g) {
 			err := e.b.Map(r+cu.DevicePtr(3*e.g), 2*e.g, 0, h, 0)
 			e.c.check(t, "map/across-reservations", err)
 			if err == nil {
-				require.NoError(t, e.b.Unmap(r+cu.DevicePtr(3*e.g), 2*e.g))
+				noError(t, e.b.Unmap(r+cu.DevicePtr(3*e.g), 2*e.g))
 			}
 		} else {
 			t.Logf("adjacent hint %v not honoured (%v): map/across-reservations not run", x+cu.DevicePtr(4*e.g), r2)
 		}
-		require.NoError(t, e.b.Free(r2, 2*e.g))
+		noError(t, e.b.Free(r2, 2*e.g))
 	} else {
 		t.Logf("hint %v not honoured (%v): map/past-reservation-end not run", x, r)
 	}
-	require.NoError(t, e.b.Free(r, 4*e.g))
+	noError(t, e.b.Free(r, 4*e.g))
 }
 
 func testUnmap(t *testing.T, e *env) {
@@ -386,7 +390,7 @@ func testUnmap(t *testing.T, e *env) {
 	b := j.mustCreate(e.g, e.prop(0))
 	va := j.mustReserve(4 * e.g)
 	e.c.check(t, "unmap/not-mapped", e.b.Unmap(va, e.g))
-	require.NoError(t, e.b.Map(va, 2*e.g, 0, h, 0))
+	noError(t, e.b.Map(va, 2*e.g, 0, h, 0))
 	e.c.check(t, "unmap/partial", e.b.Unmap(va, e.g))
 	e.c.check(t, "unmap/misaligned", e.b.Unmap(va+4096, e.g))
 	e.c.check(t, "unmap/zero-size", e.b.Unmap(va, 0))
@@ -397,8 +401,8 @@ func testUnmap(t *testing.T, e *env) {
 	_ = e.b.Unmap(va, 2*e.g)
 
 	// two mappings, one unmap over both
-	require.NoError(t, e.b.Map(va, e.g, 0, a, 0))
-	require.NoError(t, e.b.Map(va+cu.DevicePtr(e.g), e.g, 0, b, 0))
+	noError(t, e.b.Map(va, e.g, 0, a, 0))
+	noError(t, e.b.Map(va+cu.DevicePtr(e.g), e.g, 0, b, 0))
 	err := e.b.Unmap(va, 2*e.g)
 	e.c.check(t, "unmap/spanning-two-mappings", err)
 	if err != nil {
@@ -406,13 +410,13 @@ func testUnmap(t *testing.T, e *env) {
 		_ = e.b.Unmap(va+cu.DevicePtr(e.g), e.g)
 	}
 	// access over two adjacent mappings in one call
-	require.NoError(t, e.b.Map(va, e.g, 0, a, 0))
-	require.NoError(t, e.b.Map(va+cu.DevicePtr(e.g), e.g, 0, b, 0))
+	noError(t, e.b.Map(va, e.g, 0, a, 0))
+	noError(t, e.b.Map(va+cu.DevicePtr(e.g), e.g, 0, b, 0))
 	e.c.check(t, "unmap/access-spanning-two-mappings", e.b.SetAccess(va, 2*e.g, rw(0)))
 	_ = e.b.Unmap(va, e.g)
 	_ = e.b.Unmap(va+cu.DevicePtr(e.g), e.g)
 
-	require.NoError(t, e.b.Map(va, 2*e.g, 0, h, 0))
+	noError(t, e.b.Map(va, 2*e.g, 0, h, 0))
 	e.c.check(t, "unmap/ok", e.b.Unmap(va, 2*e.g))
 	e.c.check(t, "unmap/double", e.b.Unmap(va, 2*e.g))
 	e.c.check(t, "unmap/never-reserved", e.b.Unmap(0x100000, e.g))
@@ -436,15 +440,15 @@ func testAccess(t *testing.T, e *env) {
 	e.c.check(t, "access/host-location", e.b.SetAccess(va, 2*e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}))
 	e.c.check(t, "access/bad-location-type", e.b.SetAccess(va, 2*e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: 99}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}))
 	e.c.check(t, "access/two-descriptors-same-device", e.b.SetAccess(va, 2*e.g, append(rw(0), rw(0)...)))
-	require.NoError(t, e.b.SetAccess(va, 2*e.g, rw(0)))
+	noError(t, e.b.SetAccess(va, 2*e.g, rw(0)))
 
 	loc := cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}
 	f, err := e.b.GetAccess(loc, va)
 	e.c.check(t, "access/get", err)
-	require.Equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
+	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
 	f, err = e.b.GetAccess(loc, va+12345)
 	e.c.check(t, "access/get-inside", err)
-	require.Equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
+	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
 	_, err = e.b.GetAccess(loc, va+cu.DevicePtr(3*e.g))
 	e.c.check(t, "access/get-unmapped", err)
 	_, err = e.b.GetAccess(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(e.ndev + 5)}, va)
@@ -459,12 +463,12 @@ func testAccess(t *testing.T, e *env) {
 	f, err = e.b.GetAccess(loc, va2)
 	e.c.check(t, "access/get-before-set", err)
 	if err == nil {
-		require.Equal(t, cu.MEM_ACCESS_FLAGS_PROT_NONE, f)
+		equal(t, cu.MEM_ACCESS_FLAGS_PROT_NONE, f)
 	}
-	require.NoError(t, e.b.SetAccess(va2, e.g, []cu.MemAccessDesc{{Location: loc, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
+	noError(t, e.b.SetAccess(va2, e.g, []cu.MemAccessDesc{{Location: loc, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
 	f, err = e.b.GetAccess(loc, va2)
-	require.NoError(t, err)
-	require.Equal(t, cu.MEM_ACCESS_FLAGS_PROT_READ, f)
+	noError(t, err)
+	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READ, f)
 	e.c.check(t, "access/revoke", e.b.SetAccess(va2, e.g, []cu.MemAccessDesc{{Location: loc, Flags: cu.MEM_ACCESS_FLAGS_PROT_NONE}}))
 	f, err = e.b.GetAccess(loc, va2)
 	e.c.check(t, "access/get-after-revoke", err)
@@ -480,16 +484,16 @@ func testRetain(t *testing.T, e *env) {
 	e.c.check(t, "retain/inside-mapping", err)
 	if err == nil {
 		j.adopt(r)
-		require.Equal(t, h, r, "retain returns the handle the memory was created with")
-		require.NoError(t, e.b.Release(r))
+		equal(t, h, r, "retain returns the handle the memory was created with")
+		noError(t, e.b.Release(r))
 	}
 	r, err = e.b.Retain(va)
 	e.c.check(t, "retain/ok", err)
 	if err == nil {
 		// Releasing the original keeps the memory alive through the retained reference.
 		want := Pattern(6, 4096)
-		require.NoError(t, e.b.CopyHtoD(0, va, want))
-		require.NoError(t, e.b.Release(h))
+		noError(t, e.b.CopyHtoD(0, va, want))
+		noError(t, e.b.Release(h))
 		p, err := e.b.Properties(r)
 		e.c.check(t, "retain/properties-after-original-release", err)
 		_ = p
@@ -525,7 +529,7 @@ func testDangerous(t *testing.T, e *env) {
 	h := j.mustCreate(e.g, e.prop(0))
 	va := j.mustReserve(e.g)
 	j.mustMap(va, e.g, 0, h)
-	require.NoError(t, e.b.SetAccess(va, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
+	noError(t, e.b.SetAccess(va, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
 	e.c.check(t, "dangerous/read-only-dtoh", e.b.CopyDtoH(0, make([]byte, 64), va))
 	e.c.check(t, "dangerous/read-only-htod", e.b.CopyHtoD(0, va, make([]byte, 64)))
 
@@ -536,7 +540,7 @@ func testDangerous(t *testing.T, e *env) {
 	e.c.check(t, "dangerous/no-access-dtoh", e.b.CopyDtoH(0, make([]byte, 64), na))
 	e.c.check(t, "dangerous/no-access-htod", e.b.CopyHtoD(0, na, make([]byte, 64)))
 	// granted, then revoked
-	require.NoError(t, e.b.SetAccess(na, e.g, rw(0)))
-	require.NoError(t, e.b.SetAccess(na, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_NONE}}))
+	noError(t, e.b.SetAccess(na, e.g, rw(0)))
+	noError(t, e.b.SetAccess(na, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_NONE}}))
 	e.c.check(t, "dangerous/revoked-dtoh", e.b.CopyDtoH(0, make([]byte, 64), na))
 }

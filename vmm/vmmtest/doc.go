@@ -18,6 +18,10 @@
 //		vmmtest.Run(t, newBackend, vmmtest.Capabilities{CrossProcess: true})
 //	}
 //
+// The cross-process case starts the test binary again as a child. Where the test binary runs
+// under an emulator the kernel does not start by itself (go test -exec qemu-aarch64-static),
+// set CUVMM_EXEC_RUNNER to the emulator's path so that the child runs under it too.
+//
 // To record new expectations on a real GPU, set CUVMM_VMMTEST_RECORD to a file path: the
 // suite then writes what the backend returned instead of asserting it.
 package vmmtest

@@ -4,12 +4,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/vmm"
-	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
 
@@ -96,7 +95,7 @@ func child(open func() (vmm.Backend, error)) error {
 
 func openFDs(t *testing.T) int {
 	ents, err := os.ReadDir("/proc/self/fd")
-	require.NoError(t, err)
+	noError(t, err)
 	return len(ents)
 }
 
@@ -134,33 +133,33 @@ func exchange(t *testing.T, e *env) {
 		h := j.mustCreate(size, p)
 		va := j.mustReserve(size)
 		j.mustMap(va, size, 0, h)
-		require.NoError(t, e.b.SetAccess(va, size, rw(0)))
+		noError(t, e.b.SetAccess(va, size, rw(0)))
 		const seed = 42
-		require.NoError(t, e.b.CopyHtoD(0, va, Pattern(seed, int(size))))
+		noError(t, e.b.CopyHtoD(0, va, Pattern(seed, int(size))))
 
 		fd, err := e.b.ExportFD(h)
-		require.NoError(t, err)
+		noError(t, err)
 		defer unix.Close(fd)
 		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-		require.NoError(t, err)
+		noError(t, err)
 		parent := os.NewFile(uintptr(pair[0]), "parent")
 		childEnd := os.NewFile(uintptr(pair[1]), "child")
 		defer parent.Close()
 
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := reexec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), EnvChild+"=1")
 		cmd.ExtraFiles = []*os.File{childEnd} // fd 3 in the child
 		out := &limitedBuffer{max: 1 << 16}
 		cmd.Stdout, cmd.Stderr = out, out
-		require.NoError(t, cmd.Start())
+		noError(t, cmd.Start())
 		childEnd.Close()
 
 		hdr := make([]byte, 16)
 		binary.LittleEndian.PutUint64(hdr, size)
 		binary.LittleEndian.PutUint64(hdr[8:], seed)
-		require.NoError(t, unix.Sendmsg(pair[0], hdr, unix.UnixRights(fd), nil, 0))
+		noError(t, unix.Sendmsg(pair[0], hdr, unix.UnixRights(fd), nil, 0))
 		err = cmd.Wait()
-		require.NoError(t, err, "child: %s", out.String())
+		noError(t, err, "child: %s", out.String())
 		requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
 	}()
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/vmm"
-	"github.com/stretchr/testify/require"
 )
 
 // janitor undoes, in reverse order and ignoring errors, whatever a case created, so that a
@@ -39,7 +38,7 @@ func (j *janitor) create(size uint64, prop *cu.MemAllocationProp) (cu.MemHandle,
 func (j *janitor) mustCreate(size uint64, prop *cu.MemAllocationProp) cu.MemHandle {
 	j.t.Helper()
 	h, err := j.create(size, prop)
-	require.NoError(j.t, err, "create %d", size)
+	noError(j.t, err, "create %d", size)
 	return h
 }
 
@@ -59,7 +58,7 @@ func (j *janitor) reserve(size, align uint64, hint cu.DevicePtr) (cu.DevicePtr, 
 func (j *janitor) mustReserve(size uint64) cu.DevicePtr {
 	j.t.Helper()
 	va, err := j.reserve(size, 0, 0)
-	require.NoError(j.t, err, "reserve %d", size)
+	noError(j.t, err, "reserve %d", size)
 	return va
 }
 
@@ -73,7 +72,7 @@ func (j *janitor) mapAt(va cu.DevicePtr, size, off uint64, h cu.MemHandle) error
 
 func (j *janitor) mustMap(va cu.DevicePtr, size, off uint64, h cu.MemHandle) {
 	j.t.Helper()
-	require.NoError(j.t, j.mapAt(va, size, off, h), "map %v+%d offset %d", va, size, off)
+	noError(j.t, j.mapAt(va, size, off, h), "map %v+%d offset %d", va, size, off)
 }
 
 // mustBuffer is create + reserve + map + read-write access for device dev: the common
@@ -83,7 +82,7 @@ func (j *janitor) mustBuffer(size uint64, dev int) (cu.MemHandle, cu.DevicePtr) 
 	h := j.mustCreate(size, &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}})
 	va := j.mustReserve(size)
 	j.mustMap(va, size, 0, h)
-	require.NoError(j.t, j.b.SetAccess(va, size, rw(dev)))
+	noError(j.t, j.b.SetAccess(va, size, rw(dev)))
 	return h, va
 }
 
@@ -104,7 +103,7 @@ func Pattern(seed byte, n int) []byte {
 func requireBytes(t *testing.T, b vmm.Backend, dev int, va cu.DevicePtr, want []byte) {
 	t.Helper()
 	got := make([]byte, len(want))
-	require.NoError(t, b.CopyDtoH(dev, got, va))
+	noError(t, b.CopyDtoH(dev, got, va))
 	if !bytes.Equal(want, got) {
 		i := 0
 		for i < len(want) && want[i] == got[i] {

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
-	"github.com/stretchr/testify/require"
 )
 
 func testShare(t *testing.T, e *env) {
@@ -19,28 +18,30 @@ func testShare(t *testing.T, e *env) {
 	h := j.mustCreate(e.g, p)
 	va := j.mustReserve(e.g)
 	j.mustMap(va, e.g, 0, h)
-	require.NoError(t, e.b.SetAccess(va, e.g, rw(0)))
+	noError(t, e.b.SetAccess(va, e.g, rw(0)))
 	want := Pattern(7, int(e.g))
-	require.NoError(t, e.b.CopyHtoD(0, va, want))
+	noError(t, e.b.CopyHtoD(0, va, want))
 
 	fd, err := e.b.ExportFD(h)
 	e.c.check(t, "share/export-fd", err)
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, fd, 0)
+	noError(t, err)
+	if fd < 0 {
+		t.Fatalf("ExportFD returned descriptor %d and no error", fd)
+	}
 	f := os.NewFile(uintptr(fd), "exported")
 	defer f.Close()
 
 	imp, err := e.b.ImportFD(fd)
 	e.c.check(t, "share/import-fd-same-process", err)
-	require.NoError(t, err)
+	noError(t, err)
 	j.adopt(imp)
 	t.Logf("imported handle equals the original: %v", imp == h)
 	got, err := e.b.Properties(imp)
-	require.NoError(t, err)
-	require.Equal(t, p.Location, got.Location)
+	noError(t, err)
+	equal(t, p.Location, got.Location)
 	iva := j.mustReserve(e.g)
 	j.mustMap(iva, e.g, 0, imp)
-	require.NoError(t, e.b.SetAccess(iva, e.g, rw(0)))
+	noError(t, e.b.SetAccess(iva, e.g, rw(0)))
 	requireBytes(t, e.b, 0, iva, want)
 
 	// Release every reference but the mapping; the data stays.
@@ -56,13 +57,13 @@ func testShare(t *testing.T, e *env) {
 	_, err = e.b.ImportFD(-1)
 	e.c.check(t, "share/import-negative-fd", err)
 	closed, err := os.Open(os.DevNull)
-	require.NoError(t, err)
+	noError(t, err)
 	cfd := int(closed.Fd())
-	require.NoError(t, closed.Close())
+	noError(t, closed.Close())
 	_, err = e.b.ImportFD(cfd)
 	e.c.check(t, "share/import-closed-fd", err)
 	devnull, err := os.Open(os.DevNull)
-	require.NoError(t, err)
+	noError(t, err)
 	defer devnull.Close()
 	h2, err := e.b.ImportFD(int(devnull.Fd()))
 	if err == nil {
@@ -75,7 +76,7 @@ func testShare(t *testing.T, e *env) {
 
 func testFabric(t *testing.T, e *env) {
 	v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)
-	require.NoError(t, err)
+	noError(t, err)
 	if v == 0 {
 		t.Skip("device 0 has no fabric handle support")
 	}
@@ -88,18 +89,18 @@ func testFabric(t *testing.T, e *env) {
 		e.c.check(t, "fabric/create-without-imex", err)
 		return
 	}
-	require.NoError(t, err, "fabric create with IMEX")
+	noError(t, err, "fabric create with IMEX")
 	fh, err := e.b.ExportFabric(h)
-	require.NoError(t, err)
-	require.NotEqual(t, cu.MemFabricHandle{}, fh)
+	noError(t, err)
+	notEqual(t, cu.MemFabricHandle{}, fh)
 	imp, err := e.b.ImportFabric(fh)
-	require.NoError(t, err)
+	noError(t, err)
 	j.adopt(imp)
 	va := j.mustReserve(e.g)
 	j.mustMap(va, e.g, 0, imp)
-	require.NoError(t, e.b.SetAccess(va, e.g, rw(0)))
+	noError(t, e.b.SetAccess(va, e.g, rw(0)))
 	_, err = e.b.ImportFabric(cu.MemFabricHandle{1, 2, 3})
-	require.Error(t, err, "a made-up fabric handle is refused")
+	isError(t, err, "a made-up fabric handle is refused")
 }
 
 func testPeer(t *testing.T, e *env) {
@@ -107,9 +108,9 @@ func testPeer(t *testing.T, e *env) {
 		t.Skip("one device")
 	}
 	ok, err := e.b.CanAccessPeer(0, 1)
-	require.NoError(t, err)
+	noError(t, err)
 	rank, err := e.b.P2PAttribute(cu.DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 1)
-	require.NoError(t, err)
+	noError(t, err)
 	t.Logf("peer 0->1: can access %v, access supported %d", ok, rank)
 	if !ok {
 		t.Skip("device 0 cannot access device 1")
@@ -120,18 +121,18 @@ func testPeer(t *testing.T, e *env) {
 	j.mustMap(va, e.g, 0, h)
 	e.c.check(t, "peer/grant-both", e.b.SetAccess(va, e.g, append(rw(0), rw(1)...)))
 	want := Pattern(8, int(e.g))
-	require.NoError(t, e.b.CopyHtoD(1, va, want), "write from device 1's context")
+	noError(t, e.b.CopyHtoD(1, va, want), "write from device 1's context")
 	requireBytes(t, e.b, 0, va, want)
 	requireBytes(t, e.b, 1, va, want)
 	f, err := e.b.GetAccess(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: 1}, va)
-	require.NoError(t, err)
-	require.Equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
+	noError(t, err)
+	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
 	// Memory on device 1, read from device 0.
 	h1 := j.mustCreate(e.g, e.prop(1))
 	va1 := j.mustReserve(e.g)
 	j.mustMap(va1, e.g, 0, h1)
-	require.NoError(t, e.b.SetAccess(va1, e.g, append(rw(1), rw(0)...)))
-	require.NoError(t, e.b.CopyDtoD(0, va1, va, e.g), "device 0 copies its memory into device 1's")
+	noError(t, e.b.SetAccess(va1, e.g, append(rw(1), rw(0)...)))
+	noError(t, e.b.CopyDtoD(0, va1, va, e.g), "device 0 copies its memory into device 1's")
 	requireBytes(t, e.b, 1, va1, want)
 	// read-only for the peer
 	e.c.check(t, "peer/read-only", e.b.SetAccess(va1, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: 0}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
@@ -143,32 +144,32 @@ func testMulticast(t *testing.T, e *env) {
 		t.Skip("not declared: Capabilities.Multicast (never on shared GPU machines)")
 	}
 	v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED)
-	require.NoError(t, err)
+	noError(t, err)
 	if v == 0 {
 		t.Skip("device 0 has no multicast")
 	}
 	n := min(e.ndev, 2)
 	prop := &cu.MulticastObjectProp{NumDevices: uint32(n), HandleTypes: 0}
 	mg, err := e.b.MulticastGranularity(prop, cu.MULTICAST_GRANULARITY_MINIMUM)
-	require.NoError(t, err)
+	noError(t, err)
 	prop.Size = mg
 	j := newJanitor(t, e.b)
 	mc, err := e.b.MulticastCreate(prop)
-	require.NoError(t, err)
+	noError(t, err)
 	j.adopt(mc)
 	mem := j.mustCreate(mg, e.prop(0))
 	// Binding before every device is added is refused.
-	require.NoError(t, e.b.MulticastAddDevice(mc, 0))
+	noError(t, e.b.MulticastAddDevice(mc, 0))
 	if n > 1 {
-		require.Error(t, e.b.MulticastBindMem(mc, 0, mem, 0, mg, 0), "bind before all devices are added")
-		require.NoError(t, e.b.MulticastAddDevice(mc, 1))
+		isError(t, e.b.MulticastBindMem(mc, 0, mem, 0, mg, 0), "bind before all devices are added")
+		noError(t, e.b.MulticastAddDevice(mc, 1))
 	}
-	require.NoError(t, e.b.MulticastBindMem(mc, 0, mem, 0, mg, 0))
+	noError(t, e.b.MulticastBindMem(mc, 0, mem, 0, mg, 0))
 	var mems []cu.MemHandle
 	mems = append(mems, mem)
 	for d := 1; d < n; d++ {
 		m := j.mustCreate(mg, e.prop(d))
-		require.NoError(t, e.b.MulticastBindMem(mc, 0, m, 0, mg, 0))
+		noError(t, e.b.MulticastBindMem(mc, 0, m, 0, mg, 0))
 		mems = append(mems, m)
 	}
 	// A mapping of the multicast object writes every replica.
@@ -178,18 +179,18 @@ func testMulticast(t *testing.T, e *env) {
 	for d := range n {
 		desc = append(desc, rw(d)...)
 	}
-	require.NoError(t, e.b.SetAccess(va, mg, desc))
+	noError(t, e.b.SetAccess(va, mg, desc))
 	want := Pattern(9, 4096)
-	require.NoError(t, e.b.CopyHtoD(0, va, want))
+	noError(t, e.b.CopyHtoD(0, va, want))
 	for d, m := range mems {
 		r := j.mustReserve(mg)
 		j.mustMap(r, mg, 0, m)
-		require.NoError(t, e.b.SetAccess(r, mg, rw(d)))
+		noError(t, e.b.SetAccess(r, mg, rw(d)))
 		requireBytes(t, e.b, d, r, want)
 	}
 	for d := range n {
-		require.NoError(t, e.b.MulticastUnbind(mc, d, 0, mg))
+		noError(t, e.b.MulticastUnbind(mc, d, 0, mg))
 	}
 	_, err = e.b.MulticastCreate(&cu.MulticastObjectProp{NumDevices: 0, Size: mg})
-	require.Error(t, err)
+	isError(t, err)
 }

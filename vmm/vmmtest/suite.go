@@ -7,7 +7,6 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/vmm"
-	"github.com/stretchr/testify/require"
 )
 
 // Capabilities declares what the machine behind a backend can do that another may not. A
@@ -60,26 +59,26 @@ func rw(dev int) []cu.MemAccessDesc {
 // Run drives b through the whole API. newBackend is called once.
 func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 	exp, err := Recorded()
-	require.NoError(t, err)
+	noError(t, err)
 	recordPath := os.Getenv(EnvRecord)
 	c := &checker{exp: exp, record: recordPath != "", seen: map[string]string{}}
 
 	b := newBackend(t)
 	n, err := b.DeviceCount()
-	require.NoError(t, err)
+	noError(t, err)
 	if n == 0 {
 		t.Skip("vmmtest: backend has no device")
 	}
 	info, err := b.Device(0)
-	require.NoError(t, err)
+	noError(t, err)
 	if ok, err := b.Attribute(0, cu.DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED); err != nil || ok == 0 {
 		t.Skipf("vmmtest: device 0 (%s) has no VMM support (%d, %v)", info.Name, ok, err)
 	}
 	e := &env{b: b, c: c, caps: caps, ndev: n}
 	e.g, err = b.Granularity(e.prop(0), cu.MEM_ALLOC_GRANULARITY_MINIMUM)
-	require.NoError(t, err)
+	noError(t, err)
 	e.gRec, err = b.Granularity(e.prop(0), cu.MEM_ALLOC_GRANULARITY_RECOMMENDED)
-	require.NoError(t, err)
+	noError(t, err)
 	driver, _ := b.DriverVersion()
 	t.Logf("vmmtest: backend %s, driver %d, %d device(s), device 0 %s, granularity %d/%d, caps %+v, record=%v",
 		b.Name(), driver, n, info.Name, e.g, e.gRec, caps, c.record)
@@ -117,10 +116,10 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 	}
 
 	if lc, ok := b.(LiveCounter); ok {
-		require.Equal(t, before, lc.LiveHandles(), "the suite leaked handles")
+		equal(t, before, lc.LiveHandles(), "the suite leaked handles")
 	}
 	if c.record {
-		require.NoError(t, c.write(recordPath, driver, info.Name))
+		noError(t, c.write(recordPath, driver, info.Name))
 		t.Logf("vmmtest: recorded %d results to %s", len(c.seen), recordPath)
 	}
 }
