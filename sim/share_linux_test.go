@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -99,7 +99,7 @@ func TestShareFDAcrossProcesses(t *testing.T) {
 	require.NoError(t, err)
 	parent, childEnd := os.NewFile(uintptr(pair[0]), "parent"), os.NewFile(uintptr(pair[1]), "child")
 	defer parent.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := reexec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envShareChild+"=1")
 	cmd.ExtraFiles = []*os.File{childEnd}
 	var out bytes.Buffer
