@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"runtime"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -195,5 +196,70 @@ func BenchmarkGPUMemGetAllocationGranularity(b *testing.B) {
 		if _, err := MemGetAllocationGranularity(prop, MEM_ALLOC_GRANULARITY_MINIMUM); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestGPUDropRace runs, from pairs of goroutines, the two patterns that corrupt the
+// driver's heap when C threads do them at once (bench/c/droprace.c modes F and G): two
+// unmaps of one allocation of which one frees it, and its last unmap with its last
+// release. Through cu they are serialized per allocation, and the process survives.
+func TestGPUDropRace(t *testing.T) {
+	requireDriver(t)
+	const pairs, rounds, g = 8, 1500, 2 << 20
+	prop := &MemAllocationProp{Type: MEM_ALLOCATION_TYPE_PINNED, Location: MemLocation{Type: MEM_LOCATION_TYPE_DEVICE}}
+	before, _ := LiveHandles()
+	var wg sync.WaitGroup
+	for range pairs {
+		wg.Go(func() {
+			va, err := MemAddressReserve(2*g, 0, 0, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer MemAddressFree(va, 2*g)
+			for i := range rounds {
+				h, err := MemCreate(g, prop, 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for k := range 2 {
+					if err := MemMap(va+DevicePtr(k*g), g, 0, h, 0); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+				var both sync.WaitGroup
+				start := make(chan struct{})
+				if i%2 == 0 { // F: both unmapped at once after the release
+					if err := MemRelease(h); err != nil {
+						t.Error(err)
+						return
+					}
+					for k := range 2 {
+						both.Go(func() { <-start; checkNoErr(t, MemUnmap(va+DevicePtr(k*g), g)) })
+					}
+				} else { // G: the last unmap and the last release at once
+					if err := MemUnmap(va+g, g); err != nil {
+						t.Error(err)
+						return
+					}
+					both.Go(func() { <-start; checkNoErr(t, MemUnmap(va, g)) })
+					both.Go(func() { <-start; checkNoErr(t, MemRelease(h)) })
+				}
+				close(start)
+				both.Wait()
+			}
+		})
+	}
+	wg.Wait()
+	if n, _ := LiveHandles(); n != before {
+		t.Errorf("%d handles before, %d after", before, n)
+	}
+}
+
+func checkNoErr(t *testing.T, err error) {
+	if err != nil {
+		t.Error(err)
 	}
 }

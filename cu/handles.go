@@ -18,6 +18,12 @@ import (
 // whose last reference was released, names no open slot of that generation, and the call
 // fails with ErrUnknownHandle without reaching the driver.
 //
+// A slot lives as long as the driver keeps the allocation: while the process holds a
+// reference to it or a mapping of it (cuMemRetainAllocationHandle on a mapping whose
+// handle was released returns the same driver value, and revives the slot under a new
+// MemHandle). Its drop lock serializes the calls that drop a reference to the allocation
+// (mappings.go says why).
+//
 // Calls on different handles share no lock and no written memory: slots are a cache line
 // each. A call on a handle waits only for that handle's release, which drains the calls
 // pinning it before it lets the driver free the value. Creating, importing and retaining
@@ -32,15 +38,19 @@ const (
 	hashShards        = 64
 )
 
-// slot is one handle: the driver's value, its references and the calls in flight on it.
+// slot is one allocation (or multicast object) the process holds: the driver's value, the
+// references and mappings of it, and the calls in flight on its handle.
 type slot struct {
-	g   guard.Guard
+	g   guard.Guard   // the handle's calls in flight; open while refs > 0
 	drv atomic.Uint64 // the driver's value, set before the slot opens
-	// mu serializes changes to refs and the release of the driver's value; it is held
-	// across cuMemRelease, but only this handle's calls (and none once drained) need it.
-	mu   sync.Mutex
-	refs int32 // references this process holds (create, import, retain: one each)
-	_    [64 - 8 - 8 - 8 - 8 - 4]byte
+	// drop is taken exclusively by releases and by unmaps that may free the allocation,
+	// shared by the other unmaps: the driver must never run a freeing unmap alongside
+	// another drop of the same allocation. It is held across those driver calls, and only
+	// this allocation's drops wait for it.
+	drop sync.RWMutex
+	refs int32        // references the process holds; written under drop held exclusively
+	maps atomic.Int32 // mappings recorded in the mapping index
+	_    [64 - 16 - 8 - 24 - 4 - 4]byte
 }
 
 type page [slotsPerPage]slot
@@ -51,14 +61,15 @@ type handleTable struct {
 	next   atomic.Uint32 // slots ever used: the next fresh index
 	grow   sync.Mutex    // allocates pages
 	shards [hashShards]handleShard
+	maps   mapIndex // the mappings made through the table's handles
 }
 
 // handleShard finds the slot of a driver value (a retain or import can return a value the
-// process already holds) and recycles released slots; a driver value belongs to the shard
-// its hash picks.
+// process already holds) and recycles freed slots; a driver value belongs to the shard its
+// hash picks.
 type handleShard struct {
 	mu   sync.Mutex
-	byDr map[uint64]uint32 // driver value -> slot index, for open slots
+	byDr map[uint64]uint32 // driver value -> slot index, for live slots
 	free []uint32
 	_    [64 - 8 - 8 - 24]byte
 }
@@ -114,7 +125,8 @@ func (t *handleTable) shard(drv uint64) *handleShard {
 
 // add records one more reference to the driver's value drv, which the driver just
 // returned (create, import, retain), and returns its MemHandle: the handle the process
-// already holds for drv, or a new one.
+// already holds for drv, a new handle for a slot whose handle was released while the
+// allocation stayed mapped, or a new slot.
 func (t *handleTable) add(drv uint64) (MemHandle, error) {
 	sh := t.shard(drv)
 	for {
@@ -127,16 +139,28 @@ func (t *handleTable) add(drv uint64) (MemHandle, error) {
 		}
 		sh.mu.Unlock()
 		s := t.slot(idx)
-		s.mu.Lock()
-		if s.g.Open() && s.drv.Load() == drv {
-			s.refs++
-			gen := s.g.Gen()
-			s.mu.Unlock()
-			return handleOf(idx, gen), nil
+		s.drop.Lock()
+		h, ok := s.ref(idx, drv)
+		s.drop.Unlock()
+		if ok {
+			return h, nil
 		}
-		// Its last reference was released meanwhile, and the shard forgot it: look again.
-		s.mu.Unlock()
+		// Freed meanwhile, and the shard forgot it: look again.
 	}
+}
+
+// ref takes one more reference to slot idx if it still holds drv, reopening its handle
+// under a new generation if every reference had been released; the caller holds s.drop
+// exclusively.
+func (s *slot) ref(idx uint32, drv uint64) (MemHandle, bool) {
+	if s.drv.Load() != drv || s.refs == 0 && s.maps.Load() == 0 {
+		return 0, false
+	}
+	if s.refs == 0 {
+		s.g.Revive()
+	}
+	s.refs++
+	return handleOf(idx, s.g.Gen()), true
 }
 
 // open fills a free slot with drv; the caller holds sh.mu.
@@ -151,11 +175,11 @@ func (t *handleTable) open(sh *handleShard, drv uint64) (MemHandle, error) {
 		}
 	}
 	s := t.slot(idx)
-	s.mu.Lock()
+	s.drop.Lock()
 	s.drv.Store(drv)
 	s.refs = 1
 	gen := s.g.Revive()
-	s.mu.Unlock()
+	s.drop.Unlock()
 	if sh.byDr == nil {
 		sh.byDr = map[uint64]uint32{}
 	}
@@ -197,8 +221,8 @@ func (t *handleTable) release(h MemHandle, driverRelease func(drv uint64) error)
 	if s == nil {
 		return ErrUnknownHandle
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.drop.Lock()
+	defer s.drop.Unlock()
 	if !s.g.Open() || s.g.Gen() != gen {
 		return ErrUnknownHandle
 	}
@@ -218,15 +242,32 @@ func (t *handleTable) release(h MemHandle, driverRelease func(drv uint64) error)
 	}
 	s.refs = 0
 	s.g.Retire()
+	// The calls that record mappings have drained, and unmaps wait for the drop lock, so
+	// maps is settled: with none left the driver has freed the allocation.
+	if s.maps.Load() == 0 {
+		t.forget(uint32(h), drv)
+	}
+	return nil
+}
+
+// unmapped counts one mapping of slot idx gone; the caller holds its drop lock (exclusively
+// when the slot has no reference left, as lockDrops arranges).
+func (t *handleTable) unmapped(idx uint32) {
+	s := t.slot(idx)
+	if s.maps.Add(-1) == 0 && s.refs == 0 {
+		t.forget(idx, s.drv.Load())
+	}
+}
+
+// forget recycles the slot of an allocation the driver freed.
+func (t *handleTable) forget(idx uint32, drv uint64) {
 	sh := t.shard(drv)
 	sh.mu.Lock()
-	idx := uint32(h)
 	if sh.byDr[drv] == idx {
 		delete(sh.byDr, drv)
 	}
 	sh.free = append(sh.free, idx)
 	sh.mu.Unlock()
-	return nil
 }
 
 // known reports whether h is a live handle.
@@ -239,12 +280,12 @@ func (t *handleTable) known(h MemHandle) bool {
 func (t *handleTable) live() (n, refs int) {
 	for idx := range t.next.Load() {
 		s := t.slot(idx)
-		s.mu.Lock()
-		if s.g.Open() {
+		s.drop.RLock()
+		if s.refs > 0 {
 			n++
 			refs += int(s.refs)
 		}
-		s.mu.Unlock()
+		s.drop.RUnlock()
 	}
 	return n, refs
 }

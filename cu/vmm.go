@@ -1,6 +1,7 @@
 package cu
 
 import (
+	"errors"
 	"unsafe"
 )
 
@@ -51,12 +52,17 @@ func MemCreate(size uint64, prop *MemAllocationProp, flags uint64) (MemHandle, e
 func record(drv uint64, op string) (MemHandle, error) {
 	h, err := handles.add(drv)
 	if err != nil {
-		var f frame
-		f.a[0] = uintptr(drv)
-		_ = f.call(procMemRelease)
+		releaseUnrecorded(drv)
 		return 0, wrap(err, op, "")
 	}
 	return h, nil
+}
+
+// releaseUnrecorded gives back a reference the handle table could not record.
+func releaseUnrecorded(drv uint64) {
+	var f frame
+	f.a[0] = uintptr(drv)
+	_ = f.call(procMemRelease)
 }
 
 // MemRelease drops one reference to h (cuMemRelease). The memory is freed once every
@@ -79,14 +85,21 @@ func MemRetainAllocationHandle(addr DevicePtr) (MemHandle, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	var f frame
-	// The driver takes the address as void*, but only as a number: it is a device address.
-	f.ref(0, 0)
-	f.a[1] = uintptr(addr)
-	if err := f.call(procMemRetainAllocationHandle); err != nil {
+	h, drv, err := handles.retainAt(uint64(addr), func() (uint64, error) {
+		var f frame
+		// The driver takes the address as void*, but only as a number: a device address.
+		f.ref(0, 0)
+		f.a[1] = uintptr(addr)
+		err := f.call(procMemRetainAllocationHandle)
+		return f.scratch[0], err
+	})
+	if errors.Is(err, errTooManyHandles) {
+		releaseUnrecorded(drv)
+	}
+	if err != nil {
 		return 0, wrap(err, "cuMemRetainAllocationHandle", "%v", addr)
 	}
-	return record(f.scratch[0], "cuMemRetainAllocationHandle")
+	return h, nil
 }
 
 // MemGetAllocationPropertiesFromHandle returns the properties h was created with.
@@ -141,7 +154,9 @@ func MemMap(ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error
 	}
 	var f frame
 	f.a[0], f.a[1], f.a[2], f.a[3], f.a[4] = uintptr(ptr), uintptr(size), uintptr(offset), uintptr(drv), uintptr(flags)
-	err = f.call(procMemMap)
+	if err = f.call(procMemMap); err == nil {
+		handles.mapped(s, h, uint64(ptr), size)
+	}
 	s.unpin()
 	if err != nil {
 		return wrap(err, "cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, h, flags)
@@ -154,9 +169,12 @@ func MemUnmap(ptr DevicePtr, size uint64) error {
 	if err := Init(); err != nil {
 		return err
 	}
-	var f frame
-	f.a[0], f.a[1] = uintptr(ptr), uintptr(size)
-	if err := f.call(procMemUnmap); err != nil {
+	err := handles.unmap(uint64(ptr), size, func() error {
+		var f frame
+		f.a[0], f.a[1] = uintptr(ptr), uintptr(size)
+		return f.call(procMemUnmap)
+	})
+	if err != nil {
 		return wrap(err, "cuMemUnmap", "%v, %d", ptr, size)
 	}
 	return nil
