@@ -2,7 +2,7 @@ package cu
 
 import (
 	"errors"
-		"sync"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
