@@ -18,10 +18,23 @@ import (
 // its slot's drop lock (handles.go). A call on one allocation still never waits for one on
 // another.
 //
-// The index is sharded by start address; a shard's lock is held only to look up, add or
-// take records, never across a driver call.
+// Mappings whose start is a multiple of 2 MiB (a mapping starts on a multiple of its
+// allocation's granularity, 2 MiB on the recorded H100 and H200) are recorded in a
+// two-level radix table over the
+// address space, one atomic word per 2 MiB, read and written without a lock: a map stores
+// one word, an unmap swaps it out. Others (host memory of a smaller granularity, addresses
+// above the table) go to a sharded hash map whose locks are held only to look up, add or
+// take a record, never across a driver call.
 
-const mapShards = 64
+const (
+	radixShift   = 21 // 2 MiB
+	radixLeafLog = 14
+	radixTopLog  = 48 - radixShift - radixLeafLog // the table covers addresses below 2^48
+	mapShards    = 64
+)
+
+// A radix entry is 0 or (slot index + 1) | size in 2 MiB units << 32.
+type radixLeaf [1 << radixLeafLog]atomic.Uint64
 
 type mapRecord struct {
 	size uint64
@@ -35,40 +48,85 @@ type mapShard struct {
 }
 
 type mapIndex struct {
+	radix  [1 << radixTopLog]atomic.Pointer[radixLeaf]
+	grow   sync.Mutex
 	shards [mapShards]mapShard
-	// align is the largest power of two that divides every start recorded so far, and
-	// largest the largest size: together they bound the starts an unmap of a range, or a
-	// retain of an address, has to look up.
-	align   atomic.Uint64
+	// largest is the largest mapping recorded so far: how far below an address a retain
+	// looks for the mapping that contains it.
 	largest atomic.Uint64
+	nhashed atomic.Int64 // records in the shards
+}
+
+// radixSlot returns the radix word of start, allocating its leaf if make is set; nil when
+// start is not 2 MiB aligned, is above the table, or has no leaf.
+func (x *mapIndex) radixSlot(start uint64, make bool) *atomic.Uint64 {
+	if start&(1<<radixShift-1) != 0 || start>>48 != 0 {
+		return nil
+	}
+	g := start >> radixShift
+	top := &x.radix[g>>radixLeafLog]
+	leaf := top.Load()
+	if leaf == nil {
+		if !make {
+			return nil
+		}
+		x.grow.Lock()
+		if leaf = top.Load(); leaf == nil {
+			leaf = new(radixLeaf)
+			top.Store(leaf)
+		}
+		x.grow.Unlock()
+	}
+	return &leaf[g&(1<<radixLeafLog-1)]
+}
+
+func radixWord(size uint64, idx uint32) (uint64, bool) {
+	units := size >> radixShift
+	if size&(1<<radixShift-1) != 0 || units == 0 || units>>32 != 0 {
+		return 0, false
+	}
+	return units<<32 | uint64(idx) + 1, true
+}
+
+func radixRecord(w uint64) mapRecord {
+	return mapRecord{size: (w >> 32) << radixShift, idx: uint32(w) - 1}
 }
 
 func (x *mapIndex) shard(start uint64) *mapShard {
 	return &x.shards[((start>>21)*0x9e3779b97f4a7c15)>>58]
 }
 
-// add records a mapping of slot idx at [start, start+size).
-func (x *mapIndex) add(start, size uint64, idx uint32) {
+// add records a mapping of slot idx at [start, start+size) and returns the slot of a stale
+// record it replaced (a mapping cu did not see go, from a map and an unmap of one range
+// racing), if any.
+func (x *mapIndex) add(start, size uint64, idx uint32) (stale uint32, hadStale bool) {
+	if cur := x.largest.Load(); size > cur {
+		for !x.largest.CompareAndSwap(cur, size) {
+			if cur = x.largest.Load(); size <= cur {
+				break
+			}
+		}
+	}
+	if w, ok := radixWord(size, idx); ok {
+		if p := x.radixSlot(start, true); p != nil {
+			if old := p.Swap(w); old != 0 {
+				return radixRecord(old).idx, true
+			}
+			return 0, false
+		}
+	}
 	sh := x.shard(start)
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	if sh.recs == nil {
 		sh.recs = map[uint64]mapRecord{}
 	}
+	old, hadStale := sh.recs[start]
 	sh.recs[start] = mapRecord{size, idx}
-	sh.mu.Unlock()
-	a := start & -start // the largest power of two dividing start
-	for a != 0 {
-		cur := x.align.Load()
-		if cur != 0 && cur <= a || x.align.CompareAndSwap(cur, a) {
-			break
-		}
+	if !hadStale {
+		x.nhashed.Add(1)
 	}
-	for {
-		cur := x.largest.Load()
-		if cur >= size || x.largest.CompareAndSwap(cur, size) {
-			break
-		}
-	}
+	return old.idx, hadStale
 }
 
 // taken is a mapping record taken out of the index by take.
@@ -87,30 +145,22 @@ func (x *mapIndex) take(start, size uint64, buf []taken) []taken {
 		end = ^uint64(0)
 	}
 	// The common case: the range is one mapping.
-	sh := x.shard(start)
-	sh.mu.Lock()
-	if r, ok := sh.recs[start]; ok && r.size == size {
-		delete(sh.recs, start)
-		sh.mu.Unlock()
-		return append(out, taken{start, r})
-	}
-	sh.mu.Unlock()
-	align := x.align.Load()
-	if align == 0 {
-		return out // nothing was ever mapped
-	}
-	// Look up every start the range can hold, or, when the range holds more starts than
-	// there are records, look at every record.
-	if starts := (end - start + align - 1) / align; starts <= uint64(x.count()) {
-		for a := (start + align - 1) &^ (align - 1); a < end && a >= start; a += align {
-			sh := x.shard(a)
-			sh.mu.Lock()
-			if r, ok := sh.recs[a]; ok {
-				delete(sh.recs, a)
-				out = append(out, taken{a, r})
-			}
-			sh.mu.Unlock()
+	if p := x.radixSlot(start, false); p != nil {
+		if w := p.Load(); w != 0 && radixRecord(w).size == size && p.CompareAndSwap(w, 0) {
+			return append(out, taken{start, radixRecord(w)})
 		}
+	}
+	// Every 2 MiB start of the range in the table, then the records outside it.
+	for a := (start + 1<<radixShift - 1) &^ (1<<radixShift - 1); a < end && a >= start && a>>48 == 0; a += 1 << radixShift {
+		if p := x.radixSlot(a, false); p != nil {
+			if w := p.Swap(0); w != 0 {
+				out = append(out, taken{a, radixRecord(w)})
+			}
+		} else {
+			a |= 1<<(radixShift+radixLeafLog) - 1<<radixShift // no leaf: skip it
+		}
+	}
+	if x.hashed() == 0 {
 		return out
 	}
 	for i := range x.shards {
@@ -119,6 +169,7 @@ func (x *mapIndex) take(start, size uint64, buf []taken) []taken {
 		for a, r := range sh.recs {
 			if a >= start && a < end {
 				delete(sh.recs, a)
+				x.nhashed.Add(-1)
 				out = append(out, taken{a, r})
 			}
 		}
@@ -130,58 +181,61 @@ func (x *mapIndex) take(start, size uint64, buf []taken) []taken {
 // restore puts back what take took, for an unmap that failed.
 func (x *mapIndex) restore(ts []taken) {
 	for _, t := range ts {
-		sh := x.shard(t.start)
-		sh.mu.Lock()
-		sh.recs[t.start] = t.mapRecord
-		sh.mu.Unlock()
+		x.add(t.start, t.size, t.idx)
 	}
 }
 
 // containing returns the slot of the recorded mapping that contains addr.
 func (x *mapIndex) containing(addr uint64) (idx uint32, ok bool) {
-	align, largest := x.align.Load(), x.largest.Load()
-	if align == 0 {
-		return 0, false
-	}
-	if largest/align > uint64(x.count()) {
-		// Fewer records than starts to try: look at every record.
-		for i := range x.shards {
-			sh := &x.shards[i]
-			sh.mu.Lock()
-			for a, r := range sh.recs {
-				if addr-a < r.size {
-					sh.mu.Unlock()
-					return r.idx, true
-				}
-			}
-			sh.mu.Unlock()
-		}
+	largest := x.largest.Load()
+	if largest == 0 {
 		return 0, false
 	}
 	// Mappings do not overlap: the nearest recorded start at or below addr decides.
-	for a, tries := addr&^(align-1), largest/align+1; tries > 0; a, tries = a-align, tries-1 {
-		sh := x.shard(a)
-		sh.mu.Lock()
-		r, found := sh.recs[a]
-		sh.mu.Unlock()
-		if found {
-			return r.idx, addr-a < r.size
+	a := addr &^ (1<<radixShift - 1)
+	for tries := largest>>radixShift + 1; tries > 0 && a>>48 == 0; tries-- {
+		if p := x.radixSlot(a, false); p != nil {
+			if w := p.Load(); w != 0 {
+				r := radixRecord(w)
+				return r.idx, addr-a < r.size
+			}
 		}
-		if a < align {
+		if a < 1<<radixShift {
 			break
 		}
+		a -= 1 << radixShift
+	}
+	if x.hashed() == 0 {
+		return 0, false
+	}
+	for i := range x.shards {
+		sh := &x.shards[i]
+		sh.mu.Lock()
+		for a, r := range sh.recs {
+			if addr-a < r.size {
+				sh.mu.Unlock()
+				return r.idx, true
+			}
+		}
+		sh.mu.Unlock()
 	}
 	return 0, false
 }
 
-// count returns how many mappings are recorded.
+// hashed returns how many mappings are recorded outside the radix table.
+func (x *mapIndex) hashed() int { return int(x.nhashed.Load()) }
+
+// count returns how many mappings are recorded (for tests: it walks the table).
 func (x *mapIndex) count() int {
-	n := 0
-	for i := range x.shards {
-		sh := &x.shards[i]
-		sh.mu.Lock()
-		n += len(sh.recs)
-		sh.mu.Unlock()
+	n := x.hashed()
+	for i := range x.radix {
+		if leaf := x.radix[i].Load(); leaf != nil {
+			for j := range leaf {
+				if leaf[j].Load() != 0 {
+					n++
+				}
+			}
+		}
 	}
 	return n
 }
@@ -242,8 +296,15 @@ func (t *handleTable) unlockDrops(hs []held) {
 // recorded before the pin ends, the mapping is seen by the handle's last release, which
 // waits for the pin.
 func (t *handleTable) mapped(s *slot, h MemHandle, start, size uint64) {
-	t.maps.add(start, size, uint32(h))
 	s.maps.Add(1)
+	if stale, ok := t.maps.add(start, size, uint32(h)); ok {
+		// A record of a mapping the driver no longer has (an unmap that raced the map of the
+		// same range): count it gone, as its unmap would have.
+		o := t.slot(stale)
+		o.drop.Lock()
+		t.unmapped(stale)
+		o.drop.Unlock()
+	}
 }
 
 // unmap runs driverUnmap on [start, start+size) holding the drop locks of the allocations
