@@ -38,6 +38,9 @@ type vaSpace struct {
 	n        int            // reservations
 	index    vaIndex        // every reservation, by address
 	spare    []*resv        // freed reservations, for reuse
+	// calls counts what is counted under mu: reservations placed and freed, operations on
+	// ranges spanning reservations, and the counts of reservations freed since.
+	calls [numOps]uint64
 	base     uint64
 	end      uint64
 	// unit is the smallest granularity of any device: every reservation's base and size
@@ -54,6 +57,32 @@ type resv struct {
 	maps  []*mapping // the mappings starting in the reservation, sorted by base
 	in    []*mapping // crossers from earlier reservations that run into this one
 	first [1]*mapping
+	calls [numResvOps]uint64 // calls on the reservation, counted under its lock
+}
+
+// The calls a reservation counts itself, under the lock they take anyway, so that the
+// commonest calls write no counter shared by every goroutine.
+const (
+	resvMap = iota
+	resvUnmap
+	resvSetAccess
+	numResvOps
+)
+
+var resvOps = [numResvOps]op{opMap, opUnmap, opSetAccess}
+
+// count counts one call (resvMap, ...) under the lock the hold has; false when it has none
+// (nothing reserved at the range's start), for the caller to count otherwise.
+func (h *hold) count(k int) bool {
+	switch {
+	case h.r != nil:
+		h.r.calls[k]++
+	case h.all:
+		h.a.calls[resvOps[k]]++
+	default:
+		return false
+	}
+	return true
 }
 
 // newResv makes a reservation whose first mapping costs no allocation of its own, reusing
@@ -151,13 +180,20 @@ func (a *vaSpace) init(base, size, unit uint64) {
 	a.index.init(base, size, unit)
 }
 
-// count returns the number of reservations and of mappings.
-func (a *vaSpace) count() (reservations, mappings int) {
+// count returns the number of reservations and of mappings, and adds the calls counted in
+// the address space to calls.
+func (a *vaSpace) count(calls *[numOps]uint64) (reservations, mappings int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	for i, n := range a.calls {
+		calls[i] += n
+	}
 	for r := range a.all(a.base, a.end) {
 		r.mu.Lock()
 		mappings += len(r.maps)
+		for k, n := range r.calls {
+			calls[resvOps[k]] += n
+		}
 		r.mu.Unlock()
 	}
 	return a.n, mappings
@@ -259,6 +295,10 @@ func (a *vaSpace) unreserve(addr, size uint64) string {
 	}
 	r.freed = true
 	clear(r.maps[:cap(r.maps)])
+	for k, n := range r.calls {
+		a.calls[resvOps[k]] += n
+	}
+	r.calls = [numResvOps]uint64{}
 	r.mu.Unlock()
 	a.index.clear(r)
 	a.n--

@@ -28,46 +28,59 @@ const handleShards = 32
 
 // handleShard is one part of the handle table. A handle's shard is fixed by its value.
 type handleShard struct {
-	mu   sync.Mutex
-	m    map[cu.MemHandle]*handle
-	live int // its handles with references
-	_    [64 - 8 - 8 - 8]byte
+	mu    sync.Mutex
+	m     map[cu.MemHandle]*handle
+	live  int // its handles with references
+	calls [numShardOps]uint64
+	_     [64 - 8 - 8 - 8 - 8*numShardOps]byte
 }
+
+// The calls a handle shard counts itself, under its lock.
+const (
+	shardCreate = iota
+	shardRelease
+	numShardOps
+)
+
+var shardOps = [numShardOps]op{opCreate, opRelease}
 
 // handleStride spaces handle values so that an off-by-one or a value from another table is
 // never accidentally valid. Values never repeat within a Sim.
 const handleStride = 0x10
 
 // handleBase is the first handle value: values look like the driver's pointers, never
-// small integers. It is a multiple of handleStride*handleShards, so that consecutive
-// values go to consecutive shards.
+// small integers. It is a multiple of handleStride*handleShards, so that a value's shard
+// is (value/handleStride) % handleShards.
 const handleBase = 0x5000000000
 
 func (s *Sim) shardOf(v cu.MemHandle) *handleShard { return &s.handles[shardIndex(v)] }
 
 func shardIndex(v cu.MemHandle) uint64 { return (uint64(v) / handleStride) % handleShards }
 
-// newHandle makes a handle with one reference. Values are handed out in order, so a
-// program that makes the same calls gets the same values, and consecutive ones land in
-// different shards. A new handle for memory takes one of its users, which the caller has
-// accounted for.
+// newHandle makes a handle with one reference. A new handle for memory takes one of its
+// users, which the caller has accounted for.
 func (s *Sim) newHandle(mem *phys, mc *mcObject, prop cu.MemAllocationProp) *handle {
 	h := &handle{mem: mem, mc: mc, prop: prop}
-	s.addHandle(h)
+	s.addHandle(h, -1)
 	return h
 }
 
-// addHandle gives h its value and one reference, and enters it in the table.
-func (s *Sim) addHandle(h *handle) {
+// addHandle gives h its value and one reference, and enters it in the table; count names
+// the shard-counted call it completes (shardCreate), or is -1. Values are handed out in
+// order, so a program that makes the same calls gets the same values, and consecutive
+// values land in different shards.
+func (s *Sim) addHandle(h *handle, count int) {
 	v := cu.MemHandle(handleBase + s.nextHandle.Add(1)*handleStride)
-	h.value, h.refs = v, 1
-	mc := h.mc
 	sh := s.shardOf(v)
+	h.value, h.refs = v, 1
 	sh.mu.Lock()
 	sh.m[v] = h
 	sh.live++
-	if mc != nil {
-		mc.sh = sh
+	if h.mc != nil {
+		h.mc.sh = sh
+	}
+	if count >= 0 {
+		sh.calls[count]++
 	}
 	sh.mu.Unlock()
 }

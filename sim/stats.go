@@ -53,7 +53,8 @@ func (s *Sim) Stats() Stats {
 		Host:      s.hostCommitted.Load(),
 		Calls:     make(map[string]uint64, numOps),
 	}
-	st.Reservations, st.Mappings = s.va.count()
+	var calls [numOps]uint64
+	st.Reservations, st.Mappings = s.va.count(&calls)
 	for i := range s.committed {
 		st.Committed[i] = s.committed[i].Load()
 	}
@@ -71,6 +72,9 @@ func (s *Sim) Stats() Stats {
 		sh := &s.handles[i]
 		sh.mu.Lock()
 		st.Handles += sh.live
+		for k, n := range sh.calls {
+			calls[shardOps[k]] += n
+		}
 		for _, h := range sh.m {
 			st.HandleRefs += h.refs
 			if h.mem != nil {
@@ -85,8 +89,8 @@ func (s *Sim) Stats() Stats {
 		sh.mu.Unlock()
 	}
 	for i := range s.calls {
-		if n := s.calls[i].load(); n > 0 {
-			st.Calls[opNames[i]] = uint64(n)
+		if n := uint64(s.calls[i].load()) + calls[i]; n > 0 {
+			st.Calls[opNames[i]] = n
 		}
 	}
 	return st

@@ -132,7 +132,7 @@ func (s *Sim) checkProp(size uint64, p cu.MemAllocationProp, flags uint64) (cu.M
 // Create is cuMemCreate: size bytes of physical memory, backed lazily by host memory (or,
 // for exportable allocations, by a shareable file).
 func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.MemHandle, error) {
-	f := s.enter(opCreate)
+	f := s.fault(opCreate)
 	if f == nil && prop == nil {
 		f = argFail("nil properties")
 	}
@@ -171,13 +171,14 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 		}
 	}
 	if f != nil {
+		s.calls[opCreate].add(1)
 		if prop == nil {
 			return 0, f.wrap("cuMemCreate", "%d, nil, %d", size, flags)
 		}
 		return 0, f.wrap("cuMemCreate", "%d, %+v, %d", size, *prop, flags)
 	}
 	c.handle.mem, c.handle.prop = m, p
-	s.addHandle(&c.handle)
+	s.addHandle(&c.handle, shardCreate)
 	return c.handle.value, nil
 }
 
@@ -212,10 +213,13 @@ func (s *Sim) uncommit(dev int, size uint64) {
 
 // Release is cuMemRelease. Memory stays alive while it is mapped or bound.
 func (s *Sim) Release(v cu.MemHandle) error {
-	f := s.enter(opRelease)
-	if f == nil {
+	f := s.fault(opRelease)
+	if f != nil {
+		s.calls[opRelease].add(1)
+	} else {
 		sh := s.shardOf(v)
 		sh.mu.Lock()
+		sh.calls[shardRelease]++
 		if h := sh.lookup(v); h == nil {
 			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
 		} else {
@@ -286,7 +290,7 @@ func (s *Sim) Properties(v cu.MemHandle) (cu.MemAllocationProp, error) {
 // aligned; a hint that is taken is ignored; more than the address space is
 // CUDA_ERROR_OUT_OF_MEMORY.
 func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (cu.DevicePtr, error) {
-	f := s.enter(opReserve)
+	f := s.fault(opReserve)
 	if f == nil {
 		f = s.vmm()
 	}
@@ -303,9 +307,12 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 		f = fail(cu.ERROR_INVALID_VALUE, "hint is not aligned to the granularity")
 	}
 	var addr uint64
-	if f == nil {
+	if f != nil {
+		s.calls[opReserve].add(1)
+	} else {
 		align := max(alignment, unit)
 		s.va.mu.Lock()
+		s.va.calls[opReserve]++
 		addr = s.reserveAt(size, align, uint64(hint))
 		s.va.mu.Unlock()
 		if addr == 0 {
@@ -336,12 +343,15 @@ func (s *Sim) reserveAt(size, align, hint uint64) uint64 {
 // Free is cuMemAddressFree. Recorded: ptr and size must be exactly one reservation (not
 // part of one, not two adjacent ones), with nothing mapped in it.
 func (s *Sim) Free(ptr cu.DevicePtr, size uint64) error {
-	f := s.enter(opFree)
+	f := s.fault(opFree)
 	if f == nil {
 		f = s.vmm()
 	}
-	if f == nil {
+	if f != nil {
+		s.calls[opFree].add(1)
+	} else {
 		s.va.mu.Lock()
+		s.va.calls[opFree]++
 		why := s.va.unreserve(uint64(ptr), size)
 		s.va.mu.Unlock()
 		if why != "" {
@@ -368,15 +378,19 @@ func (h *handle) sizeAndGranularity(s *Sim) (size, gran uint64) {
 // reservation or a range overlapping a mapping CUDA_ERROR_INVALID_VALUE. Only the start must
 // be reserved (see addrSpace.covered). A mapping starts with no access for anyone.
 func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags uint64) error {
-	f := s.enter(opMap)
+	f := s.fault(opMap)
 	if f == nil {
 		f = s.vmm()
 	}
 	if f != nil {
+		s.calls[opMap].add(1)
 		return f.wrap("cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, v, flags)
 	}
 	var hd hold
 	s.va.lock(&hd, uint64(ptr), size)
+	if !hd.count(resvMap) {
+		s.calls[opMap].add(1)
+	}
 	sh := s.shardOf(v)
 	sh.mu.Lock()
 	h := sh.lookup(v)
@@ -426,7 +440,7 @@ func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags u
 // touches must lie wholly inside it (it can hold several, and unmapped gaps, which are
 // no-ops, and need not be aligned otherwise); anything else is CUDA_ERROR_INVALID_VALUE.
 func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
-	f := s.enter(opUnmap)
+	f := s.fault(opUnmap)
 	if f == nil {
 		f = s.vmm()
 	}
@@ -434,10 +448,14 @@ func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
 		f = fail(cu.ERROR_INVALID_VALUE, "size 0")
 	}
 	if f != nil {
+		s.calls[opUnmap].add(1)
 		return f.wrap("cuMemUnmap", "%v, %d", ptr, size)
 	}
 	var hd hold
 	s.va.lock(&hd, uint64(ptr), size)
+	if !hd.count(resvUnmap) {
+		s.calls[opUnmap].add(1)
+	}
 	var buf [4]*mapping
 	if !hd.covered(uint64(ptr), size) {
 		f = fail(cu.ERROR_INVALID_VALUE, "range not reserved")
@@ -497,7 +515,7 @@ func (m *mapping) device() int {
 // end at the end of one, splitting none; gaps between mappings are allowed. Descriptors
 // apply in order, all or nothing.
 func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) error {
-	f := s.enter(opSetAccess)
+	f := s.fault(opSetAccess)
 	if f == nil && len(desc) == 0 {
 		f = argFail("no access descriptors")
 	}
@@ -511,10 +529,14 @@ func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) 
 		f = s.checkDesc(desc[i])
 	}
 	if f != nil {
+		s.calls[opSetAccess].add(1)
 		return f.wrap("cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
 	}
 	var hd hold
 	s.va.lock(&hd, uint64(ptr), size)
+	if !hd.count(resvSetAccess) {
+		s.calls[opSetAccess].add(1)
+	}
 	var buf [4]*mapping
 	ms, whole := hd.whole(uint64(ptr), size, buf[:])
 	switch {
