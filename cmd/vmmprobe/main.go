@@ -20,6 +20,7 @@ import (
 // Exit codes, documented in --help, the README and docs/vmmprobe.md.
 const (
 	exitOK          = 0
+	exitFailure     = 1
 	exitUsage       = 2
 	exitNoDriver    = 3
 	exitNoDevice    = 4
@@ -67,6 +68,7 @@ on stderr and SIMULATED at the top, while -o json and -o labels exit 3 instead.
 
 Exit codes:
   0  ok (the report was written; with check, no check failed)
+  1  the output could not be written
   2  usage error
   3  no CUDA driver could be loaded (or it could not be initialized)
   4  no CUDA device
@@ -143,12 +145,13 @@ func run(args []string, stdout, stderr io.Writer, o openers) int {
 		return exitUsage
 	}
 	if opts.outputFile != "" {
-		if err := writeFileAtomic(opts.outputFile, out); err != nil {
+		if err := writeOutput(opts.outputFile, out); err != nil {
 			warn(err.Error())
-			return exitUsage
+			return exitFailure
 		}
 	} else if _, err := stdout.Write(out); err != nil {
-		warn(err.Error())
+		warn("standard output: " + err.Error())
+		return exitFailure
 	}
 	if doc.Summary != nil && doc.Summary.Failed > 0 {
 		warn(fmt.Sprintf("%d check(s) failed", doc.Summary.Failed))
@@ -165,7 +168,7 @@ func parseArgs(args []string, stderr io.Writer) (opts options, code int) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&opts.format, "o", formatTable, "output `format`: table, json or labels")
 	fs.StringVar(&opts.format, "output", formatTable, "output `format` (same as -o)")
-	fs.StringVar(&opts.outputFile, "output-file", "", "write the output to `path` atomically (through a temporary file and a rename) instead of stdout")
+	fs.StringVar(&opts.outputFile, "output-file", "", "write the output to `path` instead of stdout: a regular file is replaced atomically\n(through a temporary file and a rename), a device or pipe is written in place")
 	fs.StringVar(&opts.backend, "backend", backendAuto, "`backend`: auto, cuda or sim")
 	fs.StringVar(&opts.preset, "preset", "", "sim `preset` (default "+defaultPreset+"): "+strings.Join(sim.Presets(), ", "))
 	fs.BoolVar(&opts.multicast, "unsafe-multicast", false, "check only: create a real multicast object (cuMulticastCreate) over the\n"+

@@ -75,7 +75,7 @@ func TestHelp(t *testing.T) {
 		r := runWith(t, noDriver, args...)
 		assert.Equal(t, exitOK, r.code, "%v", args)
 		assert.Empty(t, r.stdout)
-		for _, want := range []string{"Exit codes:", "0  ok", "2  usage error", "3  no CUDA driver", "4  no CUDA device",
+		for _, want := range []string{"Exit codes:", "0  ok", "1  the output could not be written", "2  usage error", "3  no CUDA driver", "4  no CUDA device",
 			"5  a check failed", "--unsafe-multicast", "UNSAFE ON SHARED MACHINES", "-output-file", "-backend", "-preset", "hgx8"} {
 			assert.Contains(t, r.stderr, want, "%v", args)
 		}
@@ -238,9 +238,14 @@ func TestOutputFile(t *testing.T) {
 		assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
 	}
 
-	r = runWith(t, noDriver, "--backend=sim", "--output-file", filepath.Join(dir, "missing", "x"))
-	assert.Equal(t, exitUsage, r.code)
-	assert.Contains(t, r.stderr, "output file")
+	missing := filepath.Join(dir, "missing", "x")
+	r = runWith(t, noDriver, "--backend=sim", "--output-file", missing)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.stderr, "output file "+missing+": ")
+
+	r = runWith(t, noDriver, "--backend=sim", "--output-file", dir)
+	assert.Equal(t, exitFailure, r.code)
+	assert.Contains(t, r.stderr, "output file "+dir+": is a directory")
 
 	// auto without a driver never writes labels (nor touches the old file).
 	r = runWith(t, noDriver, "-o", "labels", "--output-file", path)
@@ -284,4 +289,17 @@ func TestProcess(t *testing.T) {
 			assert.Contains(t, out.String(), tc.out, "%v", tc.args)
 		}
 	}
+}
+
+// errWriter fails every write, as standard output does when it is a full disk or a closed
+// pipe.
+type errWriter struct{}
+
+func (errWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+func TestStdoutWriteFailure(t *testing.T) {
+	var errb bytes.Buffer
+	code := run([]string{"--backend=sim", "-o", "json"}, errWriter{}, &errb, noDriver)
+	assert.Equal(t, exitFailure, code, errb.String())
+	assert.Contains(t, errb.String(), "standard output: no space left on device")
 }

@@ -1,28 +1,101 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
 
-// writeFileAtomic replaces path with data: it writes a temporary file in the same
-// directory, syncs it and renames it over path, so a reader (node-feature-discovery
-// scanning its features.d directory, say) sees the old file or the new one, never a part.
-func writeFileAtomic(path string, data []byte) (err error) {
+// writeOutput writes data to the file the user named. vmmprobe often runs as root
+// (node-feature-discovery's features.d, a DaemonSet), so it never replaces what the path
+// names behind the user's back:
+//
+//   - a regular file, or a path that does not exist yet, is replaced atomically: data goes
+//     to a temporary file in the same directory, which is synced and renamed over it, so a
+//     reader (node-feature-discovery scanning its directory, say) sees the old content or
+//     the new one, never a part;
+//   - a symbolic link is followed, and what it points to is written as above (the link
+//     stays a link): --output-file /dev/stdout works;
+//   - anything else (a character device such as /dev/null, a named pipe) is written to in
+//     place, opened without creating or truncating it and, for a pipe, without waiting for
+//     a reader: /dev/null stays a device, and /dev/full reports that it is full;
+//   - a directory is refused.
+//
+// Errors name the path as the user gave it.
+func writeOutput(path string, data []byte) error {
+	fail := func(err error) error {
+		if err == nil {
+			return nil
+		}
+		return fmt.Errorf("output file %s: %w", path, err)
+	}
+	target, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A path that does not exist, or a link to one: create what the link names.
+		if target, err = danglingTarget(path); err != nil {
+			return fail(err)
+		}
+		return fail(replace(target, data))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	fi, err := os.Stat(target)
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case fi.Mode().IsRegular():
+		return fail(replace(target, data))
+	case fi.IsDir():
+		return fail(errors.New("is a directory"))
+	}
+	return fail(writeInPlace(target, data))
+}
+
+// danglingTarget returns the path a file at path is created at: path itself, or, for a
+// symbolic link to a file that does not exist, the link's destination (resolved relative to
+// the link's directory).
+func danglingTarget(path string) (string, error) {
+	for range 40 { // as many links as Linux follows
+		fi, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return path, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			return path, nil
+		}
+		dest, err := os.Readlink(path)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(dest) {
+			dest = filepath.Join(filepath.Dir(path), dest)
+		}
+		path = dest
+	}
+	return "", errors.New("too many levels of symbolic links")
+}
+
+// replace writes data to a temporary file next to path and renames it over path.
+func replace(path string, data []byte) (err error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
 	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("output file: %w", err)
+		return err
 	}
 	defer func() {
 		if err != nil {
 			f.Close()
 			os.Remove(f.Name())
-			err = fmt.Errorf("output file: %w", err)
 		}
 	}()
 	if _, err = f.Write(data); err != nil {
