@@ -109,6 +109,8 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 		{"multicast", testMulticast},
 		{"ipc", testIPC},
 		{"copy", testCopy},
+		{"limits", testLimits},
+		{"placement", testPlacement},
 		{"dangerous", testDangerous},
 	}
 	for _, g := range groups {

@@ -1,0 +1,113 @@
+package vmmtest
+
+import (
+	"testing"
+
+	"github.com/cuvmm/cuvmm/cu"
+)
+
+// testPlacement explores where the driver places reservations of different sizes, one
+// after another and in either order, and when it honours an address hint. It only logs
+// (placement: lines) while recording: what it finds becomes the cases of the placement
+// model, not expectations of this exploration.
+func testPlacement(t *testing.T, e *env) {
+	if !e.c.record {
+		t.Skip("placement is explored when recording (" + EnvRecord + ")")
+	}
+	g := e.g
+	var held []func()
+	defer func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			held[i]()
+		}
+	}()
+	reserve := func(what string, size uint64, hint cu.DevicePtr) cu.DevicePtr {
+		va, err := e.b.Reserve(size, 0, hint, 0)
+		if err != nil {
+			t.Logf("placement: %s: %s hint %v: %v", what, sizeName(size), hint, err)
+			return 0
+		}
+		held = append(held, func() { _ = e.b.Free(va, size) })
+		t.Logf("placement: %s: %s hint %v -> %v (aligned to %s)", what, sizeName(size), hint, va, sizeName(uint64(va)&-uint64(va)))
+		return va
+	}
+	free := func(va cu.DevicePtr, size uint64) {
+		if va != 0 {
+			noError(t, e.b.Free(va, size))
+			held = held[:len(held)-1] // callers free the last one they reserved
+		}
+	}
+	delta := func(what string, a, b cu.DevicePtr) {
+		t.Logf("placement: %s: %+d bytes (%s)", what, int64(b-a), sizeName(uint64(max(a, b)-min(a, b))))
+	}
+
+	sizes := []uint64{g, 32 * g, 512 * g, 32768 * g} // 2 MiB, 64 MiB, 1 GiB, 64 GiB on Hopper
+	for _, s := range sizes {
+		a := reserve("alone", s, 0)
+		b := reserve("second of the same size", s, 0)
+		delta("second - first, "+sizeName(s), a, b)
+		free(b, s)
+		free(a, s)
+	}
+	for _, pair := range [][2]uint64{{g, 512 * g}, {512 * g, g}, {g, 32768 * g}, {32768 * g, g}, {32 * g, 512 * g}} {
+		a := reserve("pair, first", pair[0], 0)
+		b := reserve("pair, second", pair[1], 0)
+		delta("pair "+sizeName(pair[0])+" then "+sizeName(pair[1]), a, b)
+		free(b, pair[1])
+		free(a, pair[0])
+	}
+	for _, s := range []uint64{g, 512 * g} {
+		a := reserve("hint base", s, 0)
+		b := reserve("hint adjacent above", s, a+cu.DevicePtr(s))
+		t.Logf("placement: adjacent-above hint for %s honoured: %v", sizeName(s), b == a+cu.DevicePtr(s))
+		free(b, s)
+		if a > cu.DevicePtr(s) {
+			c := reserve("hint adjacent below", s, a-cu.DevicePtr(s))
+			t.Logf("placement: adjacent-below hint for %s honoured: %v", sizeName(s), c == a-cu.DevicePtr(s))
+			free(c, s)
+		}
+		far := (a + 1<<40) &^ cu.DevicePtr(s-1)
+		d := reserve("hint 1 TiB away", s, far)
+		t.Logf("placement: far hint for %s honoured: %v", sizeName(s), d == far)
+		free(d, s)
+		free(a, s)
+	}
+	// Reuse: free the first of three and reserve again.
+	a := reserve("reuse, first", g, 0)
+	b := reserve("reuse, second", g, 0)
+	c := reserve("reuse, third", g, 0)
+	if a != 0 && b != 0 && c != 0 {
+		held = held[:len(held)-3]
+		noError(t, e.b.Free(a, g))
+		d := reserve("reuse, after freeing the first", g, 0)
+		t.Logf("placement: after freeing the first, a new one lands at the first: %v, past the third: %v", d == a, d > c)
+		free(d, g)
+		noError(t, e.b.Free(c, g))
+		noError(t, e.b.Free(b, g))
+	}
+}
+
+// sizeName formats a byte count in the largest exact binary unit.
+func sizeName(n uint64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	i := 0
+	for n >= 1024 && n%1024 == 0 && i < len(units)-1 {
+		n /= 1024
+		i++
+	}
+	return itoa(n) + units[i]
+}
+
+func itoa(n uint64) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}
