@@ -2,6 +2,7 @@ package sim
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -399,7 +400,10 @@ func (h *hold) resvAt(addr uint64) *resv {
 // reservation and even into space that was reserved and freed again (it is then kept mapped
 // until unmapped, and a reservation that would overlap it cannot be mapped there).
 func (h *hold) covered(addr, size uint64) bool {
-	return addr+size >= addr && h.resvAt(addr) != nil
+	// A range may end at the very top of the address space (recorded: an unmap of
+	// [addr, 2^64) with nothing mapped there succeeds), not run past it.
+	end, carry := bits.Add64(addr, size, 0)
+	return (carry == 0 || end == 0) && h.resvAt(addr) != nil
 }
 
 // mappingAt returns the mapping containing addr, or nil.

@@ -41,7 +41,7 @@ func testPlacement(t *testing.T, e *env) {
 		t.Logf("placement: %s: %+d bytes (%s)", what, int64(b-a), sizeName(uint64(max(a, b)-min(a, b))))
 	}
 
-	sizes := []uint64{g, 32 * g, 512 * g, 32768 * g} // 2 MiB, 64 MiB, 1 GiB, 64 GiB on Hopper
+	sizes := []uint64{g, 2 * g, 4 * g, 8 * g, 16 * g, 32 * g, 512 * g, 32768 * g} // 2 MiB ... 64 GiB on Hopper
 	for _, s := range sizes {
 		a := reserve("alone", s, 0)
 		b := reserve("second of the same size", s, 0)
@@ -56,7 +56,7 @@ func testPlacement(t *testing.T, e *env) {
 		free(b, pair[1])
 		free(a, pair[0])
 	}
-	for _, s := range []uint64{g, 512 * g} {
+	for _, s := range []uint64{g, 16 * g, 32 * g, 512 * g} {
 		a := reserve("hint base", s, 0)
 		b := reserve("hint adjacent above", s, a+cu.DevicePtr(s))
 		t.Logf("placement: adjacent-above hint for %s honoured: %v", sizeName(s), b == a+cu.DevicePtr(s))
@@ -66,11 +66,23 @@ func testPlacement(t *testing.T, e *env) {
 			t.Logf("placement: adjacent-below hint for %s honoured: %v", sizeName(s), c == a-cu.DevicePtr(s))
 			free(c, s)
 		}
-		far := (a + 1<<40) &^ cu.DevicePtr(s-1)
-		d := reserve("hint 1 TiB away", s, far)
-		t.Logf("placement: far hint for %s honoured: %v", sizeName(s), d == far)
-		free(d, s)
+		for _, far := range []cu.DevicePtr{0x100000000000, 0x200000000000, 0x7e0000000000, 0x800000000000} {
+			d := reserve("hint far", s, far)
+			t.Logf("placement: far hint %v for %s honoured: %v", far, sizeName(s), d == far)
+			free(d, s)
+		}
 		free(a, s)
+	}
+	// A freed small range asked for again by its address.
+	x := reserve("hint at a freed range, first", g, 0)
+	y := reserve("hint at a freed range, second", g, 0)
+	if x != 0 && y != 0 {
+		held = held[:len(held)-2]
+		noError(t, e.b.Free(y, g))
+		noError(t, e.b.Free(x, g))
+		z := reserve("hint at the freed second", g, y)
+		t.Logf("placement: hint at a freed small range honoured: %v", z == y)
+		free(z, g)
 	}
 	// Reuse: free the first of three and reserve again.
 	a := reserve("reuse, first", g, 0)
