@@ -226,35 +226,26 @@ func (a *vaSpace) all(addr, end uint64) func(func(*resv) bool) {
 	}
 }
 
-// reserve finds size bytes aligned to align: at hint if that range is free, else at the
-// lowest free address (first fit, as the driver places reservations). It returns 0 when no
-// free range is large enough. The caller holds a.mu.
-func (a *vaSpace) reserve(size, align, hint uint64) uint64 {
-	if hint != 0 && hint%align == 0 && hint+size > hint {
+// reserve finds size bytes aligned to align: at hint if that range is free (and aligned to
+// hintAlign), else at the lowest free address (first fit, as the driver places
+// reservations). It returns 0 when no free range is large enough. The caller holds a.mu.
+func (a *vaSpace) reserve(size, align, hintAlign, hint uint64) uint64 {
+	if hint != 0 && hint%hintAlign == 0 && hint+size > hint {
 		if f := a.free.floor(hint); f != nil && hint+size <= f.key+f.span {
 			a.take(f, hint, size)
 			return hint
 		}
 	}
-	need := size + align - 1
-	if need < size {
-		return 0
+	// The lowest free range that holds size bytes at an aligned address: the ranges large
+	// enough in address order, until one fits once its start is aligned.
+	for f := a.free.firstFit(size); f != nil; f = a.free.firstFitFrom(f.key+1, size) {
+		addr := (f.key + align - 1) &^ (align - 1)
+		if addr >= f.key && addr+size <= f.key+f.span && addr+size > addr {
+			a.take(f, addr, size)
+			return addr
+		}
 	}
-	// A range of size+align-1 bytes always holds an aligned one; when align is the
-	// granularity every free range is aligned and need is just size.
-	if align <= a.unit {
-		need = size
-	}
-	f := a.free.firstFit(need)
-	if f == nil {
-		return 0
-	}
-	addr := (f.key + align - 1) &^ (align - 1)
-	if addr+size > f.key+f.span {
-		return 0
-	}
-	a.take(f, addr, size)
-	return addr
+	return 0
 }
 
 // take removes [addr, addr+size) from the free range f and records the reservation, with

@@ -38,6 +38,11 @@ type Config struct {
 	// ranges), so code that extends a reservation with the hint must cope; this lets its
 	// tests take that path every time.
 	RefuseHints bool
+	// PlacementAlign is the largest alignment a reservation gets from its size: the driver
+	// aligns each reservation to the largest power of two not above its size, up to this
+	// (32 MiB recorded on an H200, driver 580; 0 means that). A 1 GiB reservation made
+	// after a 2 MiB one therefore starts at the next 32 MiB boundary, not right after it.
+	PlacementAlign uint64
 }
 
 // Device describes one simulated GPU.
@@ -106,6 +111,12 @@ func (c *Config) validate() error {
 	}
 	if c.HostNUMANodes <= 0 {
 		c.HostNUMANodes = 1
+	}
+	if c.PlacementAlign == 0 {
+		c.PlacementAlign = 32 << 20
+	}
+	if !isPow2(c.PlacementAlign) {
+		return fmt.Errorf("sim: config %q: placement alignment %d is not a power of two", c.Name, c.PlacementAlign)
 	}
 	if c.MulticastGranularity == 0 {
 		c.MulticastGranularity = 2 << 20

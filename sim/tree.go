@@ -220,3 +220,24 @@ func (t *tree[V]) firstFit(n uint64) *node[V] {
 	}
 	return nil
 }
+
+// firstFitFrom returns the node with the least key >= from whose span is at least n, or
+// nil: firstFit's search, started past the ranges already tried.
+func (t *tree[V]) firstFitFrom(from, n uint64) *node[V] {
+	return firstFitFrom(t.root, from, n)
+}
+
+func firstFitFrom[V any](nd *node[V], from, n uint64) *node[V] {
+	if nd == nil || nd.max < n {
+		return nil
+	}
+	if nd.key >= from {
+		if l := firstFitFrom(nd.left, from, n); l != nil {
+			return l
+		}
+		if nd.span >= n {
+			return nd
+		}
+	}
+	return firstFitFrom(nd.right, from, n)
+}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math/bits"
 	"slices"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -287,8 +288,10 @@ func (s *Sim) Properties(v cu.MemHandle) (cu.MemAllocationProp, error) {
 
 // Reserve is cuMemAddressReserve. Recorded: size must be a multiple of the granularity,
 // alignment 0 or a power of two (smaller ones mean the granularity), flags 0, a hint
-// aligned; a hint that is taken is ignored; more than the address space is
-// CUDA_ERROR_OUT_OF_MEMORY.
+// aligned; a hint that is taken is ignored, a hint above 2^47 is CUDA_ERROR_OUT_OF_MEMORY;
+// more than the address space is CUDA_ERROR_OUT_OF_MEMORY. Placement follows the
+// vmmtest placement/ cases: first fit, each reservation aligned to the largest power of
+// two not above its size up to Config.PlacementAlign.
 func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (cu.DevicePtr, error) {
 	f := s.fault(opReserve)
 	if f == nil {
@@ -305,15 +308,18 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 		f = fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
 	case uint64(hint)%unit != 0:
 		f = fail(cu.ERROR_INVALID_VALUE, "hint is not aligned to the granularity")
+	case uint64(hint) >= 1<<47:
+		f = fail(cu.ERROR_OUT_OF_MEMORY, "hint above the 47-bit address space") // recorded
 	}
 	var addr uint64
 	if f != nil {
 		s.calls[opReserve].add(1)
 	} else {
-		align := max(alignment, unit)
+		hintAlign := max(alignment, unit)
+		align := max(hintAlign, min(1<<(bits.Len64(size)-1), s.cfg.PlacementAlign))
 		s.va.mu.Lock()
 		s.va.calls[opReserve]++
-		addr = s.reserveAt(size, align, uint64(hint))
+		addr = s.reserveAt(size, align, hintAlign, uint64(hint))
 		s.va.mu.Unlock()
 		if addr == 0 {
 			f = fail(cu.ERROR_OUT_OF_MEMORY, "virtual address space exhausted")
@@ -327,13 +333,13 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 
 // reserveAt places a reservation, at hint when it is free unless the configuration refuses
 // hints; 0 when the address space is full. The caller holds s.va.mu.
-func (s *Sim) reserveAt(size, align, hint uint64) uint64 {
+func (s *Sim) reserveAt(size, align, hintAlign, hint uint64) uint64 {
 	if !s.cfg.RefuseHints || hint == 0 {
-		return s.va.reserve(size, align, hint)
+		return s.va.reserve(size, align, hintAlign, hint)
 	}
-	addr := s.va.reserve(size, align, 0)
+	addr := s.va.reserve(size, align, hintAlign, 0)
 	if addr == hint { // first fit landed on the hint anyway: take the next range instead
-		other := s.va.reserve(size, align, 0)
+		other := s.va.reserve(size, align, hintAlign, 0)
 		s.va.unreserve(addr, size)
 		addr = other
 	}

@@ -62,7 +62,13 @@ type checker struct {
 
 func (c *checker) check(t *testing.T, name string, err error) {
 	t.Helper()
-	got := resultName(err)
+	c.observe(t, name, resultName(err), err)
+}
+
+// observe compares (or records) a fact that is not a result: where a reservation landed
+// relative to another, whether a hint was honoured. err, if any, is shown on a mismatch.
+func (c *checker) observe(t *testing.T, name, got string, err error) {
+	t.Helper()
 	c.mu.Lock()
 	c.seen[name] = got
 	c.mu.Unlock()

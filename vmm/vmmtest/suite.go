@@ -94,6 +94,7 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 	}{
 		{"device", testDevice},
 		{"granularity", testGranularity},
+		{"placement", testPlacement},
 		{"data", testData},
 		{"create", testCreate},
 		{"release", testRelease},
@@ -110,7 +111,6 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 		{"ipc", testIPC},
 		{"copy", testCopy},
 		{"limits", testLimits},
-		{"placement", testPlacement},
 		{"dangerous", testDangerous},
 	}
 	for _, g := range groups {
