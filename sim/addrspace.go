@@ -42,8 +42,8 @@ type vaSpace struct {
 	// calls counts what is counted under mu: reservations placed and freed, operations on
 	// ranges spanning reservations, and the counts of reservations freed since.
 	calls [numOps]uint64
-	base     uint64
-	end      uint64
+	base  uint64
+	end   uint64
 	// unit is the smallest granularity of any device: every reservation's base and size
 	// are multiples of it, so every free range starts on it.
 	unit uint64

@@ -39,3 +39,17 @@ func fileResident(f *os.File) uint64 {
 	}
 	return uint64(st.Blocks) * 512
 }
+
+// dupFile returns a new *os.File of the file f is open on.
+func dupFile(f *os.File) (*os.File, error) {
+	fd, err := dupFD(f)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
+}
+
+// openNoFollow opens path for reading and writing, refusing a symbolic link.
+func openNoFollow(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
+}

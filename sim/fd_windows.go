@@ -45,3 +45,15 @@ func fileResident(f *os.File) uint64 {
 	}
 	return uint64(st.Size())
 }
+
+func dupFile(f *os.File) (*os.File, error) {
+	d, err := dupHandle(windows.Handle(f.Fd()))
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(d), f.Name()), nil
+}
+
+// openNoFollow opens path for reading and writing; the caller checks it opened the file it
+// looked at (Windows has no O_NOFOLLOW).
+func openNoFollow(path string) (*os.File, error) { return os.OpenFile(path, os.O_RDWR, 0) }

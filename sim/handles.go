@@ -161,6 +161,9 @@ func (s *Sim) unuse(p *phys) {
 			delete(s.byFabric, *p.fabric)
 		}
 		s.shareMu.Unlock()
+		if p.counted { // memory this Sim created, and so exported
+			unpublish(p.fileKey, p.token)
+		}
 	}
 	p.close()
 }

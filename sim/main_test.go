@@ -13,5 +13,6 @@ func TestMain(m *testing.M) {
 	// The cross-process tests re-execute this binary as the importing child.
 	vmmtest.RunChildIfRequested(func() (vmm.Backend, error) { return sim.New(sim.PresetH100()) })
 	runShareChildIfRequested()
+	runFabricChildIfRequested()
 	os.Exit(m.Run())
 }

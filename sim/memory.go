@@ -176,8 +176,9 @@ type phys struct {
 	// fileKey identifies the backing file of an exportable allocation, so importing a
 	// descriptor this process exported finds the same allocation.
 	fileKey fileKey
-	// fabric is the allocation's fabric token, when it has one.
+	// fabric is the allocation's fabric handle, when it has one, and token its parts.
 	fabric *cu.MemFabricHandle
+	token  *fabricToken
 }
 
 func (p *phys) resident() uint64 { return p.st.resident() }

@@ -34,6 +34,17 @@ func (s *Sim) multicastDevices() int {
 	return n
 }
 
+// multicastMemory is the memory of the smallest multicast-capable device.
+func (s *Sim) multicastMemory() uint64 {
+	m := ^uint64(0)
+	for i := range s.cfg.Devices {
+		if d := &s.cfg.Devices[i]; d.Multicast {
+			m = min(m, d.TotalMem)
+		}
+	}
+	return m
+}
+
 func (s *Sim) noMulticast() *failure {
 	if s.multicastDevices() == 0 {
 		return fail(cu.ERROR_NOT_SUPPORTED, "no device supports multicast") // recorded on single H100/H200
@@ -78,6 +89,10 @@ func (s *Sim) MulticastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, error
 			f = fail(cu.ERROR_INVALID_VALUE, "team size out of range")
 		case prop.Size == 0 || prop.Size%s.cfg.MulticastGranularity != 0:
 			f = fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the multicast granularity")
+		case prop.Size > s.multicastMemory():
+			// The header: size is the memory each device can bind, so no more than a device
+			// has (multicast is never created on the shared GPU hosts: not recorded).
+			f = fail(cu.ERROR_OUT_OF_MEMORY, "size larger than a team device's memory")
 		case prop.Flags != 0:
 			f = fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
 		case prop.HandleTypes&^uint64(knownHandleTypes) != 0:

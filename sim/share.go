@@ -1,11 +1,16 @@
 package sim
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -14,82 +19,169 @@ import (
 // Sharing. An allocation created with MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR or
 // MEM_HANDLE_TYPE_FABRIC lives in a file (a memfd on Linux, a temporary file elsewhere)
 // whose bytes are the allocation's: exporting hands out a duplicate descriptor of it, and
-// any process running sim that imports the descriptor reads and writes the same bytes.
-// The file's name carries the owning device ("cuvmm-sim.d<ordinal>"), the one piece of
-// metadata an importer needs besides the size.
+// any process running sim that imports it reads and writes the same bytes.
+//
+// What arrives from another process is not trusted. A descriptor is taken only if it is a
+// file this process exported, or, on Linux, a memfd named as sim names them
+// ("cuvmm-sim.d<device>", "cuvmm-sim.f<device>.<secret>") whose device exists here and whose
+// size is a whole number of that device's granules, no larger than its memory. A fabric
+// token carries a 256-bit secret that only the exporter and the holders of the token know,
+// and the file it leads to must bear that secret in its name before anything is opened
+// for reading or writing: a forged token reaches nothing.
 
-const shareName = "cuvmm-sim.d"
+const (
+	shareName  = "cuvmm-sim.d" // + device: memory shared as a descriptor
+	fabricName = "cuvmm-sim.f" // + device + "." + secret: memory shared as a fabric handle
+)
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
+
+// fabricMagic starts every fabric token sim makes.
+var fabricMagic = [16]byte{'c', 'u', 'v', 'm', 'm', '-', 's', 'i', 'm', '-', 'f', 'a', 'b', 'r', 'i', 'c'}
+
+// fabricToken is a parsed fabric handle. Layout: magic[16] secret[32] pid u32 fd u32
+// device u32 zero u32. pid and fd say where the exporter holds the file (Linux reaches it
+// through /proc/<pid>/fd/<fd>); the secret proves the holder was given the token.
+type fabricToken struct {
+	secret  [32]byte
+	pid, fd uint32
+	dev     uint32
+}
+
+func (t fabricToken) handle() cu.MemFabricHandle {
+	var h cu.MemFabricHandle
+	copy(h[:16], fabricMagic[:])
+	copy(h[16:48], t.secret[:])
+	le := binary.LittleEndian
+	le.PutUint32(h[48:], t.pid)
+	le.PutUint32(h[52:], t.fd)
+	le.PutUint32(h[56:], t.dev)
+	return h
+}
+
+func parseFabric(h cu.MemFabricHandle) (fabricToken, bool) {
+	le := binary.LittleEndian
+	if [16]byte(h[:16]) != fabricMagic || le.Uint32(h[60:]) != 0 {
+		return fabricToken{}, false
+	}
+	return fabricToken{secret: [32]byte(h[16:48]), pid: le.Uint32(h[48:]), fd: le.Uint32(h[52:]), dev: le.Uint32(h[56:])}, true
+}
+
+// fileName is the name of the file of an allocation of device dev: with a secret for a
+// fabric allocation.
+func fileName(dev int, secret *[32]byte) string {
+	if secret == nil {
+		return shareName + strconv.Itoa(dev)
+	}
+	return fabricName + strconv.Itoa(dev) + "." + hex.EncodeToString(secret[:])
+}
+
+// parseFileName reads the device (and, for a fabric allocation, the secret) from a file's
+// name; ok is false for any name sim does not make.
+func parseFileName(name string) (dev int, secret string, ok bool) {
+	rest, fabric := strings.CutPrefix(name, fabricName)
+	if !fabric {
+		if rest, ok = strings.CutPrefix(name, shareName); !ok {
+			return 0, "", false
+		}
+	} else if rest, secret, ok = strings.Cut(rest, "."); !ok || len(secret) != 64 {
+		return 0, "", false
+	}
+	if rest == "" || len(rest) > 4 || rest[0] == '0' && len(rest) > 1 {
+		return 0, "", false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return 0, "", false
+		}
+	}
+	dev, _ = strconv.Atoi(rest)
+	return dev, secret, true
+}
+
+// exports is what every Sim of this process exported, by file: an import into another Sim
+// of this process finds the file here without trusting a name.
+var exports struct {
+	sync.Mutex
+	byFile   map[fileKey]exported
+	byFabric map[fabricToken]exported
+}
+
+type exported struct {
+	f    *os.File // the exporter's file, duplicated for each import
+	size uint64
+	dev  int
+}
+
+func publish(k fileKey, tok *fabricToken, e exported) {
+	exports.Lock()
+	defer exports.Unlock()
+	if exports.byFile == nil {
+		exports.byFile, exports.byFabric = map[fileKey]exported{}, map[fabricToken]exported{}
+	}
+	if k != (fileKey{}) {
+		exports.byFile[k] = e
+	}
+	if tok != nil {
+		exports.byFabric[*tok] = e
+	}
+}
+
+func unpublish(k fileKey, tok *fabricToken) {
+	exports.Lock()
+	defer exports.Unlock()
+	delete(exports.byFile, k)
+	if tok != nil {
+		delete(exports.byFabric, *tok)
+	}
+}
 
 // shareable gives m a file store and, for fabric allocations, a token.
 func (s *Sim) shareable(m *phys) *failure {
 	m.id = s.nextID.Add(1)
-	fabric := m.prop.RequestedHandleTypes&cu.MEM_HANDLE_TYPE_FABRIC != 0
-	path := ""
-	if fabric {
-		path = fabricPath(os.Getpid(), s.id, m.id)
+	var secret *[32]byte
+	if m.prop.RequestedHandleTypes&cu.MEM_HANDLE_TYPE_FABRIC != 0 {
+		secret = new([32]byte)
+		if _, err := rand.Read(secret[:]); err != nil {
+			return fail(cu.ERROR_OPERATING_SYSTEM, "no randomness for a fabric secret: "+err.Error())
+		}
 	}
-	f, remove, err := newShareFile(fmt.Sprintf("%s%d", shareName, m.dev), m.size, path)
+	name := fileName(m.dev, secret)
+	f, remove, err := newShareFile(name, m.size, secret != nil)
 	if err != nil {
 		return fail(cu.ERROR_OUT_OF_MEMORY, "cannot create the shareable backing file: "+err.Error())
 	}
 	m.st = &fileStore{f: f, remove: remove}
 	m.fileKey = keyOf(f)
-	var tok cu.MemFabricHandle
-	if fabric {
-		tok = s.fabricToken(m, f)
-		m.fabric = &tok
+	if secret != nil {
+		m.token = &fabricToken{secret: *secret, pid: uint32(os.Getpid()), fd: uint32(f.Fd()), dev: uint32(m.dev)}
+		t := m.token.handle()
+		m.fabric = &t
 	}
 	s.shareMu.Lock()
 	if m.fileKey != (fileKey{}) {
 		s.byFile[m.fileKey] = m
 	}
-	if fabric {
-		s.byFabric[tok] = m
+	if m.fabric != nil {
+		s.byFabric[*m.fabric] = m
 	}
 	s.shareMu.Unlock()
+	publish(m.fileKey, m.token, exported{f: f, size: m.size, dev: m.dev})
 	return nil
 }
 
-// fabricMagic starts every fabric token sim makes.
-var fabricMagic = [16]byte{'c', 'u', 'v', 'm', 'm', '-', 's', 'i', 'm', '-', 'f', 'a', 'b', 'r', 'i', 'c'}
-
-// fabricToken encodes where another process finds the allocation's file: the exporting
-// process and its descriptor (Linux, through /proc/<pid>/fd/<fd>) or, elsewhere, the named
-// file's identity under os.TempDir. Layout: magic[16] pid u32 fd u32 dev u32 0 u32 size u64
-// ino u64 sim u64 alloc u64.
-func (s *Sim) fabricToken(m *phys, f *os.File) cu.MemFabricHandle {
-	var t cu.MemFabricHandle
-	copy(t[:16], fabricMagic[:])
-	le := binary.LittleEndian
-	le.PutUint32(t[16:], uint32(os.Getpid()))
-	le.PutUint32(t[20:], uint32(f.Fd()))
-	le.PutUint32(t[24:], uint32(int32(m.dev)))
-	le.PutUint64(t[32:], m.size)
-	le.PutUint64(t[40:], m.fileKey.ino)
-	le.PutUint64(t[48:], s.id)
-	le.PutUint64(t[56:], m.id)
-	return t
-}
-
-type fabricRef struct {
-	pid, fd int
-	dev     int
-	size    uint64
-	ino     uint64
-	sim, id uint64
-}
-
-func parseFabric(t cu.MemFabricHandle) (fabricRef, bool) {
-	if [16]byte(t[:16]) != fabricMagic {
-		return fabricRef{}, false
+// importable checks what an importer learnt about a file from outside this Sim: its device
+// must exist here, and its size must be a whole number of that device's granules, no more
+// than its memory (recorded: the driver refuses descriptors that are not allocations).
+func (s *Sim) importable(size uint64, dev int) *failure {
+	if dev < 0 || dev >= len(s.cfg.Devices) {
+		return fail(resBadFD, fmt.Sprintf("the allocation's device %d does not exist here", dev))
 	}
-	le := binary.LittleEndian
-	return fabricRef{
-		pid: int(le.Uint32(t[16:])), fd: int(le.Uint32(t[20:])), dev: int(int32(le.Uint32(t[24:]))),
-		size: le.Uint64(t[32:]), ino: le.Uint64(t[40:]), sim: le.Uint64(t[48:]), id: le.Uint64(t[56:]),
-	}, true
+	d := &s.cfg.Devices[dev]
+	if size == 0 || size%d.Granularity != 0 || size > d.TotalMem {
+		return fail(resBadFD, fmt.Sprintf("size %d is not an allocation of device %d", size, dev))
+	}
+	return nil
 }
 
 // importHandle returns a new handle for memory this Sim already knows, taking over one user
@@ -126,12 +218,10 @@ func tryUse(m *phys) *phys {
 	return nil
 }
 
-// adopt makes a phys for a file another process (or another Sim) exported. Its bytes belong
-// to the exporter's device, so they count against no capacity here.
+// adopt makes a phys for a file another process (or another Sim) exported, of size bytes
+// of device dev (both checked by importable). Its bytes belong to the exporter's device,
+// so they count against no capacity here.
 func (s *Sim) adopt(f *os.File, size uint64, dev int) cu.MemHandle {
-	if dev < 0 || dev >= len(s.cfg.Devices) {
-		dev = 0
-	}
 	m := &phys{
 		id: s.nextID.Add(1), size: size, dev: dev, st: &fileStore{f: f}, users: 1,
 		prop: cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED,
@@ -200,23 +290,44 @@ func (s *Sim) ImportFD(fd int) (cu.MemHandle, error) {
 	}
 	var h cu.MemHandle
 	if f == nil {
-		file, err := fileFromFD(fd)
-		if err != nil {
-			f = fail(resBadFD, "bad descriptor: "+err.Error())
-		} else if m := s.known(keyOf(file)); m != nil {
-			file.Close()
-			h = s.importHandle(m)
-		} else if size, dev, ok := describeFile(file); !ok {
-			file.Close()
-			f = fail(resBadFD, "descriptor is not an exported allocation")
-		} else {
-			h = s.adopt(file, size, dev)
-		}
+		h, f = s.importFD(fd)
 	}
 	if f != nil {
 		return 0, f.wrap("cuMemImportFromShareableHandle", "fd %d", fd)
 	}
 	return h, nil
+}
+
+func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
+	file, err := fileFromFD(fd)
+	if err != nil {
+		return 0, fail(resBadFD, "bad descriptor: "+err.Error())
+	}
+	k := keyOf(file)
+	if m := s.known(k); m != nil {
+		file.Close()
+		return s.importHandle(m), nil
+	}
+	exports.Lock()
+	e, ok := exports.byFile[k]
+	exports.Unlock()
+	if ok && k != (fileKey{}) {
+		if f := s.importable(e.size, e.dev); f != nil {
+			file.Close()
+			return 0, f
+		}
+		return s.adopt(file, e.size, e.dev), nil
+	}
+	size, dev, ok := describeFile(file)
+	if !ok {
+		file.Close()
+		return 0, fail(resBadFD, "descriptor is not an exported allocation") // recorded
+	}
+	if f := s.importable(size, dev); f != nil {
+		file.Close()
+		return 0, f
+	}
+	return s.adopt(file, size, dev), nil
 }
 
 // knownFabric returns the memory of a fabric token this Sim made, with one more user for
@@ -255,29 +366,57 @@ func (s *Sim) ImportFabric(t cu.MemFabricHandle) (cu.MemHandle, error) {
 	}
 	var h cu.MemHandle
 	if f == nil {
-		ref, ok := parseFabric(t)
-		mine := s.knownFabric(t)
-		switch {
-		case !ok:
-			f = fail(resBadFabric, "not a fabric handle")
-		case mine != nil:
-			h = s.importHandle(mine)
-		default:
-			file, err := openFabric(ref)
-			if err != nil {
-				f = fail(resBadFabric, "allocation not found: "+err.Error())
-			} else if m := s.known(keyOf(file)); m != nil {
-				file.Close()
-				h = s.importHandle(m)
-			} else {
-				h = s.adopt(file, ref.size, ref.dev)
-			}
-		}
+		h, f = s.importFabric(t)
 	}
 	if f != nil {
 		return 0, f.wrap("cuMemImportFromShareableHandle", "FABRIC")
 	}
 	return h, nil
+}
+
+func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
+	tok, ok := parseFabric(t)
+	if !ok {
+		return 0, fail(resBadFabric, "not a fabric handle")
+	}
+	if m := s.knownFabric(t); m != nil {
+		return s.importHandle(m), nil
+	}
+	// A token this process made: its file, duplicated before the exporter can close it
+	// (unpublish takes the same lock first).
+	var file *os.File
+	var err error
+	exports.Lock()
+	e, ok := exports.byFabric[tok]
+	if ok {
+		file, err = dupFile(e.f)
+	}
+	exports.Unlock()
+	if !ok {
+		file, err = openFabric(tok)
+	}
+	if err != nil {
+		return 0, fail(resBadFabric, "allocation not found: "+err.Error())
+	}
+	if m := s.known(keyOf(file)); m != nil {
+		file.Close()
+		return s.importHandle(m), nil
+	}
+	size, dev := e.size, e.dev
+	if !ok {
+		st, err := file.Stat()
+		if err != nil {
+			file.Close()
+			return 0, fail(resBadFabric, "allocation not found: "+err.Error())
+		}
+		size, dev = uint64(st.Size()), int(tok.dev)
+	}
+	if f := s.importable(size, dev); f != nil {
+		file.Close()
+		f.err = resBadFabric
+		return 0, f
+	}
+	return s.adopt(file, size, dev), nil
 }
 
 // ExportWin32 is cuMemExportToShareableHandle for Windows handles. sim models them within

@@ -3,22 +3,22 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 )
 
 // newShareFile creates the backing file of an exportable allocation: a sparse temporary
-// file. Without memfd, fabric allocations use a named file (path) that importers open; it
-// is removed when the allocation is freed. Other files are unlinked at once where the
-// platform allows it, and removed on close where it does not (Windows).
-func newShareFile(name string, size uint64, path string) (*os.File, string, error) {
+// file. Without memfd, a fabric allocation's file is named after its secret under
+// os.TempDir, for importers in other processes to open; it is removed when the allocation
+// is freed. Other files are unlinked at once where the platform allows it, and removed on
+// close where it does not (Windows).
+func newShareFile(name string, size uint64, fabric bool) (*os.File, string, error) {
 	var f *os.File
 	var err error
-	if path != "" {
-		f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if fabric {
+		f, err = os.OpenFile(filepath.Join(os.TempDir(), name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	} else {
 		f, err = os.CreateTemp("", name+"-*")
 	}
@@ -31,35 +31,36 @@ func newShareFile(name string, size uint64, path string) (*os.File, string, erro
 		return nil, "", err
 	}
 	remove := f.Name()
-	if path == "" && os.Remove(f.Name()) == nil {
+	if !fabric && os.Remove(f.Name()) == nil {
 		remove = ""
 	}
 	return f, remove, nil
 }
 
-// fabricPath names the file of a fabric allocation under os.TempDir.
-func fabricPath(pid int, sim, id uint64) string {
-	return filepath.Join(os.TempDir(), fmt.Sprintf("cuvmm-sim-fabric-%d-%d-%d", pid, sim, id))
-}
+// describeFile reports no descriptor as another process's allocation: descriptors cross
+// processes only on Linux (SCM_RIGHTS), and a file here carries nothing that proves it is
+// one. Files this process exported are found by identity before this is asked.
+func describeFile(*os.File) (uint64, int, bool) { return 0, 0, false }
 
-// describeFile returns the size of a descriptor to import and its device, which only
-// files this process created can tell (device 0 otherwise).
-func describeFile(f *os.File) (size uint64, dev int, ok bool) {
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() || st.Size() <= 0 {
-		return 0, 0, false
+// openFabric opens the file a fabric token names: under os.TempDir, named after the
+// token's device and secret, so a forged token names no file. It must be a regular file,
+// not a link to one, and the file opened must be the one looked at.
+func openFabric(tok fabricToken) (*os.File, error) {
+	path := filepath.Join(os.TempDir(), fileName(int(tok.dev), &tok.secret))
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, errors.New("no allocation has this token")
 	}
-	base := filepath.Base(f.Name())
-	if i := strings.Index(base, shareName); i >= 0 {
-		rest := base[i+len(shareName):]
-		if j := strings.IndexByte(rest, '-'); j >= 0 {
-			rest = rest[:j]
-		}
-		dev, _ = strconv.Atoi(rest)
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
 	}
-	return uint64(st.Size()), dev, true
-}
-
-func openFabric(ref fabricRef) (*os.File, error) {
-	return os.OpenFile(fabricPath(ref.pid, ref.sim, ref.id), os.O_RDWR, 0)
+	f, err := openNoFollow(path)
+	if err != nil {
+		return nil, err
+	}
+	if got, err := f.Stat(); err != nil || !os.SameFile(fi, got) {
+		f.Close()
+		return nil, fmt.Errorf("%s changed while it was opened", path)
+	}
+	return f, nil
 }

@@ -2,4 +2,5 @@
 
 package sim_test
 
-func runShareChildIfRequested() {}
+func runShareChildIfRequested()  {}
+func runFabricChildIfRequested() {}

@@ -289,3 +289,25 @@ func TestRefuseHints(t *testing.T) {
 	require.NoError(t, s.Free(a, 2<<20))
 	require.NoError(t, s.Free(b, 2<<20))
 }
+
+func TestMulticastAndMappingSizesBounded(t *testing.T) {
+	s, err := sim.New(sim.PresetHGX8())
+	require.NoError(t, err)
+	for _, size := range []uint64{1 << 50, 1 << 63} {
+		_, err := s.MulticastCreate(&cu.MulticastObjectProp{NumDevices: 2, Size: size})
+		require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY, "size %d", size)
+	}
+	// The largest reservation at the top of the address space, and a mapping that would
+	// run past it.
+	cfg := sim.PresetH200()
+	cfg.VASize = 64 << 20
+	small, err := sim.New(cfg)
+	require.NoError(t, err)
+	h, err := small.Create(4<<20, devProp(0, 0), 0)
+	require.NoError(t, err)
+	defer small.Release(h)
+	va, err := small.Reserve(2<<20, 0, 0x302000000+62<<20, 0)
+	require.NoError(t, err)
+	defer small.Free(va, 2<<20)
+	require.ErrorIs(t, small.Map(va, 4<<20, 0, h, 0), cu.ERROR_INVALID_VALUE)
+}

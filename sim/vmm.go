@@ -421,6 +421,8 @@ func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags u
 			f = fail(cu.ERROR_INVALID_VALUE, "address not aligned to the granularity")
 		case !hd.covered(uint64(ptr), size):
 			f = fail(cu.ERROR_INVALID_VALUE, "range not reserved")
+		case uint64(ptr)+size > s.va.end:
+			f = fail(cu.ERROR_INVALID_VALUE, "range runs past the end of the address space")
 		}
 	}
 	if f == nil && hd.anyMapped(uint64(ptr), size) {
