@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/loader"
 	"github.com/cuvmm/cuvmm/vmm"
 )
@@ -192,9 +193,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("grow", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	backend := fs.String("backend", "cuda", "`cuda` (the real driver) or sim (the simulator: cuMemAlloc strategies skipped)")
+	var choice backend.Choice
+	choice.Register(fs, backend.CUDA, "h100") // on sim the cuMemAlloc strategies are skipped
 	device := fs.Int("device", 0, "device `ordinal`")
-	preset := fs.String("preset", "h100", "sim: the simulated machine (`name` of a sim preset)")
 	simMem := fs.String("sim-mem", "", "sim: the device memory (`size`; default the preset's)")
 	refuse := fs.Bool("sim-refuse-hints", false, "sim: refuse every fixed-address hint (vmm_doubling then remaps every time)")
 	total := fs.String("total", "16GiB", "grow to this `size`")
@@ -218,12 +219,15 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q (every setting is a flag; -h lists them)", fs.Args())
 	}
+	if err := choice.Check(); err != nil {
+		return nil, err
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	cfg := &config{backend: *backend, device: *device, meminfo: *meminfo, warmup: *warmup, capacity: *capacity,
+	cfg := &config{backend: choice.Kind, device: *device, meminfo: *meminfo, warmup: *warmup, capacity: *capacity,
 		csvPath: *csvPath, sumPath: *sumPath}
-	cfg.sim = simOptions{preset: *preset, refuseHints: *refuse}
+	cfg.sim = simOptions{preset: choice.Preset, refuseHints: *refuse}
 	var err error
 	if *simMem != "" {
 		if cfg.sim.mem, err = parseSize(*simMem); err != nil {

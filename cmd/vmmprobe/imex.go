@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -115,4 +116,20 @@ func imexCreateRemedy(major string) string {
 		"or load the nvidia module with NVreg_CreateImexChannel0=1; in Kubernetes, request a channel "+
 		"through the NVIDIA DRA driver (ComputeDomain); sharing across nodes also needs the nvidia-imex daemon",
 		imexChannelDir, major)
+}
+
+// simIMEX is the IMEX state a simulator's configuration gives (nil for other backends).
+func simIMEX(b vmm.Backend) *imexState {
+	s, ok := b.(*sim.Sim)
+	if !ok {
+		return nil
+	}
+	st := &imexState{Source: "sim", Ready: s.Config().IMEX, Channels: []imexChannel{}}
+	if st.Ready {
+		st.Diagnosis = "simulated: the machine has an IMEX channel"
+	} else {
+		st.Diagnosis = "simulated: the machine has no IMEX channel"
+		st.Remedy = imexCreateRemedy(imexMajorUnknown)
+	}
+	return st
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/sim"
 )
 
@@ -41,10 +42,10 @@ const (
 )
 
 func main() {
-	if code, ok := runChildIfRequested(defaultOpeners.openSpec); ok {
+	if code, ok := runChildIfRequested(backend.Opener{}); ok {
 		os.Exit(code)
 	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, defaultOpeners))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, backend.Opener{}))
 }
 
 const usageText = `Usage: vmmprobe [check] [flags]
@@ -82,19 +83,24 @@ type options struct {
 	command    string
 	format     string
 	outputFile string
-	backend    string
-	preset     string
+	backend    backend.Choice
 	multicast  bool
 }
 
-func run(args []string, stdout, stderr io.Writer, o openers) int {
+func run(args []string, stdout, stderr io.Writer, o backend.Opener) int {
 	opts, code := parseArgs(args, stderr)
 	if code >= 0 {
 		return code
 	}
 	warn := func(msg string) { fmt.Fprintln(stderr, "vmmprobe:", msg) }
 
-	sel, err := o.open(opts.backend, opts.preset, opts.format == formatTable, warn)
+	sel, err := open(o, opts.backend, opts.format == formatTable)
+	if err == nil && sel.initErr != nil {
+		err = &openError{code: exitNoDriver, err: sel.initErr}
+	}
+	if err == nil && sel.info.Fallback != "" {
+		warn(fmt.Sprintf("no CUDA driver (%s); showing the simulated %q preset instead", sel.info.Fallback, sel.info.Preset))
+	}
 	if err != nil {
 		var oe *openError
 		code := exitNoDriver
@@ -169,8 +175,7 @@ func parseArgs(args []string, stderr io.Writer) (opts options, code int) {
 	fs.StringVar(&opts.format, "o", formatTable, "output `format`: table, json or labels")
 	fs.StringVar(&opts.format, "output", formatTable, "output `format` (same as -o)")
 	fs.StringVar(&opts.outputFile, "output-file", "", "write the output to `path` instead of stdout: a regular file is replaced atomically\n(through a temporary file and a rename), a device or pipe is written in place")
-	fs.StringVar(&opts.backend, "backend", backendAuto, "`backend`: auto, cuda or sim")
-	fs.StringVar(&opts.preset, "preset", "", "sim `preset` (default "+defaultPreset+"): "+strings.Join(sim.Presets(), ", "))
+	opts.backend.Register(fs, backend.Auto, defaultPreset)
 	fs.BoolVar(&opts.multicast, "unsafe-multicast", false, "check only: create a real multicast object (cuMulticastCreate) over the\n"+
 		"multicast-capable devices. UNSAFE ON SHARED MACHINES: it takes NVSwitch multicast\n"+
 		"resources other tenants may be using. Without it multicast is reported from the\n"+
@@ -218,18 +223,8 @@ func parseArgs(args []string, stderr io.Writer) (opts options, code int) {
 	default:
 		return usage("unknown output format %q (table, json or labels)", opts.format)
 	}
-	switch opts.backend {
-	case backendAuto, backendCUDA, backendSim:
-	default:
-		return usage("unknown backend %q (auto, cuda or sim)", opts.backend)
-	}
-	if opts.preset != "" {
-		if opts.backend == backendCUDA {
-			return usage("--preset applies to the sim backend, not --backend=cuda")
-		}
-		if _, ok := sim.Preset(opts.preset); !ok {
-			return usage("unknown sim preset %q (known: %s)", opts.preset, strings.Join(sim.Presets(), ", "))
-		}
+	if err := opts.backend.Check(); err != nil {
+		return usage("%v", err)
 	}
 	if opts.multicast && opts.command != cmdCheck {
 		return usage("--unsafe-multicast applies to vmmprobe check only")

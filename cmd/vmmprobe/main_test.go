@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/loader"
 	"github.com/cuvmm/cuvmm/sim"
@@ -25,7 +26,7 @@ const envTestMain = "CUVMM_VMMPROBE_TEST_MAIN"
 
 func TestMain(m *testing.M) {
 	// The cross-process check re-executes this binary (os.Executable) as its child.
-	if code, ok := runChildIfRequested(defaultOpeners.openSpec); ok {
+	if code, ok := runChildIfRequested(backend.Opener{}); ok {
 		os.Exit(code)
 	}
 	if os.Getenv(envTestMain) != "" {
@@ -40,17 +41,15 @@ func TestMain(m *testing.M) {
 }
 
 // noDriver acts out a machine without a CUDA driver, whatever this one has.
-var noDriver = openers{
-	cuda: func() (vmm.Backend, error) {
-		return nil, &loader.LoadError{Tried: []string{"libcuda.so.1"}, Reasons: []string{"cannot open shared object file"}}
+var noDriver = backend.Opener{
+	CUDA: func() (vmm.Backend, error) {
+		return nil, &loader.LoadError{Tried: []string{"libcuda.so.1"}, Reasons: []string{"libcuda.so.1: cannot open shared object file"}}
 	},
-	sim: openSim,
 }
 
 // noDevice acts out a driver that loads but finds no device (cuInit's CUDA_ERROR_NO_DEVICE).
-var noDevice = openers{
-	cuda: func() (vmm.Backend, error) { return nil, &cu.Error{Op: "cuInit", Err: cu.ERROR_NO_DEVICE} },
-	sim:  openSim,
+var noDevice = backend.Opener{
+	CUDA: func() (vmm.Backend, error) { return nil, &cu.Error{Op: "cuInit", Err: cu.ERROR_NO_DEVICE} },
 }
 
 // zeroDevices is a backend whose device count is 0.
@@ -63,7 +62,7 @@ type outcome struct {
 	stdout, stderr string
 }
 
-func runWith(t *testing.T, o openers, args ...string) outcome {
+func runWith(t *testing.T, o backend.Opener, args ...string) outcome {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := run(args, &out, &errb, o)
@@ -159,9 +158,9 @@ func TestNoDevice(t *testing.T) {
 		assert.Empty(t, r.stdout, "%v: no fallback when the driver loads", args)
 		assert.Contains(t, r.stderr, "no CUDA device")
 	}
-	zero := openers{cuda: noDriver.cuda, sim: func(p string) (vmm.Backend, sim.Config, error) {
-		b, cfg, err := openSim(p)
-		return zeroDevices{b}, cfg, err
+	zero := backend.Opener{CUDA: noDriver.CUDA, Sim: func(cfg sim.Config) (vmm.Backend, error) {
+		s, err := sim.New(cfg)
+		return zeroDevices{s}, err
 	}}
 	for _, args := range [][]string{{"--backend=sim"}, {"--backend=sim", "check", "-o", "json"}} {
 		r := runWith(t, zero, args...)
@@ -171,13 +170,13 @@ func TestNoDevice(t *testing.T) {
 }
 
 // failing opens a sim preset with a fault armed, so that a check fails.
-func failing(op string, n int, res cu.Result) openers {
-	return openers{cuda: noDriver.cuda, sim: func(p string) (vmm.Backend, sim.Config, error) {
-		b, cfg, err := openSim(p)
+func failing(op string, n int, res cu.Result) backend.Opener {
+	return backend.Opener{CUDA: noDriver.CUDA, Sim: func(cfg sim.Config) (vmm.Backend, error) {
+		s, err := sim.New(cfg)
 		if err == nil {
-			err = b.(*sim.Sim).FailNth(op, n, res)
+			err = s.FailNth(op, n, res)
 		}
-		return b, cfg, err
+		return s, err
 	}}
 }
 

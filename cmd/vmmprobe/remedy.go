@@ -37,7 +37,7 @@ func (*checker) remedy(check string, r checkResult, d deviceInfo) string {
 		return "update the NVIDIA driver; if it persists, report it with the output of vmmprobe check -o json"
 	case "posix-fd-export":
 		return "POSIX file descriptor handles need Linux and a device that supports them; update the driver if the device should"
-	case "posix-fd-ipc":
+	case "posix-fd-ipc", "fabric-ipc":
 		if r.Status == statusUnsupported {
 			return "passing descriptors to another process is checked on Linux only: run vmmprobe check there"
 		}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/loader"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -40,6 +42,9 @@ type backendInfo struct {
 	// table output ever falls back, so JSON never carries it; it is here for the table.
 	Fallback    string `json:"-"`
 	LibraryPath string `json:"library_path,omitempty"`
+	// InitError is why the driver, which loaded, could not be initialized (cuInit's error,
+	// such as CUDA_ERROR_SYSTEM_NOT_READY while Fabric Manager is down).
+	InitError string `json:"init_error,omitempty"`
 	// DriverVersion is the CUDA version the driver supports, 1000*major + 10*minor.
 	DriverVersion int    `json:"driver_version"`
 	CUDAVersion   string `json:"cuda_version"` // "13.0"
@@ -249,6 +254,29 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// driverReason is why the driver did not load, for people: the loader's error with each
+// path named once (dlerror already starts with the path the loader passed it).
+func driverReason(err error) string {
+	var le *loader.LoadError
+	if !errors.As(err, &le) || le.Platform != "" || len(le.Tried) != len(le.Reasons) {
+		return oneLine(errText(err))
+	}
+	what := le.Library
+	if what == "" {
+		what = "the CUDA driver"
+	}
+	parts := make([]string, len(le.Tried))
+	for i, p := range le.Tried {
+		parts[i] = p + ": " + strings.TrimPrefix(le.Reasons[i], p+": ")
+	}
+	return oneLine("cannot load " + what + ": " + strings.Join(parts, "; "))
+}
+
+// oneLine flattens a multi-line message for a one-line notice.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // resultName is the CUDA_ERROR_ name a driver error carries, or "".

@@ -137,7 +137,7 @@ func childMain(f run.Flags, d devices, stdout, stderr io.Writer) int {
 	r := &run.Report{W: stdout}
 	func() {
 		be, _, err := run.Open("ipc child", f, stderr)
-		if !r.Check(err, "child: opened backend %s", f.Backend) {
+		if !r.Check(err, "child: opened backend %s", f.Kind) {
 			return
 		}
 		// Checked again here: the child's view of the devices is its own (it could differ,
