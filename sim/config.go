@@ -21,6 +21,9 @@ type Config struct {
 	// IMEX says whether the process has an IMEX channel (/dev/nvidia-caps-imex-channels):
 	// without one, fabric handles cannot be created or imported.
 	IMEX bool
+	// Node is the machine around the GPUs as a preflight sees it (NVML, Fabric Manager,
+	// NVSwitches, IMEX daemon); nil when not described. See Node for what it changes.
+	Node *Node
 	// MulticastGranularity and MulticastRecommendedGranularity are what
 	// cuMulticastGetGranularity reports (2 MiB and 2 MiB, as two H200s of one host reported with driver 580).
 	MulticastGranularity, MulticastRecommendedGranularity uint64
@@ -84,6 +87,7 @@ func (c Config) clone() Config {
 		}
 		d.Devices[i] = dv
 	}
+	d.Node = c.Node.clone()
 	if c.PeerAccess != nil {
 		d.PeerAccess = make([][]bool, len(c.PeerAccess))
 		for i, row := range c.PeerAccess {

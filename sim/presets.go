@@ -21,6 +21,12 @@ var presets = map[string]func() Config{
 	"mnnvl":       PresetMNNVL,
 	"oldgpu":      PresetOldGPU,
 	"workstation": PresetWorkstation,
+
+	// Nodes broken in the ways GPU fleets break (presets_broken.go).
+	"hgx8-fm-down":     PresetHGX8FabricManagerDown,
+	"hgx8-degraded":    PresetHGX8Degraded,
+	"mnnvl-no-channel": PresetMNNVLNoChannel,
+	"h200-no-nvml":     PresetH200NoNVML,
 }
 
 // Presets returns the names Preset accepts, sorted.
@@ -98,7 +104,9 @@ func PresetH100() Config {
 	d := hopper("NVIDIA H100 80GB HBM3", 81079*mib, h100Attributes, nil)
 	d.UUID = cu.UUID{0x82, 0x9f, 0xcb, 0xf0, 0xad, 0x3a, 0x17, 0xb6, 0x6d, 0x97, 0x82, 0xfb, 0x25, 0x9f, 0x8b, 0x45}
 	d.PCIBusID = "0000:00:06.0"
-	return Config{Name: "h100", DriverVersion: 13000, Devices: []Device{d}}
+	c := Config{Name: "h100", DriverVersion: 13000, Devices: []Device{d}}
+	c.Node = singleGPUNode(c, "580.65.06")
+	return c
 }
 
 // PresetH200 is a single NVIDIA H200 with driver 580 (CUDA 13.0), as the recorded machine
@@ -107,7 +115,9 @@ func PresetH200() Config {
 	d := hopper("NVIDIA H200", 150109880320, h100Attributes, h200Diff)
 	d.UUID = cu.UUID{0x73, 0x8a, 0xac, 0xb7, 0xe3, 0xb7, 0xd9, 0xdc, 0x8b, 0xc1, 0x87, 0xa6, 0xab, 0x25, 0xde, 0x7f}
 	d.PCIBusID = "0000:00:06.0"
-	return Config{Name: "h200", DriverVersion: 13000, Devices: []Device{d}}
+	c := Config{Name: "h200", DriverVersion: 13000, Devices: []Device{d}}
+	c.Node = singleGPUNode(c, "580.65.06")
+	return c
 }
 
 // PresetHGX8 is an 8-GPU HGX H200 node: all devices peers of each other over NVSwitch,
@@ -126,6 +136,7 @@ func PresetHGX8() Config {
 		d.Attributes[cu.DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID] = 0
 		c.Devices = append(c.Devices, d)
 	}
+	c.Node = hgxNode(c, true)
 	return c
 }
 
@@ -146,6 +157,7 @@ func PresetMNNVL() Config {
 		d.Attributes[cu.DEVICE_ATTRIBUTE_PCI_DEVICE_ID] = 0
 		c.Devices = append(c.Devices, d)
 	}
+	c.Node = mnnvlNode(c)
 	return c
 }
 
@@ -170,7 +182,9 @@ func PresetOldGPU() Config {
 			cu.DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: 2048,
 		},
 	}
-	return Config{Name: "oldgpu", DriverVersion: 11040, Devices: []Device{d}}
+	c := Config{Name: "oldgpu", DriverVersion: 11040, Devices: []Device{d}}
+	c.Node = oldNode(c)
+	return c
 }
 
 // PresetWorkstation is a workstation with one NVIDIA RTX A6000: VMM and POSIX descriptors,
@@ -196,7 +210,9 @@ func PresetWorkstation() Config {
 			cu.DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:        384,
 		},
 	}
-	return Config{Name: "workstation", DriverVersion: 13000, Devices: []Device{d}}
+	c := Config{Name: "workstation", DriverVersion: 13000, Devices: []Device{d}}
+	c.Node = singleGPUNode(c, "580.65.06")
+	return c
 }
 
 func hex2(b int) string {

@@ -53,10 +53,14 @@ var _ vmm.Backend = (*Sim)(nil)
 var simIDs atomic.Uint64
 
 // New returns a simulator of the machine cfg describes. cfg is copied: changing it later
-// does not affect the Sim.
+// does not affect the Sim. New fails as cuInit does on a node whose NVSwitches have no
+// Fabric Manager (see Node).
 func New(cfg Config) (*Sim, error) {
 	cfg = cfg.clone()
 	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Node.initError(); err != nil {
 		return nil, err
 	}
 	s := &Sim{

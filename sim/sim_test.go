@@ -151,7 +151,14 @@ func TestPresets(t *testing.T) {
 	for _, name := range sim.Presets() {
 		cfg, ok := sim.Preset(name)
 		require.True(t, ok, name)
+		assert.Equal(t, name, cfg.Name)
+		require.NotNil(t, cfg.Node, "%s: every preset describes its node", name)
 		s, err := sim.New(cfg)
+		if name == "hgx8-fm-down" {
+			// cuInit's answer on an NVSwitch node without Fabric Manager.
+			require.ErrorIs(t, err, cu.ERROR_SYSTEM_NOT_READY)
+			continue
+		}
 		require.NoError(t, err, name)
 		n, err := s.DeviceCount()
 		require.NoError(t, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -25,7 +26,12 @@ func TestChecksLeakNothing(t *testing.T) {
 	for _, preset := range sim.Presets() {
 		t.Run(preset, func(t *testing.T) {
 			t.Parallel()
-			s := newSim(t, preset)
+			cfg, _ := sim.Preset(preset)
+			s, err := sim.New(cfg)
+			if errors.Is(err, cu.ERROR_SYSTEM_NOT_READY) {
+				t.Skip("cuInit refuses on this node: nothing to check")
+			}
+			require.NoError(t, err)
 			doc, err := gather(s, backendInfo{Name: "sim", Simulated: true, Preset: preset}, cmdCheck)
 			require.NoError(t, err)
 			runChecks(s, doc, checkOptions{childSpec: "sim:" + preset})
