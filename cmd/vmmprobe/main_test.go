@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/loader"
+	"github.com/cuvmm/cuvmm/nvml"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/stretchr/testify/assert"
@@ -57,6 +59,28 @@ type zeroDevices struct{ vmm.Backend }
 
 func (zeroDevices) DeviceCount() (int, error) { return 0, nil }
 
+// testHost is the node the tests run on as vmmprobe would see it with the real driver: a
+// Linux machine where nothing of the NVLink fabric is present. The tests never read the
+// machine they run on.
+func testHost() system {
+	h := newMemSystem(false)
+	h.nvml = nvml.Node{Unavailable: "NVML unavailable: test host"}
+	return h
+}
+
+// testDeps are run's dependencies for tests: o opens the backends, the clock stands
+// still, and the daemon's signal and ticks come from the test.
+func testDeps(o backend.Opener) deps {
+	return deps{
+		open:    o,
+		host:    testHost,
+		now:     func() time.Time { return testNow },
+		version: "test",
+		signals: func() (<-chan struct{}, func()) { return make(chan struct{}), func() {} },
+		ticker:  func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
+	}
+}
+
 type outcome struct {
 	code           int
 	stdout, stderr string
@@ -65,39 +89,75 @@ type outcome struct {
 func runWith(t *testing.T, o backend.Opener, args ...string) outcome {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(args, &out, &errb, o)
+	code := run(args, &out, &errb, testDeps(o))
 	return outcome{code, out.String(), errb.String()}
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"-h"}, {"check", "--help"}, {"help"}} {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"check", "--help"}, {"help"}, {"ready", "-h"}} {
 		r := runWith(t, noDriver, args...)
 		assert.Equal(t, exitOK, r.code, "%v", args)
-		assert.Empty(t, r.stdout)
-		for _, want := range []string{"Exit codes:", "0  ok", "1  the output could not be written", "2  usage error", "3  no CUDA driver", "4  no CUDA device",
-			"5  a check failed", "--unsafe-multicast", "UNSAFE ON SHARED MACHINES", "-output-file", "-backend", "-preset", "hgx8"} {
-			assert.Contains(t, r.stderr, want, "%v", args)
+		assert.Empty(t, r.stderr, "%v: help goes to stdout", args)
+		for _, want := range []string{"Exit codes:", "0  ok", "1  a runtime failure", "2  usage error", "3  no CUDA driver", "4  no CUDA device",
+			"5  check, env: a check failed", "6  ready: a requirement is not met", "vmmprobe env", "vmmprobe ready",
+			"--unsafe-multicast", "UNSAFE ON SHARED MACHINES", "--output-file", "--backend", "--preset", "hgx8-fm-down",
+			"--interval", "--label-ttl", "--require", "--version", "prometheus"} {
+			assert.Contains(t, r.stdout, want, "%v", args)
 		}
 	}
 }
 
-func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{"--bogus"},
-		{"-o", "yaml"},
-		{"--backend", "rocm"},
-		{"--backend=sim", "--preset", "a100"},
-		{"--backend=cuda", "--preset", "h100"},
-		{"--unsafe-multicast"},
-		{"report", "--unsafe-multicast"},
-		{"frobnicate"},
-		{"check", "extra"},
-		{"--backend=sim", "-o", "json", "check", "-o"},
-	} {
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}, {"check", "--version"}} {
 		r := runWith(t, noDriver, args...)
-		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
-		assert.Empty(t, r.stdout, "%v", args)
-		assert.NotEmpty(t, r.stderr, "%v", args)
+		require.Equal(t, exitOK, r.code, "%v: %s", args, r.stderr)
+		assert.Regexp(t, `^vmmprobe test \(go[^,]+, [a-z0-9]+/[a-z0-9]+\)\n$`, r.stdout, "%v", args)
+	}
+	var errb bytes.Buffer
+	assert.Equal(t, exitFailure, run([]string{"--version"}, errWriter{}, &errb, testDeps(noDriver)))
+	assert.Contains(t, errb.String(), "standard output: ")
+	assert.NotEmpty(t, version(), "the build's own version, or (devel)")
+}
+
+// TestUsageErrors: every usage error has one shape: nothing on stdout, two lines on
+// stderr ("vmmprobe: WHAT" and where to read more), exit 2.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"-o", "yaml"}, `-o "yaml": report writes table, json, labels, prometheus`},
+		{[]string{"env", "-o", "labels"}, `-o "labels": env writes shell, json`},
+		{[]string{"ready", "-o", "prometheus"}, `-o "prometheus": ready writes table, json`},
+		{[]string{"--backend", "rocm"}, `--backend "rocm": want auto, cuda or sim`},
+		{[]string{"--backend=sim", "--preset", "a100"}, `--preset "a100": no such sim preset`},
+		{[]string{"--backend=cuda", "--preset", "h100"}, `--preset "h100": applies to --backend=sim`},
+		{[]string{"--unsafe-multicast"}, "--unsafe-multicast applies to check, env and ready"},
+		{[]string{"report", "--unsafe-multicast"}, "--unsafe-multicast applies to check, env and ready"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"check", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--backend=sim", "-o", "json", "check", "-o"}, "flag needs an argument: -o"},
+		{[]string{"check", "--require=vmm"}, "--require applies to ready only"},
+		{[]string{"ready", "--require=vmm,warp-drive"}, `unknown requirement "warp-drive"`},
+		{[]string{"ready", "--require="}, `unknown requirement ""`},
+		{[]string{"--interval=5m"}, "--interval needs --output-file"},
+		{[]string{"env", "--interval=5m", "--output-file=x"}, "--interval applies to report and check"},
+		{[]string{"--interval=-1s", "--output-file=x"}, "must be positive"},
+		{[]string{"--interval=1ms", "--output-file=x"}, "at least 1s"},
+		{[]string{"--interval=often", "--output-file=x"}, `invalid value "often" for flag -interval`},
+		{[]string{"-o", "json", "--label-ttl=1h"}, "--label-ttl applies to -o labels"},
+		{[]string{"-o", "labels", "--label-ttl=-1h"}, "must not be negative"},
+	} {
+		r := runWith(t, noDriver, tc.args...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", tc.args, r.stderr)
+		assert.Empty(t, r.stdout, "%v", tc.args)
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		if assert.Len(t, lines, 2, "%v: %q", tc.args, r.stderr) {
+			assert.True(t, strings.HasPrefix(lines[0], "vmmprobe: "), "%v: %q", tc.args, lines[0])
+			assert.Contains(t, lines[0], tc.want, "%v", tc.args)
+			assert.Equal(t, "Run 'vmmprobe --help' for usage.", lines[1])
+		}
 	}
 }
 
@@ -138,6 +198,16 @@ func TestNoDriver(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one-line notice: %q", r.stderr)
 		assert.Contains(t, r.stderr, "cannot open shared object file")
 		assert.Contains(t, r.stderr, `simulated "`+defaultPreset+`" preset`)
+		// The reason is printed once, on stderr, and names each library once.
+		assert.NotContains(t, r.stdout, "cannot open shared object file")
+		assert.Equal(t, 1, strings.Count(r.stderr, "libcuda.so.1"), r.stderr)
+	})
+	t.Run("env-and-ready-never-fall-back", func(t *testing.T) {
+		for _, args := range [][]string{{"env"}, {"ready"}, {"ready", "-o", "json"}, {"env", "-o", "json"}, {"-o", "prometheus"}} {
+			r := runWith(t, noDriver, args...)
+			assert.Equal(t, exitNoDriver, r.code, "%v", args)
+			assert.Empty(t, r.stdout, "%v: a simulated node must not pass a gate or set a job's environment", args)
+		}
 	})
 	t.Run("auto-table-fallback-preset", func(t *testing.T) {
 		r := runWith(t, noDriver, "--preset", "hgx8")
@@ -298,7 +368,7 @@ func (errWriter) Write([]byte) (int, error) { return 0, errors.New("no space lef
 
 func TestStdoutWriteFailure(t *testing.T) {
 	var errb bytes.Buffer
-	code := run([]string{"--backend=sim", "-o", "json"}, errWriter{}, &errb, noDriver)
+	code := run([]string{"--backend=sim", "-o", "json"}, errWriter{}, &errb, testDeps(noDriver))
 	assert.Equal(t, exitFailure, code, errb.String())
 	assert.Contains(t, errb.String(), "standard output: no space left on device")
 }
