@@ -338,6 +338,10 @@ func TestProcess(t *testing.T) {
 		{[]string{"--nope"}, exitUsage, ""},
 		{[]string{}, exitOK, "SIMULATED"},
 		{[]string{"--backend=sim", "--preset=workstation", "check", "-o", "labels"}, exitOK, "cuvmm.io/check.posix-fd-ipc="},
+		{[]string{"--version"}, exitOK, "vmmprobe "},
+		{[]string{"--help"}, exitOK, "Usage: vmmprobe"},
+		{[]string{"ready"}, exitNoDriver, ""},
+		{[]string{"--backend=sim", "--preset=hgx8-fm-down", "-o", "json"}, exitNoDriver, `"init_error"`},
 	} {
 		cmd := reexec.Command(exe, tc.args...)
 		cmd.Env = append(os.Environ(), envTestMain+"=1", loader.EnvPath+"="+filepath.Join(t.TempDir(), "libcuda.so.1"))

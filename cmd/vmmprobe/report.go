@@ -314,9 +314,9 @@ func driverReason(err error) string {
 	if !errors.As(err, &le) || le.Platform != "" || len(le.Tried) != len(le.Reasons) {
 		return oneLine(errText(err))
 	}
-	what := le.Library
-	if what == "" {
-		what = "the CUDA driver"
+	what := "the CUDA driver"
+	if le.Library != "" {
+		what = "the " + le.Library
 	}
 	parts := make([]string, len(le.Tried))
 	for i, p := range le.Tried {
