@@ -113,7 +113,8 @@ func everyDevice(doc *document, checks ...string) (bool, string) {
 
 // renderShell writes the settings as lines a POSIX shell can eval: a comment with each
 // rule's reason, then the export (or, for a variable to leave unset, a comment saying so).
-// Values are vmmprobe's own words and digits, never text read from the node.
+// Values are vmmprobe's own words and digits, never text read from the node; a reason may
+// quote the node (a file name, a driver message), so it is flattened to one comment line.
 func renderShell(doc *document) []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# vmmprobe %s env, %s: settings for jobs on this node (%s)\n", doc.Vmmprobe.Version, doc.GeneratedAt, backendLine(doc))
