@@ -242,3 +242,11 @@ func TestRemoveOutputLeavesDevicesAndLinks(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "what it names goes")
 	assert.NoError(t, removeOutput(filepath.Join(dir, "never-written")))
 }
+
+// TestEnvReasonsStayComments: a reason that quotes the node cannot start a shell line.
+func TestEnvReasonsStayComments(t *testing.T) {
+	doc := &document{Vmmprobe: programInfo{Version: "test"}, GeneratedAt: "now",
+		Settings: []setting{{Name: "NCCL_CUMEM_ENABLE", Value: "0", Rule: "cumem", Reason: "channel\nrm -rf /\n# x"}}}
+	got := exports(t, string(renderShell(doc)))
+	assert.Equal(t, map[string]string{"NCCL_CUMEM_ENABLE": "0"}, got)
+}
