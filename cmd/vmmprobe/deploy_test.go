@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -58,7 +59,7 @@ func TestDeployManifests(t *testing.T) {
 		assert.Equal(t, "cuda", opts.backend.Kind, "%s: labels of a real node only", file)
 		assert.Equal(t, kind == "DaemonSet", opts.interval > 0, file)
 		require.Len(t, c.VolumeMounts, 1)
-		assert.Equal(t, filepath.Dir(opts.outputFile), c.VolumeMounts[0].MountPath, file)
+		assert.Equal(t, path.Dir(opts.outputFile), c.VolumeMounts[0].MountPath, file) // slash paths, whatever the OS
 		require.Len(t, spec.Volumes, 1)
 		assert.Equal(t, c.VolumeMounts[0].MountPath, spec.Volumes[0].HostPath.Path, file)
 		env := map[string]string{}
