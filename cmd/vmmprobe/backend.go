@@ -74,7 +74,7 @@ func (o openers) open(kind, preset string, fallback bool, notice func(string)) (
 			info: backendInfo{Name: b.Name(), LibraryPath: cu.LibraryPath()}}, nil
 	}
 	code := exitNoDriver
-	if errors.Is(err, cu.ErrNoDevice) {
+	if errors.Is(err, cu.ERROR_NO_DEVICE) {
 		// The driver loaded and says there is no device: that is this node's answer.
 		code = exitNoDevice
 	}

@@ -445,12 +445,12 @@ func (c *checker) fabric(d deviceInfo) {
 		r.Detail = "created and exported a fabric handle"
 	case !d.HandleTypes.Fabric:
 		r.Detail = "the device does not support fabric handles (" + stage + " failed)"
-	case errors.Is(err, cu.ErrNotPermitted) && imex != nil && !imex.Ready:
+	case errors.Is(err, cu.ERROR_NOT_PERMITTED) && imex != nil && !imex.Ready:
 		r.Status = statusUnsupported
 		r.Detail = "the device attribute says fabric handles are supported, but " + stage +
 			" is not permitted: " + imex.Diagnosis
 		r.Remedy = imex.Remedy
-	case errors.Is(err, cu.ErrNotPermitted) && imex != nil:
+	case errors.Is(err, cu.ERROR_NOT_PERMITTED) && imex != nil:
 		r.Detail = stage + " is not permitted although an IMEX channel is accessible"
 	default:
 		r.Detail = stage + " failed"

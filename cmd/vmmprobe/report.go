@@ -112,7 +112,7 @@ func gather(b vmm.Backend, info backendInfo, command string) (*document, error) 
 	}
 	n, err := b.DeviceCount()
 	if err != nil {
-		if errors.Is(err, cu.ErrNoDevice) {
+		if errors.Is(err, cu.ERROR_NO_DEVICE) {
 			return nil, fmt.Errorf("%w: %s", errNoDevice, errText(err))
 		}
 		return nil, fmt.Errorf("device count: %w", err)

@@ -8,9 +8,10 @@
 //
 // It writes two files:
 //
-//   - zresult.go: one Result constant per CUresult enumerator (the C name less "CUDA_"), one
-//     Err* sentinel per error code, and the name and description lookups behind Result's
-//     methods.
+//   - zresult.go: one Result constant per CUresult enumerator (the C name less "CUDA_") and
+//     the name and description lookups behind Result's methods. The constants are the only
+//     names of the results: errors.Is(err, cu.ERROR_OUT_OF_MEMORY), as NVML's Go binding
+//     spells its own.
 //   - zattribute.go: one DeviceAttribute constant per CUdevice_attribute enumerator (the C
 //     name less "CU_"), the name and description lookups, and allAttributes.
 //
@@ -24,11 +25,6 @@
 // to the names that replaced them. All of them become constants, but the lookups need one
 // name per value, the "primary": the first one in the group that is not deprecated, or the
 // first one when all are. The other names get a "Deprecated: Use [PRIMARY] instead." note.
-//
-// Err* sentinel names are the CamelCase of the part after "CUDA_ERROR_", each word
-// title-cased except the words in the initialisms table below, which keep their usual
-// spelling (PTX, JIT, NVLink, ...). A word is listed there only when it is an initialism in
-// its own right, never for a prefix that merely looks like one.
 package main
 
 import (
@@ -51,28 +47,6 @@ const maxDescription = 160
 
 // maxNote bounds the text of a "Deprecated:" note in a generated doc comment.
 const maxNote = 200
-
-// initialisms maps an upper-case word of a C enumerator name to its spelling inside a Go
-// CamelCase identifier. Every other word is title-cased ("MEMORY" -> "Memory").
-var initialisms = map[string]string{
-	"API":    "API",
-	"CDP":    "CDP",
-	"CUDA":   "CUDA",
-	"ECC":    "ECC",
-	"ELF":    "ELF",
-	"GPU":    "GPU",
-	"ID":     "ID",
-	"IO":     "IO",
-	"IPC":    "IPC",
-	"JIT":    "JIT",
-	"MPS":    "MPS",
-	"NVLINK": "NVLink",
-	"OS":     "OS",
-	"PC":     "PC",
-	"PTX":    "PTX",
-	"RPC":    "RPC",
-	"TMA":    "TMA",
-}
 
 func main() {
 	header := flag.String("header", "/usr/local/cuda/include/cuda.h", "path of the CUDA driver header `cuda.h`")
@@ -480,23 +454,6 @@ func deprecationNote(e *enumerator, desc string, goName func(string) string) str
 	return shorten(note, maxNote)
 }
 
-// camel converts the words of a C name ("OUT_OF_MEMORY") to Go CamelCase ("OutOfMemory").
-func camel(s string) string {
-	var b strings.Builder
-	for _, w := range strings.Split(s, "_") {
-		if w == "" {
-			continue
-		}
-		if v, ok := initialisms[w]; ok {
-			b.WriteString(v)
-			continue
-		}
-		b.WriteString(w[:1])
-		b.WriteString(strings.ToLower(w[1:]))
-	}
-	return b.String()
-}
-
 type writer struct{ bytes.Buffer }
 
 func (w *writer) p(format string, args ...any) { fmt.Fprintf(&w.Buffer, format+"\n", args...) }
@@ -588,28 +545,6 @@ func emitResults(version int, entries []*enumerator) ([]byte, error) {
 		}
 		w.doc(e, descs, goName)
 		w.p("\t%s Result = %d", goName(e.name), e.value)
-	}
-	w.p(")")
-	w.p("")
-
-	w.p("// Sentinels for errors.Is, one per error code: %q plus the CamelCase of the rest of", "Err")
-	w.p("// the C name after CUDA_ERROR_.")
-	w.p("const (")
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.name, "CUDA_ERROR_")
-		if !ok {
-			continue
-		}
-		name := "Err" + camel(rest)
-		if err := checkUnique(used, name, e.name); err != nil {
-			return nil, err
-		}
-		if !e.isPrimary() || e.deprecated {
-			w.p("\t// Deprecated: %s", deprecationNote(e, descs[e.name], func(c string) string {
-				return "Err" + camel(strings.TrimPrefix(c, "CUDA_ERROR_"))
-			}))
-		}
-		w.p("\t%s = %s", name, goName(e.name))
 	}
 	w.p(")")
 	w.p("")
