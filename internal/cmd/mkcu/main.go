@@ -1,13 +1,26 @@
-// Command mkcu generates the enum tables of package cu from the CUDA driver header, in the
-// manner of golang.org/x/sys/unix's mkerrors: the header is parsed once by a maintainer and
-// the result is checked in, so building the binding never needs the CUDA toolkit.
+// Command mkcu generates the driver-call layer of package cu from the CUDA driver header
+// and cu/prototypes.go, in the manner of golang.org/x/sys/unix's mkerrors and mksyscall:
+// the header is parsed once by a maintainer and the result is checked in, so building the
+// binding never needs the CUDA toolkit.
 //
 // Usage (normally through go generate in package cu):
 //
 //	go run ./internal/cmd/mkcu -header /usr/local/cuda/include/cuda.h -out cu
 //
-// It writes two files:
+// It reads the //cu lines of cu/prototypes.go (one per driver call; that file says what
+// they mean), checks each against the function cuda.h declares (number of parameters,
+// which are pointers, the size of every value and pointee, on the Go side from package
+// cu's own declarations) and, given cudaTypedefs.h (-typedefs, or beside the header), the
+// ABI version against its PFN_<name> macro. A disagreement fails generation with a message
+// naming the symbol. It writes:
 //
+//   - zprocs.go: the proc table, one entry per driver symbol, with its ABI version and the
+//     suffixed export cuda.h maps it to (#define cuMemAlloc cuMemAlloc_v2).
+//   - zcalls.go: one unexported function per prototype that lays out the call's frame
+//     (frame.go), pins handle arguments in the handle table, makes the call and returns
+//     its outs (emitcalls.go says how).
+//   - zvmmtypes.go: the enums and #define constants the //cu:enum and //cu:define lines
+//     name.
 //   - zresult.go: one Result constant per CUresult enumerator (the C name less "CUDA_") and
 //     the name and description lookups behind Result's methods. The constants are the only
 //     names of the results: errors.Is(err, cu.ERROR_OUT_OF_MEMORY), as NVML's Go binding
@@ -48,28 +61,47 @@ const maxDescription = 160
 // maxNote bounds the text of a "Deprecated:" note in a generated doc comment.
 const maxNote = 200
 
+// generatedFiles are the files mkcu writes into package cu.
+var generatedFiles = map[string]bool{
+	"zresult.go": true, "zattribute.go": true, "zprocs.go": true, "zcalls.go": true, "zvmmtypes.go": true,
+}
+
 func main() {
 	header := flag.String("header", "/usr/local/cuda/include/cuda.h", "path of the CUDA driver header `cuda.h`")
-	out := flag.String("out", "cu", "`directory` to write zresult.go and zattribute.go into")
+	typedefs := flag.String("typedefs", "", "path of `cudaTypedefs.h`, to check the prototypes' ABI versions (default: cudaTypedefs.h beside -header, if it is there)")
+	out := flag.String("out", "cu", "`directory` of package cu: "+protoFile+" is read from it, the generated files are written into it")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "mkcu: unexpected arguments:", flag.Args())
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*header, *out); err != nil {
+	if err := run(*header, *typedefs, *out, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "mkcu:", err)
 		os.Exit(1)
 	}
 }
 
-// run generates from the header at headerPath into the directory out.
-func run(headerPath, out string) error {
+// run generates from the header at headerPath and package cu in pkgDir into the directory
+// out. typedefsPath may be empty: then cudaTypedefs.h beside the header is used if it exists,
+// and the ABI versions are not checked if it does not.
+func run(headerPath, typedefsPath, pkgDir, out string) error {
 	src, err := os.ReadFile(headerPath)
 	if err != nil {
 		return err
 	}
-	files, err := generate(src)
+	explicit := typedefsPath != ""
+	if !explicit {
+		typedefsPath = filepath.Join(filepath.Dir(headerPath), "cudaTypedefs.h")
+	}
+	typedefs, err := os.ReadFile(typedefsPath)
+	if err != nil {
+		if explicit || !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		typedefs = nil
+	}
+	files, err := generate(src, typedefs, pkgDir)
 	if err != nil {
 		return fmt.Errorf("%s: %w", headerPath, err)
 	}
@@ -86,8 +118,9 @@ func run(headerPath, out string) error {
 	return nil
 }
 
-// generate returns the generated files, by base name, for the header text src.
-func generate(src []byte) (map[string][]byte, error) {
+// generate returns the generated files, by base name, for the header text src, the text of
+// cudaTypedefs.h (nil when there is none) and package cu in pkgDir.
+func generate(src, typedefs []byte, pkgDir string) (map[string][]byte, error) {
 	version, err := cudaVersion(src)
 	if err != nil {
 		return nil, err
@@ -108,7 +141,59 @@ func generate(src []byte) (map[string][]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zattribute.go: %w", err)
 	}
-	return map[string][]byte{"zresult.go": zresult, "zattribute.go": zattr}, nil
+	files := map[string][]byte{"zresult.go": zresult, "zattribute.go": zattr}
+
+	protos, err := readProtos(pkgDir)
+	if err != nil {
+		return nil, err
+	}
+	pkg, err := readGoPackage(pkgDir, generatedFiles)
+	if err != nil {
+		return nil, err
+	}
+	h, err := parseCHeader(src)
+	if err != nil {
+		return nil, err
+	}
+	if files["zvmmtypes.go"], err = emitVMMTypes(version, src, h, protos.enums, pkg); err != nil {
+		return nil, fmt.Errorf("zvmmtypes.go: %w", err)
+	}
+	var pfn map[string]int
+	if typedefs != nil {
+		pfn = pfnVersions(typedefs)
+	}
+	calls, err := checkCalls(protos, h, pkg, pfn)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := readFrameShape(pkg)
+	if err != nil {
+		return nil, err
+	}
+	if files["zcalls.go"], err = emitCalls(version, calls, fs); err != nil {
+		return nil, fmt.Errorf("zcalls.go: %w", err)
+	}
+	if files["zprocs.go"], err = emitProcs(version, calls); err != nil {
+		return nil, fmt.Errorf("zprocs.go: %w", err)
+	}
+	return files, nil
+}
+
+// readFrameShape reads frameWords (frame.go) and maxSyscallArgs (syscall.go) from package cu.
+func readFrameShape(pkg *goPackage) (frameShape, error) {
+	var fs frameShape
+	for name, v := range map[string]*int{"frameWords": &fs.words, "maxSyscallArgs": &fs.maxArgs} {
+		lit, ok := pkg.consts[name]
+		if !ok {
+			return fs, fmt.Errorf("package cu has no constant %s with a literal value", name)
+		}
+		n, err := strconv.Atoi(lit)
+		if err != nil {
+			return fs, fmt.Errorf("%s = %s: %w", name, lit, err)
+		}
+		*v = n
+	}
+	return fs, nil
 }
 
 var cudaVersionRE = regexp.MustCompile(`(?m)^\s*#\s*define\s+CUDA_VERSION\s+(\d+)\b`)
@@ -458,8 +543,18 @@ type writer struct{ bytes.Buffer }
 
 func (w *writer) p(format string, args ...any) { fmt.Fprintf(&w.Buffer, format+"\n", args...) }
 
-func (w *writer) header(version int) {
-	w.p("// Code generated by mkcu from cuda.h (CUDA_VERSION %d); DO NOT EDIT.", version)
+// command is the command the generated files name.
+const command = "go run ./internal/cmd/mkcu -header <cuda.h> -out cu"
+
+func (w *writer) header(version int) { w.headerFrom(version, "") }
+
+// headerFrom starts a generated file: what made it, from which header, and the package
+// files it also read.
+func (w *writer) headerFrom(version int, from string) {
+	if from != "" {
+		from = ", cu/" + from
+	}
+	w.p("// Code generated by \"%s\" (CUDA_VERSION %d%s); DO NOT EDIT.", command, version, from)
 	w.p("")
 	w.p("package cu")
 	w.p("")
