@@ -96,6 +96,7 @@ package cu
 //cu cuMemGetAllocationGranularity(out granularity uint64, prop *MemAllocationProp, option MemAllocationGranularityFlags) v10020
 //cu cuMemGetAllocationPropertiesFromHandle(out prop MemAllocationProp, handle MemHandle) v10020
 //cu cuMemRetainAllocationHandle(out handle uint64, address DevicePtr) v11000
+//cu cuMemGetHandleForAddressRange(out handle int32, ptr DevicePtr, size uint64, handleType MemRangeHandleType, flags uint64) v11070
 //cu:enum MemAllocationType CUmemAllocationType
 //cu:enum MemLocationType CUmemLocationType
 //cu:enum MemHandleType CUmemAllocationHandleType
@@ -103,6 +104,8 @@ package cu
 //cu:enum MemAllocationGranularityFlags CUmemAllocationGranularity_flags
 //cu:enum - CUmemAllocationCompType
 //cu:define CU_MEM_CREATE_USAGE_TILE_POOL CU_MEM_CREATE_USAGE_HW_DECOMPRESS
+//cu:enum MemRangeHandleType CUmemRangeHandleType
+//cu:enum - CUmemRangeFlags
 
 // Multicast objects (multicast.go).
 //cu cuMulticastCreate(out handle MemHandle, prop *MulticastObjectProp) v12010

@@ -242,3 +242,20 @@ func MemImportFromWin32(handle uintptr, t MemHandleType) (MemHandle, error) {
 	}
 	return h, nil
 }
+
+// MemGetDmaBufFD returns a dma-buf file descriptor, which the caller owns, for the device
+// memory [ptr, ptr+size) (cuMemGetHandleForAddressRange with
+// MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD). ptr and size must be multiples of the host page size;
+// a range from MemAddressReserve must be mapped whole, by allocations of one device with the
+// same properties. flags is 0 or MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE. The device says
+// whether it can with DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED.
+func MemGetDmaBufFD(ptr DevicePtr, size uint64, flags uint64) (int, error) {
+	if err := Init(); err != nil {
+		return -1, err
+	}
+	fd, err := cuMemGetHandleForAddressRange(ptr, size, MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, flags)
+	if err != nil {
+		return -1, wrap(err, "cuMemGetHandleForAddressRange", "%v, %d, DMA_BUF_FD, flags %d", ptr, size, flags)
+	}
+	return int(fd), nil
+}

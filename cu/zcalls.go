@@ -752,6 +752,28 @@ func cuMemRetainAllocationHandle(address DevicePtr) (handle uint64, err error) {
 	return
 }
 
+// cuMemGetHandleForAddressRange calls cuMemGetHandleForAddressRange(&handle, ptr, size, handleType, flags).
+func cuMemGetHandleForAddressRange(ptr DevicePtr, size uint64, handleType MemRangeHandleType, flags uint64) (handle int32, err error) {
+	addr, err := procMemGetHandleForAddressRange.Addr()
+	if err != nil {
+		err = symbolErr(err)
+		return
+	}
+	var f frame
+	f.fn = addr
+	f.ref(0, 0)
+	f.a[1] = uintptr(ptr)
+	f.a[2] = uintptr(size)
+	f.a[3] = uintptr(handleType)
+	f.a[4] = uintptr(flags)
+	if r := f.invoke(); uint32(r) != 0 {
+		err = Result(int32(uint32(r)))
+		return
+	}
+	handle = *(*int32)(unsafe.Pointer(&f.scratch[0]))
+	return
+}
+
 // cuMulticastCreate calls cuMulticastCreate(&handle, prop).
 func cuMulticastCreate(prop *MulticastObjectProp) (handle MemHandle, err error) {
 	addr, err := procMulticastCreate.Addr()

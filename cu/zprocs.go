@@ -46,6 +46,7 @@ var (
 	procMemGetAllocationGranularity          = lib.NewProc(loader.Symbol{Name: "cuMemGetAllocationGranularity", Version: 10020})
 	procMemGetAllocationPropertiesFromHandle = lib.NewProc(loader.Symbol{Name: "cuMemGetAllocationPropertiesFromHandle", Version: 10020})
 	procMemRetainAllocationHandle            = lib.NewProc(loader.Symbol{Name: "cuMemRetainAllocationHandle", Version: 11000})
+	procMemGetHandleForAddressRange          = lib.NewProc(loader.Symbol{Name: "cuMemGetHandleForAddressRange", Version: 11070})
 	procMulticastCreate                      = lib.NewProc(loader.Symbol{Name: "cuMulticastCreate", Version: 12010})
 	procMulticastAddDevice                   = lib.NewProc(loader.Symbol{Name: "cuMulticastAddDevice", Version: 12010})
 	procMulticastBindMem                     = lib.NewProc(loader.Symbol{Name: "cuMulticastBindMem", Version: 12010})

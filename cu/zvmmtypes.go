@@ -114,6 +114,21 @@ const (
 	MEM_CREATE_USAGE_HW_DECOMPRESS = 0x2
 )
 
+// MemRangeHandleType is a CUmemRangeHandleType.
+//
+// cuda.h: Specifies the handle type for address range.
+type MemRangeHandleType int32
+
+const (
+	MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD MemRangeHandleType = 0x1
+)
+
+// Flag for requesting handle type for address range (CUmemRangeFlags), untyped.
+const (
+	// Indicates that DMA_BUF handle should be mapped via PCIe BAR1.
+	MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE = 0x1
+)
+
 // MulticastGranularityFlags is a CUmulticastGranularity_flags.
 //
 // cuda.h: Flags for querying different granularities for a multicast object.
