@@ -309,3 +309,47 @@ func TestGPUDmaBufFD(t *testing.T) {
 	t.Logf("unaligned start: %v", err)
 	require.Error(t, err)
 }
+
+// The fast path allocates nothing: the calls the VMM layer makes in a create, reserve, map,
+// set access, unmap, release, free cycle, and the per-call benchmarks' queries. (Fewer than
+// one allocation a cycle on average, as testing.AllocsPerRun counts: the handle table's
+// shard maps grow now and then when the driver keeps returning new values.)
+func TestGPUFastPathAllocatesNothing(t *testing.T) {
+	requireDriver(t)
+	if !fastPath {
+		t.Skip("purego.SyscallN allocates")
+	}
+	d, _ := DeviceGet(0)
+	prop := &MemAllocationProp{Type: MEM_ALLOCATION_TYPE_PINNED, Location: MemLocation{Type: MEM_LOCATION_TYPE_DEVICE}}
+	g, err := MemGetAllocationGranularity(prop, MEM_ALLOC_GRANULARITY_MINIMUM)
+	require.NoError(t, err)
+	desc := []MemAccessDesc{{Location: prop.Location, Flags: MEM_ACCESS_FLAGS_PROT_READWRITE}}
+	must := func(err error) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	for name, f := range map[string]func(){
+		"DriverVersion": func() { _, err := DriverVersion(); must(err) },
+		"Attribute": func() {
+			_, err := d.Attribute(DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+			must(err)
+		},
+		"MemGetAllocationGranularity": func() { _, err := MemGetAllocationGranularity(prop, MEM_ALLOC_GRANULARITY_MINIMUM); must(err) },
+		"cycle": func() {
+			va, err := MemAddressReserve(g, 0, 0, 0)
+			must(err)
+			h, err := MemCreate(g, prop, 0)
+			must(err)
+			must(MemMap(va, g, 0, h, 0))
+			must(MemSetAccess(va, g, desc))
+			_, err = MemGetAllocationPropertiesFromHandle(h)
+			must(err)
+			must(MemUnmap(va, g))
+			must(MemRelease(h))
+			must(MemAddressFree(va, g))
+		},
+	} {
+		require.Zero(t, testing.AllocsPerRun(1000, f), name)
+	}
+}
