@@ -11,8 +11,10 @@ package cu
 //
 // with the parameters in the C order, each one of:
 //
-//	name T           a value (an integer type of cu's, or uintptr for any C pointer the caller
-//	                 has made safe to pass: heap memory it keeps alive, or not memory at all)
+//	name T           a value: an integer type, cu's or predeclared, of the C type's size; an
+//	                 8-byte one for a number the C API takes as void * (a device address, a
+//	                 descriptor); uintptr for any C pointer the caller has made safe to pass
+//	                 (heap memory it keeps alive, or no memory at all)
 //	name MemHandle   a handle: the generated function pins it in the handle table for the
 //	                 call and passes the driver's value (a released or unknown handle fails
 //	                 with ErrUnknownHandle and never reaches the driver)
