@@ -278,6 +278,12 @@ func TestGPUDmaBufFD(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	require.NoError(t, cuCtxSetCurrent(0))
 	prop := &MemAllocationProp{Type: MEM_ALLOCATION_TYPE_PINNED, Location: MemLocation{Type: MEM_LOCATION_TYPE_DEVICE}}
+	// Memory exported to a NIC is created GPUDirect RDMA capable where the device can (as
+	// NCCL does); whether a dma-buf needs it is not recorded yet.
+	if ok, _ := d.Flag(DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED); ok {
+		prop.GPUDirectRDMACapable = 1
+	}
+	t.Logf("allocation properties %+v", *prop)
 	g, err := MemGetAllocationGranularity(prop, MEM_ALLOC_GRANULARITY_MINIMUM)
 	require.NoError(t, err)
 	h, err := MemCreate(g, prop, 0)
