@@ -10,6 +10,9 @@ import (
 // Manager is the typed, safe layer over a Backend: physical allocations, reservations and
 // mappings are values with an idempotent Close, and errors name the operation and its
 // arguments. A Manager is safe for concurrent use.
+//
+// Make one with New; a nil or zero Manager, or one over a nil Backend, fails every call with
+// ErrInvalid.
 type Manager struct {
 	b Backend
 }
@@ -17,8 +20,18 @@ type Manager struct {
 // New returns a Manager over b.
 func New(b Backend) *Manager { return &Manager{b: b} }
 
-// Backend returns the backend the manager drives.
-func (m *Manager) Backend() Backend { return m.b }
+// Backend returns the backend the manager drives (nil for a nil or zero Manager).
+func (m *Manager) Backend() Backend {
+	if m == nil {
+		return nil
+	}
+	return m.b
+}
+
+// usable reports whether m has a backend to call.
+func (m *Manager) usable() bool { return m != nil && m.b != nil }
+
+var errNoBackend = invalid("a Manager without a backend (use vmm.New)")
 
 // Location says where physical memory lives.
 type Location = cu.MemLocation
@@ -76,6 +89,9 @@ func (p Props) Driver() cu.MemAllocationProp {
 // Granularity returns the minimum (or recommended) size and alignment of allocations with
 // props p.
 func (m *Manager) Granularity(p Props, recommended bool) (uint64, error) {
+	if !m.usable() {
+		return 0, opErr(errNoBackend, "granularity", "%v recommended=%v", p.Location, recommended)
+	}
 	opt := cu.MEM_ALLOC_GRANULARITY_MINIMUM
 	if recommended {
 		opt = cu.MEM_ALLOC_GRANULARITY_RECOMMENDED
@@ -109,6 +125,9 @@ func access(f cu.MemAccessFlags, devs []int) []cu.MemAccessDesc {
 
 // CopyIn writes src at device address dst, from device dev's context.
 func (m *Manager) CopyIn(dev int, dst cu.DevicePtr, src []byte) error {
+	if !m.usable() {
+		return opErr(errNoBackend, "copy in", "%v+%s device %d", dst, Size(uint64(len(src))), dev)
+	}
 	if err := m.b.CopyHtoD(dev, dst, src); err != nil {
 		return opErr(err, "copy in", "%v+%s device %d", dst, Size(uint64(len(src))), dev)
 	}
@@ -117,6 +136,9 @@ func (m *Manager) CopyIn(dev int, dst cu.DevicePtr, src []byte) error {
 
 // CopyOut reads len(dst) bytes at device address src, from device dev's context.
 func (m *Manager) CopyOut(dev int, dst []byte, src cu.DevicePtr) error {
+	if !m.usable() {
+		return opErr(errNoBackend, "copy out", "%v+%s device %d", src, Size(uint64(len(dst))), dev)
+	}
 	if err := m.b.CopyDtoH(dev, dst, src); err != nil {
 		return opErr(err, "copy out", "%v+%s device %d", src, Size(uint64(len(dst))), dev)
 	}

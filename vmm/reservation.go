@@ -8,7 +8,8 @@ import (
 )
 
 // Reservation is a range of virtual addresses. Close unmaps whatever is still mapped in it
-// and frees it.
+// and frees it. Its methods are safe for concurrent use. Only a Manager makes one: a nil or
+// zero Reservation fails every call with ErrInvalid.
 type Reservation struct {
 	m    *Manager
 	base cu.DevicePtr
@@ -37,7 +38,12 @@ func At(addr cu.DevicePtr) ReserveOption { return func(o *reserveOpts) { o.hint 
 func (m *Manager) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
 	var o reserveOpts
 	for _, f := range opts {
-		f(&o)
+		if f != nil {
+			f(&o)
+		}
+	}
+	if !m.usable() {
+		return nil, opErr(errNoBackend, "reserve", "%s alignment %d hint %v", Size(size), o.align, o.hint)
 	}
 	va, err := m.b.Reserve(size, o.align, o.hint, 0)
 	if err != nil {
@@ -46,17 +52,34 @@ func (m *Manager) Reserve(size uint64, opts ...ReserveOption) (*Reservation, err
 	return &Reservation{m: m, base: va, size: size, maps: map[*Mapping]struct{}{}}, nil
 }
 
-// Base is the first address of the reservation.
-func (r *Reservation) Base() cu.DevicePtr { return r.base }
+// Base is the first address of the reservation (0 for a nil Reservation).
+func (r *Reservation) Base() cu.DevicePtr {
+	if r == nil {
+		return 0
+	}
+	return r.base
+}
 
-// Size is the reservation's size in bytes.
-func (r *Reservation) Size() uint64 { return r.size }
+// Size is the reservation's size in bytes (0 for a nil Reservation).
+func (r *Reservation) Size() uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.size
+}
+
+var errNoReservation = invalid("a nil or zero Reservation (make one with a Manager)")
+
+func (r *Reservation) usable() bool { return r != nil && r.m.usable() }
 
 // Map maps size bytes of a, from allocOffset, at offset off of the reservation.
 func (r *Reservation) Map(off uint64, a *Allocation, allocOffset, size uint64) (*Mapping, error) {
-	addr := r.base + cu.DevicePtr(off)
+	addr := r.Base() + cu.DevicePtr(off)
 	args := func() string {
 		return addr.String() + "+" + Size(size) + " offset " + strconv.FormatUint(allocOffset, 10)
+	}
+	if !r.usable() {
+		return nil, &Error{Op: "map", Args: args(), Err: errNoReservation}
 	}
 	// Both stay pinned until the mapping is recorded: a Close of the reservation waits and
 	// then unmaps it, and a Close of the allocation cannot release it mid-map.
@@ -64,8 +87,8 @@ func (r *Reservation) Map(off uint64, a *Allocation, allocOffset, size uint64) (
 		return nil, &Error{Op: "map", Args: args(), Err: ErrClosed}
 	}
 	defer r.l.exit()
-	if !a.l.enter() {
-		return nil, &Error{Op: "map", Args: args(), Err: ErrClosed}
+	if err := a.enter(); err != nil {
+		return nil, &Error{Op: "map", Args: args(), Err: err}
 	}
 	defer a.l.exit()
 	if off > r.size || size > r.size-off {
@@ -84,6 +107,9 @@ func (r *Reservation) Map(off uint64, a *Allocation, allocOffset, size uint64) (
 // Close unmaps every mapping still open in the reservation and frees it, once the Maps in
 // flight have finished. It is idempotent.
 func (r *Reservation) Close() error {
+	if !r.usable() {
+		return opErr(errNoReservation, "free", "%v+%s", r.Base(), Size(r.Size()))
+	}
 	return r.l.close(func() error {
 		r.mu.Lock()
 		open := make([]*Mapping, 0, len(r.maps))
@@ -103,7 +129,8 @@ func (r *Reservation) Close() error {
 	})
 }
 
-// Mapping is a mapped range. Close unmaps it.
+// Mapping is a mapped range. Close unmaps it. Its methods are safe for concurrent use.
+// Only a Reservation makes one: a nil or zero Mapping fails every call with ErrInvalid.
 type Mapping struct {
 	r    *Reservation
 	addr cu.DevicePtr
@@ -111,17 +138,40 @@ type Mapping struct {
 	l    life
 }
 
-// Addr is the mapping's first address.
-func (mp *Mapping) Addr() cu.DevicePtr { return mp.addr }
+// Addr is the mapping's first address (0 for a nil Mapping).
+func (mp *Mapping) Addr() cu.DevicePtr {
+	if mp == nil {
+		return 0
+	}
+	return mp.addr
+}
 
-// Size is the mapping's size.
-func (mp *Mapping) Size() uint64 { return mp.size }
+// Size is the mapping's size (0 for a nil Mapping).
+func (mp *Mapping) Size() uint64 {
+	if mp == nil {
+		return 0
+	}
+	return mp.size
+}
+
+var errNoMapping = invalid("a nil or zero Mapping (make one with Reservation.Map)")
+
+// enter pins mp for one operation: nil when it may go on, or why not.
+func (mp *Mapping) enter() error {
+	if mp == nil || !mp.r.usable() {
+		return errNoMapping
+	}
+	if !mp.l.enter() {
+		return ErrClosed
+	}
+	return nil
+}
 
 // SetAccess sets the access of each descriptor's location to the whole mapping, in one
 // driver call (see ReadWrite, ReadOnly, NoAccess).
 func (mp *Mapping) SetAccess(desc ...cu.MemAccessDesc) error {
-	if !mp.l.enter() {
-		return opErr(ErrClosed, "set access", "%v+%s", mp.addr, Size(mp.size))
+	if err := mp.enter(); err != nil {
+		return opErr(err, "set access", "%v+%s", mp.Addr(), Size(mp.Size()))
 	}
 	defer mp.l.exit()
 	if err := mp.r.m.b.SetAccess(mp.addr, mp.size, desc); err != nil {
@@ -132,8 +182,8 @@ func (mp *Mapping) SetAccess(desc ...cu.MemAccessDesc) error {
 
 // Access returns the access device dev has to the mapping.
 func (mp *Mapping) Access(dev int) (cu.MemAccessFlags, error) {
-	if !mp.l.enter() {
-		return 0, opErr(ErrClosed, "get access", "%v device %d", mp.addr, dev)
+	if err := mp.enter(); err != nil {
+		return 0, opErr(err, "get access", "%v device %d", mp.Addr(), dev)
 	}
 	defer mp.l.exit()
 	f, err := mp.r.m.b.GetAccess(OnDevice(dev), mp.addr)
@@ -146,6 +196,9 @@ func (mp *Mapping) Access(dev int) (cu.MemAccessFlags, error) {
 // Close unmaps the mapping once the operations in flight on it have finished. It is
 // idempotent.
 func (mp *Mapping) Close() error {
+	if mp == nil || !mp.r.usable() {
+		return opErr(errNoMapping, "unmap", "%v+%s", mp.Addr(), Size(mp.Size()))
+	}
 	return mp.l.close(func() error {
 		if err := mp.r.m.b.Unmap(mp.addr, mp.size); err != nil {
 			return opErr(err, "unmap", "%v+%s", mp.addr, Size(mp.size))
