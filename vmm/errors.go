@@ -48,10 +48,17 @@ func (e *Error) Error() string {
 	if pkg == "" {
 		pkg = "vmm"
 	}
-	if e.Args == "" {
-		return pkg + ": " + e.Op + ": " + Cause(e.Err)
+	return pkg + ": " + e.describe()
+}
+
+// describe is the message without the package: an Error that wraps another (a buffer's
+// grow failing in the typed layer's map) reads as one sentence.
+func (e *Error) describe() string {
+	s := e.Op
+	if e.Args != "" {
+		s += " " + e.Args
 	}
-	return pkg + ": " + e.Op + " " + e.Args + ": " + Cause(e.Err)
+	return s + ": " + Cause(e.Err)
 }
 
 func (e *Error) Unwrap() error { return e.Err }
@@ -60,9 +67,8 @@ func (e *Error) Unwrap() error { return e.Err }
 // in parentheses, the backend's explanation if it has one. The backend's own description of
 // the call ("cu: cuMemMap(...)", "sim: cuMemMap(...)") would repeat the caller's.
 func Cause(err error) string {
-	var inner *Error
-	if errors.As(err, &inner) && inner != err {
-		return err.Error()
+	if inner, ok := err.(*Error); ok {
+		return inner.describe()
 	}
 	r, ok := cu.ResultOf(err)
 	if !ok {

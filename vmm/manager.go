@@ -123,28 +123,6 @@ func access(f cu.MemAccessFlags, devs []int) []cu.MemAccessDesc {
 	return d
 }
 
-// CopyIn writes src at device address dst, from device dev's context.
-func (m *Manager) CopyIn(dev int, dst cu.DevicePtr, src []byte) error {
-	if !m.usable() {
-		return opErr(errNoBackend, "copy in", "%v+%s device %d", dst, Size(uint64(len(src))), dev)
-	}
-	if err := m.b.CopyHtoD(dev, dst, src); err != nil {
-		return opErr(err, "copy in", "%v+%s device %d", dst, Size(uint64(len(src))), dev)
-	}
-	return nil
-}
-
-// CopyOut reads len(dst) bytes at device address src, from device dev's context.
-func (m *Manager) CopyOut(dev int, dst []byte, src cu.DevicePtr) error {
-	if !m.usable() {
-		return opErr(errNoBackend, "copy out", "%v+%s device %d", src, Size(uint64(len(dst))), dev)
-	}
-	if err := m.b.CopyDtoH(dev, dst, src); err != nil {
-		return opErr(err, "copy out", "%v+%s device %d", src, Size(uint64(len(dst))), dev)
-	}
-	return nil
-}
-
 // life is what an Allocation, Reservation or Mapping shares with the calls on it:
 // operations pin it for their backend call (enter, exit) without a lock, and Close waits
 // for them, so no operation reaches the backend once Close has begun, and Close never
