@@ -148,18 +148,10 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 	if f == nil {
 		f = s.commit(dev, size)
 	}
-	// The handle and the memory in one allocation: a create is the commonest call after a
-	// map, and each allocation costs the garbage collector too.
-	var c *struct {
-		handle
-		phys
-	}
+	var c *memObject
 	var m *phys
 	if f == nil {
-		c = &struct {
-			handle
-			phys
-		}{}
+		c = newMemObject()
 		m = &c.phys
 		m.size, m.prop, m.dev, m.counted = size, p, dev, true
 		m.users = 1 // the handle's reference
