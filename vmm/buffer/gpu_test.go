@@ -99,7 +99,7 @@ func TestGPUBufferFixedBase(t *testing.T) {
 		t.Skipf("the driver placed the blocker at %v, not %v", blocker, at)
 	}
 	base := b.Base()
-	require.ErrorIs(t, b.Grow(4*mib), buffer.ErrWouldMove)
+	require.ErrorIs(t, b.Grow(4*mib), vmm.ErrWouldMove)
 	require.Equal(t, base, b.Base())
 	require.Equal(t, uint64(2*mib), b.Stats().Committed)
 }
