@@ -108,8 +108,7 @@ type Config struct {
 	// Props describes the physical memory. A zero Location means memory of
 	// Options.Device.
 	Props vmm.Props
-	// Access lists who may access the chunks, and how (vmm.ReadWrite, vmm.ReadOnly).
-	// Options.Device gets read-write access unless the list names it.
+	// Access lists who may access the chunks, and how, as Options.Access does.
 	Access []cu.MemAccessDesc
 }
 

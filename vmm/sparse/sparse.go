@@ -115,7 +115,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Array, error) {
 		props = *opts.Props
 	}
 	a := &Array{m: m, props: props, dev: opts.Device, zero: opts.Zero, pages: map[uint64]*vmm.Allocation{}}
-	a.access = opts.Access
+	a.access = slices.Clone(opts.Access)
 	if !slices.ContainsFunc(opts.Access, func(d cu.MemAccessDesc) bool { return d.Location == vmm.OnDevice(opts.Device) }) {
 		a.access = append(vmm.ReadWrite(opts.Device), opts.Access...)
 	}
