@@ -795,8 +795,8 @@ func (b *Buffer) mapChunk(tx *vmm.Tx, r *vmm.Reservation, off uint64, a *vmm.All
 	return err
 }
 
-// release runs close, which makes calls driver calls, and keeps it for a retry if it fails.
-func (b *Buffer) release(what string, calls int, close func() error) {
+// release runs do, which makes calls driver calls, and keeps it for a retry if it fails.
+func (b *Buffer) release(what string, calls int, do func() error) {
 	b.st.Calls += calls
-	_ = b.pending.Do(what, close)
+	_ = b.pending.Do(what, do)
 }
