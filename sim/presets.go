@@ -57,6 +57,9 @@ func hopper(name string, totalMem uint64, attrs map[cu.DeviceAttribute]int, diff
 			a[k] = v
 		}
 	}
+	// The capabilities, Compression to HostNUMAVMM, are what the H100 and the H200 reported
+	// (h100Attributes; h200Diff changes none): what vmm.Manager.CheckProps asks before a
+	// create.
 	return Device{
 		Name:                   name,
 		TotalMem:               totalMem,
@@ -174,7 +177,8 @@ func PresetOldGPU() Config {
 }
 
 // PresetWorkstation is a workstation with one NVIDIA RTX A6000: VMM and POSIX descriptors,
-// no fabric handles, no multicast, no host-located VMM memory.
+// no fabric handles, no multicast, no host-located VMM memory. Its capabilities are modelled
+// (generic compression, no GPUDirect RDMA with VMM), not recorded.
 func PresetWorkstation() Config {
 	d := Device{
 		Name: "NVIDIA RTX A6000", UUID: uuid(0x41363030, 0), PCIBusID: "0000:01:00.0",

@@ -3,6 +3,7 @@ package vmm
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
 )
@@ -70,6 +71,9 @@ func Cause(err error) string {
 	if inner, ok := err.(*Error); ok {
 		return inner.describe()
 	}
+	if joined, ok := err.(interface{ Unwrap() []error }); ok {
+		return causes(err, joined.Unwrap())
+	}
 	r, ok := cu.ResultOf(err)
 	if !ok {
 		return err.Error()
@@ -101,6 +105,23 @@ func Call(err error, format string, args ...any) error {
 		return nil
 	}
 	return &CallError{Call: fmt.Sprintf(format, args...), Err: err}
+}
+
+// causes describes an error made of several (errors.Join: a rollback that failed too,
+// releases that failed again) on one line, each part as Cause would; an error that only
+// wraps several (fmt.Errorf with two %w) keeps its own text, which says how they relate.
+func causes(err error, parts []error) string {
+	s := make([]string, len(parts))
+	for i, p := range parts {
+		s[i] = p.Error()
+	}
+	if strings.Join(s, "\n") != err.Error() {
+		return strings.ReplaceAll(err.Error(), "\n", "; ")
+	}
+	for i, p := range parts {
+		s[i] = Cause(p)
+	}
+	return strings.Join(s, "; ")
 }
 
 // Explainer is implemented by backend errors that can say why a call was refused beyond
