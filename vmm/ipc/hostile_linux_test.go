@@ -219,9 +219,10 @@ func refused(says ...string) func(*testing.T, *env, *ipc.Received, error) {
 		require.ErrorIs(t, err, ipc.ErrProtocol)
 		require.NotErrorIs(t, err, os.ErrDeadlineExceeded)
 		require.Nil(t, r)
-		var ie *ipc.Error
+		var ie *vmm.Error
 		require.ErrorAs(t, err, &ie)
 		require.Equal(t, "receive", ie.Op)
+		require.Equal(t, "ipc", ie.Pkg)
 		require.True(t, strings.HasPrefix(err.Error(), "ipc: receive "+typeName(e.typ)), err.Error())
 		for _, s := range says {
 			require.Contains(t, err.Error(), s)
@@ -274,7 +275,9 @@ func then(first, next func(*testing.T, *env, *ipc.Received, error)) func(*testin
 		}
 		r, err = ipc.Receive(e.z)
 		next(t, e, r, err)
-		require.NoError(t, r.Close())
+		if r != nil {
+			require.NoError(t, r.Close())
+		}
 	}
 }
 
@@ -482,7 +485,9 @@ func TestReceiveHostilePeer(t *testing.T) {
 				var r *ipc.Received
 				// Closed also when the case fails, so that later cases count right.
 				t.Cleanup(func() {
-					r.Close()
+					if r != nil {
+						r.Close()
+					}
 					a.Close()
 					z.Close()
 					failed := t.Failed()
