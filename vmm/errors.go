@@ -3,7 +3,6 @@ package vmm
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
 )
@@ -71,15 +70,6 @@ func Cause(err error) string {
 	if inner, ok := err.(*Error); ok {
 		return inner.describe()
 	}
-	if errs := joined(err); errs != nil {
-		// Each cause of an errors.Join described the same way, so that a rollback's or a
-		// Close's several failures read as one sentence.
-		parts := make([]string, len(errs))
-		for i, e := range errs {
-			parts[i] = Cause(e)
-		}
-		return strings.Join(parts, "; ")
-	}
 	r, ok := cu.ResultOf(err)
 	if !ok {
 		return err.Error()
@@ -90,24 +80,6 @@ func Cause(err error) string {
 		cause += " (" + x.Explain() + ")"
 	}
 	return cause
-}
-
-// joined returns the errors err joins if errors.Join made it: its message is theirs, one a
-// line (fmt.Errorf's with several %w has a message of its own).
-func joined(err error) []error {
-	j, ok := err.(interface{ Unwrap() []error })
-	if !ok {
-		return nil
-	}
-	errs := j.Unwrap()
-	msgs := make([]string, len(errs))
-	for i, e := range errs {
-		msgs[i] = e.Error()
-	}
-	if strings.Join(msgs, "\n") != err.Error() {
-		return nil
-	}
-	return errs
 }
 
 // CallError names one failed backend call inside a larger operation, for packages built on

@@ -2,7 +2,6 @@ package vmm_test
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -88,22 +87,5 @@ func TestReservationCopies(t *testing.T) {
 	}
 	if !s.Stats().Clean() {
 		t.Errorf("%+v", s.Stats())
-	}
-}
-
-// An Error whose cause joins several reads as one sentence, each part without "vmm: ";
-// fmt.Errorf's several %w keep their own message.
-func TestErrorJoinedCauses(t *testing.T) {
-	free := &vmm.Error{Op: "free", Args: "0x1000+2MiB", Err: cu.ERROR_INVALID_VALUE}
-	release := &vmm.Error{Op: "release", Args: "handle 0x3", Err: vmm.ErrClosed}
-	err := &vmm.Error{Pkg: "peer", Op: "close", Err: errors.Join(free, nil, release)}
-	want := "peer: close: free 0x1000+2MiB: CUDA_ERROR_INVALID_VALUE; release handle 0x3: closed"
-	if got := err.Error(); !strings.HasPrefix(got, "peer: close: free 0x1000+2MiB: CUDA_ERROR_INVALID_VALUE") ||
-		!strings.HasSuffix(got, "; release handle 0x3: closed") || strings.Count(got, "vmm:") != 0 {
-		t.Errorf("got %q, want %q", got, want)
-	}
-	wrapped := &vmm.Error{Op: "grow", Err: fmt.Errorf("%w: unmap: %w", vmm.ErrBroken, vmm.ErrClosed)}
-	if got := wrapped.Error(); got != "vmm: grow: broken by a failed rollback: unmap: closed" {
-		t.Errorf("got %q", got)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
@@ -575,7 +576,7 @@ func (s *reserveSpy) Reserve(size, alignment uint64, hint cu.DevicePtr, flags ui
 // The importer aligns to its own granularity whatever the peer says its granularity is.
 func TestImportUsesOwnGranularity(t *testing.T) {
 	for _, gran := range []uint64{4096, 64 << 10, 2 * mib} {
-		t.Run(vmm.Size(gran), func(t *testing.T) {
+		t.Run(units.Size(gran), func(t *testing.T) {
 			before := openFDs(t)
 			s, err := sim.New(sim.PresetH100())
 			require.NoError(t, err)

@@ -34,6 +34,12 @@
 // encoding.BinaryMarshaler and encoding.TextMarshaler (and the Unmarshalers), so that it
 // can be sent in JSON, gRPC or an environment variable to a process on another node of the
 // same NVLink fabric. Creating fabric memory needs an IMEX channel.
+//
+// # Errors
+//
+// Errors are *vmm.Error values (package "ipc") that match vmm's sentinels with errors.Is
+// (vmm.ErrInvalid, vmm.ErrClosed, vmm.ErrOutOfRange) and the driver's results; a message
+// or claim of the peer's that cannot be valid matches ErrProtocol.
 package ipc
 
 import (

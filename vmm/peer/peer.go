@@ -254,11 +254,16 @@ func (p *Memory) Access(dev int) (cu.MemAccessFlags, error) {
 	return f, nil
 }
 
-// ReadAt reads len(p) bytes at offset off of the memory into b, from the owner's context.
-func (p *Memory) ReadAt(b []byte, off int64) (int, error) { return p.From(p.Owner()).ReadAt(b, off) }
+// ReadAt reads len(buf) bytes at offset off of the memory into buf, from the owner's
+// context. It returns how many bytes it read, len(buf) or an error.
+func (p *Memory) ReadAt(buf []byte, off int64) (int, error) {
+	return p.From(p.Owner()).ReadAt(buf, off)
+}
 
-// WriteAt writes b at offset off of the memory, from the owner's context.
-func (p *Memory) WriteAt(b []byte, off int64) (int, error) { return p.From(p.Owner()).WriteAt(b, off) }
+// WriteAt writes buf at offset off of the memory, from the owner's context.
+func (p *Memory) WriteAt(buf []byte, off int64) (int, error) {
+	return p.From(p.Owner()).WriteAt(buf, off)
+}
 
 // From returns the memory as device dev reaches it: its reads and writes are issued from
 // dev's context and work as far as dev's access does.
