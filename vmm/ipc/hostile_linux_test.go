@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
@@ -219,9 +220,10 @@ func refused(says ...string) func(*testing.T, *env, *ipc.Received, error) {
 		require.ErrorIs(t, err, ipc.ErrProtocol)
 		require.NotErrorIs(t, err, os.ErrDeadlineExceeded)
 		require.Nil(t, r)
-		var ie *ipc.Error
+		var ie *vmm.Error
 		require.ErrorAs(t, err, &ie)
 		require.Equal(t, "receive", ie.Op)
+		require.Equal(t, "ipc", ie.Pkg)
 		require.True(t, strings.HasPrefix(err.Error(), "ipc: receive "+typeName(e.typ)), err.Error())
 		for _, s := range says {
 			require.Contains(t, err.Error(), s)
@@ -274,7 +276,9 @@ func then(first, next func(*testing.T, *env, *ipc.Received, error)) func(*testin
 		}
 		r, err = ipc.Receive(e.z)
 		next(t, e, r, err)
-		require.NoError(t, r.Close())
+		if r != nil {
+			require.NoError(t, r.Close())
+		}
 	}
 }
 
@@ -482,7 +486,9 @@ func TestReceiveHostilePeer(t *testing.T) {
 				var r *ipc.Received
 				// Closed also when the case fails, so that later cases count right.
 				t.Cleanup(func() {
-					r.Close()
+					if r != nil {
+						r.Close()
+					}
 					a.Close()
 					z.Close()
 					failed := t.Failed()
@@ -570,7 +576,7 @@ func (s *reserveSpy) Reserve(size, alignment uint64, hint cu.DevicePtr, flags ui
 // The importer aligns to its own granularity whatever the peer says its granularity is.
 func TestImportUsesOwnGranularity(t *testing.T) {
 	for _, gran := range []uint64{4096, 64 << 10, 2 * mib} {
-		t.Run(vmm.Size(gran), func(t *testing.T) {
+		t.Run(units.Size(gran), func(t *testing.T) {
 			before := openFDs(t)
 			s, err := sim.New(sim.PresetH100())
 			require.NoError(t, err)
