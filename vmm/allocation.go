@@ -2,6 +2,7 @@ package vmm
 
 import (
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 )
 
 // Allocation is physical memory: created, imported or retained. Close releases this
@@ -18,12 +19,12 @@ type Allocation struct {
 // Create allocates size bytes (a multiple of the granularity) of physical memory.
 func (m *Manager) Create(size uint64, p Props) (*Allocation, error) {
 	if !m.usable() {
-		return nil, opErr(errNoBackend, "create", "%s on %v", Size(size), p.Location)
+		return nil, opErr(errNoBackend, "create", "%s on %v", units.Size(size), p.Location)
 	}
 	d := p.Driver()
 	h, err := m.b.Create(size, &d, 0)
 	if err != nil {
-		return nil, opErr(err, "create", "%s on %v", Size(size), p.Location)
+		return nil, opErr(err, "create", "%s on %v", units.Size(size), p.Location)
 	}
 	return &Allocation{m: m, h: h, size: size}, nil
 }

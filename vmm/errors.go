@@ -86,27 +86,6 @@ func Cause(err error) string {
 	return cause
 }
 
-// CallError names one failed backend call inside a larger operation, for packages built on
-// vmm ("map 0x7f0000200000+2MiB handle 0x3: CUDA_ERROR_..."). It unwraps to the backend's
-// error.
-type CallError struct {
-	Call string
-	Err  error
-}
-
-func (e *CallError) Error() string { return e.Call + ": " + Cause(e.Err) }
-
-func (e *CallError) Unwrap() error { return e.Err }
-
-// Call returns nil for a nil err, else a *CallError naming the call. Format it only on
-// failure: callers on hot paths check err first.
-func Call(err error, format string, args ...any) error {
-	if err == nil {
-		return nil
-	}
-	return &CallError{Call: fmt.Sprintf(format, args...), Err: err}
-}
-
 // causes describes an error made of several (errors.Join: a rollback that failed too,
 // releases that failed again) on one line, each part as Cause would; an error that only
 // wraps several (fmt.Errorf with two %w) keeps its own text, which says how they relate.
@@ -139,23 +118,3 @@ func opErr(err error, op, format string, args ...any) error {
 
 // invalid is ErrInvalid saying what was wrong.
 func invalid(why string) error { return fmt.Errorf("%w: %s", ErrInvalid, why) }
-
-// Size formats a byte count the way the error messages do: exact binary units where they
-// divide evenly (2MiB, 64GiB), bytes otherwise.
-func Size(n uint64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	i := 0
-	for n >= 1024 && n%1024 == 0 && i < len(units)-1 {
-		n /= 1024
-		i++
-	}
-	return fmt.Sprintf("%d%s", n, units[i])
-}
-
-// AlignUp rounds n up to a multiple of align (a power of two).
-func AlignUp(n, align uint64) uint64 {
-	if align == 0 {
-		return n
-	}
-	return (n + align - 1) &^ (align - 1)
-}

@@ -26,8 +26,8 @@ func Example() {
 	_ = m.CopyIn(0, mp.Addr(), []byte("hello, device"))
 	out := make([]byte, 13)
 	_ = m.CopyOut(0, out, mp.Addr())
-	fmt.Printf("%s, granularity %s\n", out, vmm.Size(g))
-	// Output: hello, device, granularity 2MiB
+	fmt.Printf("%s, granularity %d MiB\n", out, g>>20)
+	// Output: hello, device, granularity 2 MiB
 }
 
 // Use the real driver when there is one, the simulator otherwise.
