@@ -1,6 +1,7 @@
 package vmm
 
 import (
+	"reflect"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -17,8 +18,16 @@ type Manager struct {
 	b Backend
 }
 
-// New returns a Manager over b.
-func New(b Backend) *Manager { return &Manager{b: b} }
+// New returns a Manager over b. A nil b, or a nil pointer of a Backend type (the result of
+// a constructor whose error was ignored), makes a Manager whose calls fail with ErrInvalid.
+func New(b Backend) *Manager {
+	if b != nil {
+		if v := reflect.ValueOf(b); v.Kind() == reflect.Pointer && v.IsNil() {
+			b = nil
+		}
+	}
+	return &Manager{b: b}
+}
 
 // Backend returns the backend the manager drives (nil for a nil or zero Manager).
 func (m *Manager) Backend() Backend {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -24,6 +25,7 @@ func TestNilAndZeroValues(t *testing.T) {
 		nilManager  *vmm.Manager
 		zeroManager = &vmm.Manager{}
 		nilBackend  = vmm.New(nil)
+		nilSim      = vmm.New((*sim.Sim)(nil)) // sim.New's result after an ignored error
 		nilAlloc    *vmm.Allocation
 		zeroAlloc   = &vmm.Allocation{}
 		nilResv     *vmm.Reservation
@@ -32,7 +34,7 @@ func TestNilAndZeroValues(t *testing.T) {
 		zeroMapping = &vmm.Mapping{}
 	)
 	calls := map[string]func() error{}
-	for name, mgr := range map[string]*vmm.Manager{"nil": nilManager, "zero": zeroManager, "nil backend": nilBackend} {
+	for name, mgr := range map[string]*vmm.Manager{"nil": nilManager, "zero": zeroManager, "nil backend": nilBackend, "nil *sim.Sim": nilSim} {
 		calls[name+" Manager.Create"] = func() error { _, err := mgr.Create(2<<20, vmm.DeviceProps(0)); return err }
 		calls[name+" Manager.Reserve"] = func() error { _, err := mgr.Reserve(2 << 20); return err }
 		calls[name+" Manager.Retain"] = func() error { _, err := mgr.Retain(0x1000); return err }
