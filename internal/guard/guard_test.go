@@ -9,6 +9,7 @@ import (
 
 func TestEnterExit(t *testing.T) {
 	var g Guard
+	// Two entries: the guard counts them.
 	for range 2 {
 		if !g.Enter(0) {
 			t.Fatal("the zero Guard is open at generation 0")
