@@ -43,8 +43,9 @@ type Config struct {
 	RefuseHints bool
 	// PlacementAlign is the largest alignment a reservation gets from its size: the driver
 	// aligns each reservation to the largest power of two not above its size, up to this
-	// (32 MiB recorded on an H200, driver 580; 0 means that). A 1 GiB reservation made
-	// after a 2 MiB one therefore starts at the next 32 MiB boundary, not right after it.
+	// (32 MiB on an H200, driver 580, recorded: vmmtest placement/1GiB-after-2MiB; 0 means
+	// that). A 1 GiB reservation made after a 2 MiB one therefore starts at the next 32 MiB
+	// boundary, not right after it.
 	PlacementAlign uint64
 }
 

@@ -63,6 +63,9 @@ func hopper(name string, totalMem uint64, attrs map[cu.DeviceAttribute]int, diff
 			a[k] = v
 		}
 	}
+	// The capabilities, Compression to HostNUMAVMM, are what the H100 and the H200 reported
+	// (h100Attributes; h200Diff changes none): what vmm.Manager.CheckProps asks before a
+	// create.
 	return Device{
 		Name:                   name,
 		TotalMem:               totalMem,
@@ -99,7 +102,7 @@ func uuid(seed uint32, i int) cu.UUID {
 // PresetH100 is a single NVIDIA H100 80GB HBM3 (SXM) with driver 580 (CUDA 13.0), as the
 // recorded machine reports itself: every attribute, 81079 MiB, 2 MiB granularity, fabric
 // handles reported supported but no IMEX channel (so creating one is NOT_PERMITTED), no
-// multicast.
+// multicast. TestPresets checks what the vmmtest sweep/ recording's machine reported.
 func PresetH100() Config {
 	d := hopper("NVIDIA H100 80GB HBM3", 81079*mib, h100Attributes, nil)
 	d.UUID = cu.UUID{0x82, 0x9f, 0xcb, 0xf0, 0xad, 0x3a, 0x17, 0xb6, 0x6d, 0x97, 0x82, 0xfb, 0x25, 0x9f, 0x8b, 0x45}
@@ -188,7 +191,8 @@ func PresetOldGPU() Config {
 }
 
 // PresetWorkstation is a workstation with one NVIDIA RTX A6000: VMM and POSIX descriptors,
-// no fabric handles, no multicast, no host-located VMM memory.
+// no fabric handles, no multicast, no host-located VMM memory. Its capabilities are modelled
+// (generic compression, no GPUDirect RDMA with VMM), not recorded.
 func PresetWorkstation() Config {
 	d := Device{
 		Name: "NVIDIA RTX A6000", UUID: uuid(0x41363030, 0), PCIBusID: "0000:01:00.0",

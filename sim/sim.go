@@ -34,8 +34,6 @@ type Sim struct {
 	bindings      counter
 	nextID        atomic.Uint64
 
-	mcMu sync.Mutex // multicast teams and bindings
-
 	shareMu   sync.Mutex
 	byFile    map[fileKey]*phys
 	byFabric  map[cu.MemFabricHandle]*phys
@@ -192,7 +190,7 @@ func (s *Sim) CanAccessPeer(ordinal, peer int) (bool, error) {
 }
 
 // P2PAttribute returns an attribute of the link from src to dst. Asking about a device and
-// itself is CUDA_ERROR_INVALID_DEVICE, as recorded.
+// itself is CUDA_ERROR_INVALID_DEVICE (recorded: vmmtest sweep/p2p-attribute-1-self to -6-self).
 func (s *Sim) P2PAttribute(a cu.P2PAttribute, src, dst int) (int, error) {
 	f := s.enter(opP2PAttribute)
 	if f == nil {

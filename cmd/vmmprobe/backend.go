@@ -50,7 +50,7 @@ func open(o backend.Opener, c backend.Choice, fallback bool) (*opened, error) {
 	case err == nil:
 	case backend.IsNoDriver(err):
 		return nil, &openError{code: exitNoDriver, err: err}
-	case errors.Is(err, cu.ErrNoDevice):
+	case errors.Is(err, cu.ERROR_NO_DEVICE):
 		return nil, &openError{code: exitNoDevice, err: err}
 	default:
 		var ue *backend.UsageError

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -458,7 +459,7 @@ func (c *checker) multicastCheck() {
 		c.add(r)
 		return
 	}
-	step, err := exerciseMulticast(c.b, c.m, c.doc.Devices, devs)
+	step, err := exerciseMulticast(c.m, c.doc.Devices, devs)
 	if err == nil {
 		r.Status = statusOK
 		r.Detail = fmt.Sprintf("created a multicast object, added devices %s, bound memory of each, unbound and released it", joinInts(devs))
@@ -474,55 +475,59 @@ func (c *checker) multicastCheck() {
 
 // exerciseMulticast creates a multicast object over devs, adds each device, binds memory
 // of each, then unbinds and releases everything. It returns the step that failed.
-func exerciseMulticast(b vmm.Backend, m *vmm.Manager, all []deviceInfo, devs []int) (string, error) {
-	prop := cu.MulticastObjectProp{NumDevices: uint32(len(devs)), Size: size(all[devs[0]])}
-	g, err := b.MulticastGranularity(&prop, cu.MULTICAST_GRANULARITY_MINIMUM)
+func exerciseMulticast(m *vmm.Manager, all []deviceInfo, devs []int) (string, error) {
+	props := vmm.MulticastProps{Devices: len(devs), Size: size(all[devs[0]])}
+	g, err := m.MulticastGranularity(props, false)
 	if err != nil {
 		return "granularity", err
 	}
-	prop.Size = vmm.AlignUp(prop.Size, g)
-	for _, i := range devs {
-		prop.Size = vmm.AlignUp(prop.Size, size(all[i]))
+	var ok bool
+	for _, align := range append([]uint64{g}, sizesOf(all, devs)...) {
+		if props.Size, ok = units.AlignUp(props.Size, align); !ok {
+			return "granularity", fmt.Errorf("%w: multicast size overflows", vmm.ErrTooLarge)
+		}
 	}
-	mc, err := b.MulticastCreate(&prop)
+	mc, err := m.CreateMulticast(props)
 	if err != nil {
 		return "create", err
 	}
 	var mems []*vmm.Allocation
-	var bound []int
 	step, err := func() (string, error) {
 		for _, i := range devs {
-			if err := b.MulticastAddDevice(mc, i); err != nil {
+			if err := mc.AddDevice(i); err != nil {
 				return fmt.Sprintf("add device %d", i), err
 			}
 		}
 		for _, i := range devs {
-			mem, err := m.Create(prop.Size, vmm.DeviceProps(i))
+			mem, err := m.Create(props.Size, vmm.DeviceProps(i))
 			if err != nil {
 				return fmt.Sprintf("create memory on device %d", i), err
 			}
 			mems = append(mems, mem)
-			if err := b.MulticastBindMem(mc, 0, mem.Handle(), 0, prop.Size, 0); err != nil {
+			if err := mc.Bind(0, mem, 0, props.Size); err != nil {
 				return fmt.Sprintf("bind memory of device %d", i), err
 			}
-			bound = append(bound, i)
 		}
 		return "", nil
 	}()
-	for _, i := range bound {
-		if uerr := b.MulticastUnbind(mc, i, 0, prop.Size); uerr != nil && err == nil {
-			step, err = fmt.Sprintf("unbind device %d", i), uerr
-		}
+	// Close unbinds what was bound, then releases the object.
+	if cerr := mc.Close(); cerr != nil && err == nil {
+		step, err = "unbind and release", cerr
 	}
 	for _, mem := range mems {
 		if cerr := mem.Close(); cerr != nil && err == nil {
 			step, err = "release memory", cerr
 		}
 	}
-	if rerr := b.Release(mc); rerr != nil && err == nil {
-		step, err = "release", rerr
-	}
 	return step, err
+}
+
+func sizesOf(all []deviceInfo, devs []int) []uint64 {
+	out := make([]uint64, len(devs))
+	for k, i := range devs {
+		out[k] = size(all[i])
+	}
+	return out
 }
 
 func joinInts(v []int) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
 )
@@ -43,7 +44,7 @@ func (c *checker) posixFD(d deviceInfo) {
 			r.Detail = "the device does not support POSIX file descriptor handles (" + stage + " failed)"
 		}
 	} else {
-		r.Detail = fmt.Sprintf("exported %s as a file descriptor", vmm.Size(sz))
+		r.Detail = fmt.Sprintf("exported %s as a file descriptor", units.Size(sz))
 	}
 	r.Remedy = c.remedy("posix-fd-export", r, d)
 	c.add(r)
@@ -103,12 +104,12 @@ func (c *checker) fabric(d deviceInfo) {
 func (c *checker) explainFabric(r *checkResult, stage string, err error) {
 	imex := c.doc.IMEX
 	switch {
-	case errors.Is(err, cu.ErrNotPermitted) && imex != nil && !imex.Ready:
+	case errors.Is(err, cu.ERROR_NOT_PERMITTED) && imex != nil && !imex.Ready:
 		r.Status = statusUnsupported
 		r.Detail = "the device attribute says fabric handles are supported, but " + stage +
 			" is not permitted: " + imex.Diagnosis
 		r.Remedy = imex.Remedy
-	case errors.Is(err, cu.ErrNotPermitted) && imex != nil:
+	case errors.Is(err, cu.ERROR_NOT_PERMITTED) && imex != nil:
 		r.Detail = stage + " is not permitted although an IMEX channel is accessible"
 	default:
 		r.Detail = stage + " failed"
@@ -146,7 +147,7 @@ func (c *checker) addShared(name string, d deviceInfo, ierr error, okDetail stri
 		r = checkResult{Check: name, Device: intp(dev), Status: statusFailed, Result: ce.Result, Error: ierr.Error(),
 			Detail: "the child process failed at " + ce.Step}
 		if name == "fabric-ipc" && ce.Result == cu.ERROR_NOT_PERMITTED.Name() {
-			c.explainFabric(&r, "the child's import", cu.ErrNotPermitted)
+			c.explainFabric(&r, "the child's import", cu.ERROR_NOT_PERMITTED)
 		}
 	default:
 		r = result(name, dev, ierr, true, "")

@@ -99,13 +99,13 @@ func TestMulticastNotExercisedByDefault(t *testing.T) {
 func TestExerciseMulticastOnSim(t *testing.T) {
 	s := newSim(t, "hgx8")
 	doc := gatherSim(t, s, cmdReport)
-	step, err := exerciseMulticast(s, vmm.New(s), doc.Devices, []int{0, 1, 2, 3})
+	step, err := exerciseMulticast(vmm.New(s), doc.Devices, []int{0, 1, 2, 3})
 	require.NoError(t, err, step)
 	assert.Equal(t, uint64(1), s.Stats().Calls["MulticastCreate"])
 	assert.True(t, s.Stats().Clean(), "%+v", s.Stats())
 
 	require.NoError(t, s.FailNth("MulticastBindMem", 2, cu.ERROR_OUT_OF_MEMORY))
-	step, err = exerciseMulticast(s, vmm.New(s), doc.Devices, []int{0, 1, 2, 3})
+	step, err = exerciseMulticast(vmm.New(s), doc.Devices, []int{0, 1, 2, 3})
 	assert.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
 	assert.Equal(t, "bind memory of device 1", step)
 	assert.True(t, s.Stats().Clean(), "torn down after a failure: %+v", s.Stats())

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/cuvmm/cuvmm/internal/buildinfo"
 )
 
 // Exit codes, documented in --help, the README and docs/vmmprobe.md.
@@ -35,9 +36,10 @@ type deps struct {
 	open backend.Opener
 	// host is the node this process runs on (hostSystem); a simulated backend brings its
 	// own.
-	host    func() system
-	now     func() time.Time
-	version string
+	host func() system
+	now  func() time.Time
+	// build is what the toolchain recorded of this binary (--version, the documents).
+	build buildinfo.Info
 	// signals starts watching for the signals that end the daemon: the channel is closed
 	// when one arrives; release stops watching.
 	signals func() (stop <-chan struct{}, release func())
@@ -50,7 +52,7 @@ func defaultDeps() deps {
 		open:    backend.Opener{},
 		host:    func() system { return newHostSystem() },
 		now:     time.Now,
-		version: version(),
+		build:   buildinfo.Read(),
 		signals: watchSignals,
 		ticker: func(d time.Duration) (<-chan time.Time, func()) {
 			t := time.NewTicker(d)
@@ -73,7 +75,7 @@ func run(args []string, stdout, stderr io.Writer, d deps) int {
 	}
 	warn := func(msg string) { fmt.Fprintln(stderr, "vmmprobe:", msg) }
 	if opts.showVersion {
-		if _, err := fmt.Fprintln(stdout, versionLine(d.version)); err != nil {
+		if _, err := fmt.Fprintln(stdout, "vmmprobe "+d.build.String()); err != nil {
 			warn("standard output: " + err.Error())
 			return exitFailure
 		}
@@ -122,7 +124,7 @@ func probe(sel *opened, opts options, d deps, warn func(string)) (*document, int
 	} else {
 		sys = d.host()
 	}
-	doc, err := gather(sel, sys, opts.command, programInfo{Version: d.version}, d.now())
+	doc, err := gather(sel, sys, opts.command, programInfo{Version: d.build.Version, Revision: d.build.Revision}, d.now())
 	if err != nil {
 		warn(errText(err))
 		if errors.Is(err, errNoDevice) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/internal/units"
 )
 
 // renderTable renders the document for people: the report, and with check the results.
@@ -60,7 +60,7 @@ func renderTable(doc *document) []byte {
 			yn(d.HandleTypes.PosixFD), yn(d.HandleTypes.Win32), yn(d.HandleTypes.Win32KMT), yn(d.HandleTypes.Fabric))
 		if d.Multicast.Supported && d.Multicast.GranularityMin > 0 {
 			kv(2, "multicast", "yes (granularity %s, recommended %s)",
-				vmm.Size(d.Multicast.GranularityMin), vmm.Size(d.Multicast.GranularityRecommended))
+				units.Size(d.Multicast.GranularityMin), units.Size(d.Multicast.GranularityRecommended))
 		} else {
 			kv(2, "multicast", "%s", yn(d.Multicast.Supported))
 		}
@@ -73,7 +73,7 @@ func renderTable(doc *document) []byte {
 			kv(2, "host numa vmm", "%s", yn(d.HostNUMAVMM))
 		}
 		if d.Granularity.Min > 0 {
-			kv(2, "granularity", "%s (recommended %s)", vmm.Size(d.Granularity.Min), vmm.Size(d.Granularity.Recommended))
+			kv(2, "granularity", "%s (recommended %s)", units.Size(d.Granularity.Min), units.Size(d.Granularity.Recommended))
 		} else {
 			kv(2, "granularity", "-")
 		}

@@ -44,9 +44,10 @@ type document struct {
 	Errors []string `json:"errors,omitempty"`
 }
 
-// programInfo names the vmmprobe that wrote a document.
+// programInfo names the vmmprobe that wrote a document (package internal/buildinfo).
 type programInfo struct {
-	Version string `json:"version"`
+	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"`
 }
 
 // backendInfo says what answered: the real driver or the simulator.
@@ -169,7 +170,7 @@ func gatherDevices(b vmm.Backend, doc *document) error {
 	}
 	n, err := b.DeviceCount()
 	if err != nil {
-		if errors.Is(err, cu.ErrNoDevice) {
+		if errors.Is(err, cu.ERROR_NO_DEVICE) {
 			return fmt.Errorf("%w: %s", errNoDevice, errText(err))
 		}
 		return fmt.Errorf("device count: %w", err)

@@ -120,7 +120,7 @@ type Opener struct {
 
 // Open opens the backend c names (c must have passed Check); fb says when Auto may fall
 // back to the simulator. The errors of the real driver are returned as they are: match
-// them with IsNoDriver and errors.Is(err, cu.ErrNoDevice).
+// them with IsNoDriver and errors.Is(err, cu.ERROR_NO_DEVICE).
 func (o Opener) Open(c Choice, fb Fallback) (*Opened, error) {
 	if c.Kind == Sim {
 		return o.openSim(c.Preset)
@@ -141,7 +141,7 @@ func (o Opener) Open(c Choice, fb Fallback) (*Opened, error) {
 }
 
 // openCUDA opens the real driver; with needDevice, a driver without a device is an error
-// (cu.ErrNoDevice), as cuInit's own CUDA_ERROR_NO_DEVICE is.
+// (cu.ERROR_NO_DEVICE), as cuInit's own CUDA_ERROR_NO_DEVICE is.
 func (o Opener) openCUDA(needDevice bool) (vmm.Backend, error) {
 	open := o.CUDA
 	if open == nil {

@@ -106,7 +106,7 @@ func TestOpenFallback(t *testing.T) {
 	}
 	// With --backend=cuda nothing falls back, and "no device" is an error under FallbackUnusable.
 	_, err := Opener{CUDA: h200}.Open(Choice{Kind: CUDA}, FallbackUnusable)
-	assert.ErrorIs(t, err, cu.ErrNoDevice)
+	assert.ErrorIs(t, err, cu.ERROR_NO_DEVICE)
 	_, err = Opener{CUDA: noDriver}.Open(Choice{Kind: CUDA}, FallbackUnusable)
 	assert.True(t, IsNoDriver(err))
 	assert.False(t, IsNoDriver(&cu.Error{Op: "cuInit", Err: cu.ERROR_SYSTEM_NOT_READY}))

@@ -1,6 +1,9 @@
-// Code generated from attribute readings of real GPUs; DO NOT EDIT.
-
 package sim
+
+// The attribute tables of the Hopper presets, copied from attribute readings of real GPUs
+// (zero values left out). Nothing generates this file: a new reading replaces a table by
+// hand, and an attribute that a newer header adds stays absent (zero) until a GPU has been
+// read again.
 
 import "github.com/cuvmm/cuvmm/cu"
 
