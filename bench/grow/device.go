@@ -37,7 +37,12 @@ func openDevice(kind string, ordinal int, so simOptions) (*device, error) {
 	if ordinal < 0 {
 		return nil, usageError{fmt.Errorf("-device %d: must be 0 or more", ordinal)}
 	}
-	choice := backend.Choice{Kind: kind, Preset: so.preset}
+	// parseFlags has checked the flags and filled in the default preset, which only the
+	// simulator takes.
+	choice := backend.Choice{Kind: kind}
+	if kind != backend.CUDA {
+		choice.Preset = so.preset
+	}
 	if err := choice.Check(); err != nil {
 		return nil, usageError{err}
 	}
