@@ -21,16 +21,7 @@ func newSim(cfg func() sim.Config) vmmtest.NewBackend {
 // deviations are the recorded cases where sim knowingly returns something else, with why:
 // the only place they are listed. vmmtest checks each on every preset (sim must return
 // exactly this, and the driver must have returned something else).
-var deviations = map[string]vmmtest.Deviation{
-	"sweep/reserve-64TiB": {
-		Got: "CUDA_SUCCESS: align2M=true align4M=true align1G=false hinthit=false",
-		Why: "the driver placed 64 TiB 1 GiB-aligned, high in the address space; sim aligns to at most Config.PlacementAlign (32 MiB)",
-	},
-	"edges/reserve-hint-inside-freed-Z": {
-		Got: "CUDA_SUCCESS: hinthit=true",
-		Why: "the driver did not honour a hint into a range reserved and freed before in the same process; sim takes any free hinted range (placement/hint-far-*)",
-	},
-}
+var deviations = map[string]vmmtest.Deviation{}
 
 // TestConformance runs the recorded conformance suite on the presets of the recorded machines
 // and on those with more capabilities.

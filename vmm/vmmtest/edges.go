@@ -57,8 +57,10 @@ func testEdges(t *testing.T, e *env) {
 	if err == nil {
 		_ = b.Free(a, 2*mib)
 	}
+	// Whether the hint is honoured depends on the process's history (the H200 did in one run
+	// and not in another): only the result is recorded.
 	a, err = b.Reserve(4*mib, 0, Z+2*mib, 0)
-	c.checkValue(t, "edges/reserve-hint-inside-freed-Z", err, fmt.Sprintf("hinthit=%v", a == Z+2*mib))
+	c.check(t, "edges/reserve-hint-inside-freed-Z", err)
 	if err == nil {
 		_ = b.Free(a, 4*mib)
 	}

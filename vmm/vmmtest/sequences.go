@@ -35,10 +35,13 @@ func propString(p cu.MemAllocationProp) string {
 		p.Type, p.RequestedHandleTypes, p.Location.Type, p.Location.ID, p.Win32HandleMetaData, p.CompressionType, p.GPUDirectRDMACapable, p.Usage, p.Reserved)
 }
 
-// placed says how a reservation is aligned and whether its hint (if any) was honoured, as
-// the recordings give it.
+// placed says whether a reservation is aligned to the granularity: the rule. Where else it
+// lands, and whether a hint was honoured, depends on what the process reserved before (an
+// H200 placed the same 64 KiB and 64 TiB reservations differently from one run of the
+// suite to the next): the placement/ cases record that in a controlled setting.
 func placed(va, hint cu.DevicePtr) string {
-	return fmt.Sprintf("align2M=%v align4M=%v align1G=%v hinthit=%v", va%(2*mib) == 0, va%(4*mib) == 0, va%(1<<30) == 0, hint != 0 && va == hint)
+	_ = hint
+	return fmt.Sprintf("align2M=%v", va%(2*mib) == 0)
 }
 
 // offset names a pointer by its distance from a named reservation: "A+8388608".
