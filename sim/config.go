@@ -43,9 +43,10 @@ type Config struct {
 	RefuseHints bool
 	// PlacementAlign is the largest alignment a reservation gets from its size: the driver
 	// aligns each reservation to the largest power of two not above its size, up to this
-	// (32 MiB on an H200, driver 580, recorded: vmmtest placement/1GiB-after-2MiB; 0 means
-	// that). A 1 GiB reservation made after a 2 MiB one therefore starts at the next 32 MiB
-	// boundary, not right after it.
+	// (32 MiB on an H200, driver 580, recorded: vmmtest placement/second-1GiB and
+	// placement/64MiB-after-16MiB; 0 means that). A 1 GiB reservation made after a 2 MiB one
+	// in a fresh address space therefore starts at the next 32 MiB boundary (seen on one
+	// H200; where the process already has holes, first fit may put it elsewhere).
 	PlacementAlign uint64
 }
 
