@@ -34,6 +34,7 @@ const (
 	opImportFabric
 	opExportWin32
 	opImportWin32
+	opExportDmaBuf
 	opMulticastGranularity
 	opMulticastCreate
 	opMulticastAddDevice
@@ -53,7 +54,7 @@ var opNames = [numOps]string{
 	"DriverVersion", "DeviceCount", "Device", "Attribute", "CanAccessPeer", "P2PAttribute",
 	"Granularity", "Create", "Release", "Retain", "Properties", "Reserve", "Free", "Map", "Unmap",
 	"SetAccess", "GetAccess", "AddressRange", "ExportFD", "ImportFD", "ExportFabric",
-	"ImportFabric", "ExportWin32", "ImportWin32", "MulticastGranularity", "MulticastCreate",
+	"ImportFabric", "ExportWin32", "ImportWin32", "ExportDmaBuf", "MulticastGranularity", "MulticastCreate",
 	"MulticastAddDevice", "MulticastBindMem", "MulticastBindAddr", "MulticastUnbind",
 	"CopyHtoD", "CopyDtoH", "CopyDtoD", "MemsetD8",
 }

@@ -78,6 +78,11 @@ type Backend interface {
 	ExportWin32(h cu.MemHandle, t cu.MemHandleType) (uintptr, error)
 	// ImportWin32 is cuMemImportFromShareableHandle for the same two handle types.
 	ImportWin32(handle uintptr, t cu.MemHandleType) (cu.MemHandle, error)
+	// ExportDmaBuf is cuMemGetHandleForAddressRange with MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: a
+	// dma-buf file descriptor for the device memory [ptr, ptr+size), which the caller owns
+	// (for an RDMA NIC: ibv_reg_dmabuf_mr). flags is 0 or
+	// cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE. Linux only.
+	ExportDmaBuf(ptr cu.DevicePtr, size, flags uint64) (int, error)
 
 	// MulticastGranularity is cuMulticastGetGranularity.
 	MulticastGranularity(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) (uint64, error)

@@ -1,0 +1,172 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/cuvmm/cuvmm/cu"
+)
+
+// dma-buf export (cuMemGetHandleForAddressRange with MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD).
+//
+// The header states the rules (cuda.h 13.0, cuMemGetHandleForAddressRange): the device must
+// support dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED); the range must be aligned to the
+// host page size at both ends and, for a range from cuMemAddressReserve, mapped whole;
+// every allocation behind it must be resident on one device and have identical allocation
+// properties; flags is 0 or CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE. None of the
+// results below is recorded yet (vmmtest's dmabuf/ cases are unrecorded): they are sim's
+// reading of the header, each named once so that a recording that disagrees is a one-line
+// change.
+//
+// A descriptor sim exports is a sealed memfd (Linux; elsewhere the export fails with
+// CUDA_ERROR_NOT_SUPPORTED, as dma-bufs are a Linux kernel object) whose size is the
+// range's, as a dma-buf's size is (lseek to SEEK_END tells it), and whose name describes
+// what it was exported from: DmaBufInfo reads it in any process the descriptor reaches.
+// Unlike the kernel's dma-buf, which holds the memory until its last descriptor closes,
+// sim's holds nothing: Stats do not count it, and closing it is the caller's business.
+var (
+	// A flag other than CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE.
+	resDmaBufFlags = cu.ERROR_INVALID_VALUE
+	// Size 0, or a range that wraps around the address space.
+	resDmaBufSize = cu.ERROR_INVALID_VALUE
+	// A start or size that is not a multiple of the host page size.
+	resDmaBufAlign = cu.ERROR_INVALID_VALUE
+	// A byte of the range that no mapping backs (a hole, a range past the mapping's end,
+	// an address nothing is reserved at).
+	resDmaBufHole = cu.ERROR_INVALID_VALUE
+	// A multicast object's mapping in the range.
+	resDmaBufMulticast = cu.ERROR_INVALID_VALUE
+	// Host-located VMM memory: the header offers dma-bufs of device memory and of
+	// cuMemAllocHost memory only.
+	resDmaBufHost = cu.ERROR_NOT_SUPPORTED
+	// A device whose CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0, or a platform without
+	// dma-bufs.
+	resDmaBufUnsupported = cu.ERROR_NOT_SUPPORTED
+	// Allocations of two devices behind one range.
+	resDmaBufDevices = cu.ERROR_INVALID_VALUE
+	// Allocations whose properties differ behind one range.
+	resDmaBufProps = cu.ERROR_INVALID_VALUE
+)
+
+// hostPageSize is the host page size, to which the range of a dma-buf must be aligned.
+var hostPageSize = uint64(os.Getpagesize())
+
+// DmaBuf describes a dma-buf descriptor sim exported: the range it was exported from and the
+// memory behind it.
+type DmaBuf struct {
+	Addr cu.DevicePtr
+	Size uint64
+	// Device is the device the memory behind the range is resident on.
+	Device int
+	// Props are the allocation properties of every allocation behind the range (they are
+	// identical, or the export fails), as cuMemGetAllocationPropertiesFromHandle reports
+	// them on the handle that created the memory.
+	Props cu.MemAllocationProp
+	// Chunks is the number of mappings behind the range.
+	Chunks int
+	// Flags are the flags of the export (0 or cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE).
+	Flags uint64
+}
+
+func (d DmaBuf) String() string {
+	return fmt.Sprintf("dma-buf %v+%d of device %d (%d chunks, flags %#x, props %+v)", d.Addr, d.Size, d.Device, d.Chunks, d.Flags, d.Props)
+}
+
+// DmaBufInfo describes a descriptor that a Sim's ExportDmaBuf returned, in this process or
+// in another one the descriptor was passed to. It fails for any other descriptor (a real
+// dma-buf among them), and everywhere but Linux.
+func DmaBufInfo(fd int) (DmaBuf, error) {
+	d, err := describeDmaBuf(fd)
+	if err != nil {
+		return DmaBuf{}, fmt.Errorf("sim: descriptor %d: %w", fd, err)
+	}
+	return d, nil
+}
+
+// ExportDmaBuf is cuMemGetHandleForAddressRange with MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: a
+// descriptor the caller owns, which DmaBufInfo describes. See the rules above.
+func (s *Sim) ExportDmaBuf(ptr cu.DevicePtr, size, flags uint64) (int, error) {
+	f := s.enter(opExportDmaBuf)
+	if f == nil {
+		f = s.vmm()
+	}
+	addr := uint64(ptr)
+	switch {
+	case f != nil:
+	case flags&^cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE != 0:
+		f = fail(resDmaBufFlags, "flags must be 0 or CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE")
+	case size == 0:
+		f = fail(resDmaBufSize, "size 0")
+	case addr+size < addr:
+		f = fail(resDmaBufSize, "the range wraps around the address space")
+	case addr%hostPageSize != 0 || size%hostPageSize != 0:
+		f = fail(resDmaBufAlign, fmt.Sprintf("the address and size must be multiples of the host page size (%d)", hostPageSize))
+	}
+	var d DmaBuf
+	if f == nil {
+		d, f = s.dmaBufRange(addr, size)
+		d.Flags = flags
+	}
+	fd := -1
+	if f == nil {
+		var err error
+		if fd, err = newDmaBufFD(d); err != nil {
+			f = fail(resDmaBufUnsupported, err.Error())
+		}
+	}
+	if f != nil {
+		return -1, f.wrap("cuMemGetHandleForAddressRange", "%v, %d, DMA_BUF_FD, flags %d", ptr, size, flags)
+	}
+	return fd, nil
+}
+
+// dmaBufRange checks what backs [addr, addr+size) against the rules and describes it.
+func (s *Sim) dmaBufRange(addr, size uint64) (DmaBuf, *failure) {
+	d := DmaBuf{Addr: cu.DevicePtr(addr), Size: size}
+	var hd hold
+	s.va.lock(&hd, addr, size)
+	defer hd.unlock()
+	var first *phys
+	next := addr // the first byte not yet seen backed
+	var f *failure
+	hd.overlapping(addr, size, func(m *mapping) bool {
+		if m.base > next {
+			return false // a hole before m: reported below
+		}
+		p := m.h.mem
+		switch {
+		case p == nil:
+			f = fail(resDmaBufMulticast, fmt.Sprintf("the mapping at %#x is a multicast object's", m.base))
+		case first == nil:
+			first = p
+			d.Device, d.Props = p.dev, p.prop
+		case p.dev != first.dev:
+			f = fail(resDmaBufDevices, fmt.Sprintf("the mapping at %#x is memory of %s, the range starts with memory of %s", m.base, devName(p.dev), devName(first.dev)))
+		case p.prop != first.prop:
+			f = fail(resDmaBufProps, fmt.Sprintf("the mapping at %#x has properties %+v, the range starts with %+v", m.base, p.prop, first.prop))
+		}
+		d.Chunks++
+		next = m.end()
+		return f == nil
+	})
+	if f != nil {
+		return d, f
+	}
+	if next < addr+size {
+		return d, fail(resDmaBufHole, fmt.Sprintf("nothing is mapped at %#x (offset %d of the range)", next, next-addr))
+	}
+	if first.dev < 0 {
+		return d, fail(resDmaBufHost, "host-located memory")
+	}
+	if s.cfg.Devices[first.dev].attribute(cu.DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) == 0 {
+		return d, fail(resDmaBufUnsupported, fmt.Sprintf("device %d does not support dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)", first.dev))
+	}
+	return d, nil
+}
+
+func devName(dev int) string {
+	if dev < 0 {
+		return "the host"
+	}
+	return fmt.Sprintf("device %d", dev)
+}
