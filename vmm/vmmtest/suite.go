@@ -114,6 +114,7 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 		{"access", testAccess},
 		{"retain", testRetain},
 		{"share", testShare},
+		{"dmabuf", testDmaBuf},
 		{"fabric", testFabric},
 		{"peer", testPeer},
 		{"multicast", testMulticast},
