@@ -1,0 +1,422 @@
+package vmm
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
+)
+
+// dma-buf export: a file descriptor for a range of device memory that another driver
+// imports, an RDMA NIC above all (ibv_reg_dmabuf_mr, fi_mr_regattr with FI_MR_DMABUF). The
+// driver call is cuMemGetHandleForAddressRange, and its rules (cuda.h 13.0) are checked
+// here before the driver is asked, so that a refusal says which one the range breaks:
+//
+//   - the address and size are multiples of the host page size (ErrMisaligned);
+//   - every byte of the range is mapped (ErrHole);
+//   - the memory behind it is resident on one device (ErrMixedDevices)
+//   - and made with identical allocation properties (ErrMixedProps): one chunk
+//     GPUDirect RDMA capable and the next not, one compressible and the next not;
+//   - the device supports dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED; ErrUnsupported).
+//
+// The extent is the whole range asked for, however many mappings back it. The mistake this
+// API exists to prevent is taking the extent from cuMemGetAddressRange, which returns one
+// mapping: a buffer made of several chunks is then registered up to the end of its first.
+//
+// The descriptor describes the memory mapped when it was made: after a remap (other
+// memory mapped at the same addresses, or a buffer moved) it describes the old memory, and
+// a new one must be exported (buffer.Buffer.Stale says when). dma-bufs are Linux only:
+// elsewhere every export fails with ErrUnsupported.
+
+// The rules of a dma-buf export. Each error a refused export returns wraps one of them
+// with what broke it; they match ErrInvalid and cu.ERROR_INVALID_VALUE, what a driver
+// that checks returns.
+var (
+	// ErrHole: part of the range is not mapped.
+	ErrHole error = ruleError("a hole: part of the range is not mapped")
+	// ErrMixedDevices: the memory behind the range is resident on more than one device
+	// (or on a device and the host).
+	ErrMixedDevices error = ruleError("memory of more than one device")
+	// ErrMixedProps: the allocations behind the range were made with different properties.
+	ErrMixedProps error = ruleError("allocations with different properties")
+	// ErrMisaligned: the address or the size is not a multiple of the host page size.
+	ErrMisaligned error = ruleError("not aligned to the host page size")
+)
+
+type ruleError string
+
+func (e ruleError) Error() string { return string(e) }
+
+func (e ruleError) Is(target error) bool { return target == ErrInvalid || target == cu.ERROR_INVALID_VALUE }
+
+// hostPageSize is what the range of a dma-buf is aligned to.
+var hostPageSize = uint64(os.Getpagesize())
+
+// DmaBuf is a dma-buf file descriptor for a range of device memory, and what it was
+// exported from. It owns the descriptor until Close or Take. Its methods are safe for
+// concurrent use.
+type DmaBuf struct {
+	// Addr and Size are the range exported: the whole of it, all its chunks.
+	Addr cu.DevicePtr
+	Size uint64
+	// Device is the device the memory is resident on (-1 for host memory).
+	Device int
+	// Props are the allocation properties of the memory behind the range, as the driver
+	// reports them (identical for every chunk).
+	Props cu.MemAllocationProp
+	// Chunks is the number of mappings behind the range.
+	Chunks int
+	// PCIe says the export asked for a mapping through PCIe BAR1 (ViaPCIe).
+	PCIe bool
+	// Generation is the exporter's count of the changes that make earlier descriptors
+	// describe old memory, when it keeps one (buffer.Buffer: see its Stale); 0 otherwise.
+	Generation uint64
+
+	mu sync.Mutex
+	fd int
+}
+
+// NewDmaBuf wraps a dma-buf descriptor, which the DmaBuf then owns, with what is known of
+// it: for descriptors that arrive otherwise than from an export of this process (received
+// from another process, package ipc).
+func NewDmaBuf(fd int, addr cu.DevicePtr, size uint64) *DmaBuf {
+	return &DmaBuf{fd: fd, Addr: addr, Size: size, Device: -1}
+}
+
+// FD returns the descriptor, still owned by d: -1 after Close or Take.
+func (d *DmaBuf) FD() int {
+	if d == nil {
+		return -1
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.fd
+}
+
+// Take hands the descriptor to the caller, who must close it (a C library that takes
+// ownership, say); d no longer owns it, and FD returns -1. It returns -1 after Close or
+// another Take.
+func (d *DmaBuf) Take() int {
+	if d == nil {
+		return -1
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fd := d.fd
+	d.fd = -1
+	return fd
+}
+
+// Close closes the descriptor. It is idempotent. What a NIC registered through it stays
+// registered: the kernel keeps the dma-buf until the registration ends too.
+func (d *DmaBuf) Close() error {
+	if d == nil {
+		return opErr(invalid("a nil DmaBuf"), "close dma-buf", "")
+	}
+	fd := d.Take()
+	if fd < 0 {
+		return nil
+	}
+	if err := os.NewFile(uintptr(fd), "dma-buf").Close(); err != nil {
+		return opErr(err, "close dma-buf", "fd %d", fd)
+	}
+	return nil
+}
+
+func (d *DmaBuf) String() string {
+	if d == nil {
+		return "dma-buf <nil>"
+	}
+	s := fmt.Sprintf("dma-buf fd %d: %s", d.FD(), rangeArgs(d.Addr, d.Size))
+	if d.Device >= 0 {
+		s += fmt.Sprintf(" of device %d", d.Device)
+	}
+	if d.Chunks > 0 {
+		s += fmt.Sprintf(", %d chunk(s)", d.Chunks)
+	}
+	if d.PCIe {
+		s += ", via PCIe"
+	}
+	return s
+}
+
+// DmaBufOption adjusts a dma-buf export.
+type DmaBufOption func(*dmaBufOpts)
+
+type dmaBufOpts struct {
+	pcie bool
+}
+
+// ViaPCIe asks for a dma-buf the importer reaches through the device's PCIe BAR1
+// (CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE): on platforms where a NIC could reach GPU
+// memory by another path too (a coherent CPU-GPU link), it picks PCIe. The driver refuses
+// it where the platform does not offer it; no device attribute says which ones do.
+func ViaPCIe() DmaBufOption { return func(o *dmaBufOpts) { o.pcie = true } }
+
+// DmaBufChunk is one mapping behind a range to export, for building blocks that know their
+// layout (package buffer, package sparse): its extent and the properties of its memory as
+// the driver reports them (Allocation.Properties).
+type DmaBufChunk struct {
+	Addr  cu.DevicePtr
+	Size  uint64
+	Props cu.MemAllocationProp
+}
+
+func (c DmaBufChunk) end() cu.DevicePtr { return c.Addr + cu.DevicePtr(c.Size) }
+
+// DmaBufSupported reports whether device dev can export dma-bufs
+// (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED; false everywhere but Linux).
+func (m *Manager) DmaBufSupported(dev int) (bool, error) {
+	v, err := m.Attribute(dev, cu.DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)
+	if err != nil {
+		return false, err
+	}
+	return v != 0 && runtime.GOOS == "linux", nil
+}
+
+// ExportDmaBuf exports the device memory [addr, addr+size) as a dma-buf, whatever made it:
+// the mappings behind the range are found with cuMemGetAddressRange, one after another to
+// the end of the range (each call returns one mapping), and their properties through
+// cuMemRetainAllocationHandle. Only mappings some device may access are found: memory
+// mapped with no access reads as a hole. Where the layout is known, Reservation.ExportDmaBuf
+// and ExportDmaBufChunks cost fewer calls.
+func (m *Manager) ExportDmaBuf(addr cu.DevicePtr, size uint64, opts ...DmaBufOption) (*DmaBuf, error) {
+	o := dmaBufOptions(opts)
+	if !m.usable() {
+		return nil, dmaBufErr(errNoBackend, addr, size, o)
+	}
+	if err := checkDmaBufRange(addr, size); err != nil {
+		return nil, dmaBufErr(err, addr, size, o)
+	}
+	chunks, err := m.chunksAt(addr, size)
+	if err != nil {
+		return nil, dmaBufErr(err, addr, size, o)
+	}
+	d, err := m.exportDmaBuf(addr, size, chunks, o)
+	if err != nil {
+		return nil, dmaBufErr(err, addr, size, o)
+	}
+	return d, nil
+}
+
+// ExportDmaBufChunks exports [addr, addr+size) as a dma-buf, checking the rules against
+// chunks: the mappings behind the range, in address order (they may extend past its ends).
+// The driver has the last word: chunks that misdescribe the memory pass the checks and
+// the driver refuses.
+func (m *Manager) ExportDmaBufChunks(addr cu.DevicePtr, size uint64, chunks []DmaBufChunk, opts ...DmaBufOption) (*DmaBuf, error) {
+	o := dmaBufOptions(opts)
+	if !m.usable() {
+		return nil, dmaBufErr(errNoBackend, addr, size, o)
+	}
+	d, err := m.exportDmaBuf(addr, size, chunks, o)
+	if err != nil {
+		return nil, dmaBufErr(err, addr, size, o)
+	}
+	return d, nil
+}
+
+// ExportDmaBuf exports the size bytes at offset off of the reservation as a dma-buf: every
+// mapping of the range (several allocations in a row make one descriptor). The mappings
+// are those made through r; Unmaps wait for the export.
+func (r *Reservation) ExportDmaBuf(off, size uint64, opts ...DmaBufOption) (*DmaBuf, error) {
+	o := dmaBufOptions(opts)
+	addr := r.Base() + cu.DevicePtr(off)
+	if err := r.enter(off, size); err != nil {
+		return nil, dmaBufErr(err, addr, size, o)
+	}
+	defer r.l.exit()
+	if err := checkDmaBufRange(addr, size); err != nil {
+		return nil, dmaBufErr(err, addr, size, o)
+	}
+	r.ranges.RLock()
+	defer r.ranges.RUnlock()
+	r.mu.Lock()
+	var maps []*Mapping
+	for _, mp := range r.maps {
+		if mp.end() > addr && mp.addr < addr+cu.DevicePtr(size) {
+			maps = append(maps, mp)
+		}
+	}
+	r.mu.Unlock()
+	chunks := make([]DmaBufChunk, 0, len(maps))
+	for _, mp := range maps {
+		p, err := r.m.propsAt(mp.addr)
+		if err != nil {
+			return nil, dmaBufErr(err, addr, size, o)
+		}
+		chunks = append(chunks, DmaBufChunk{Addr: mp.addr, Size: mp.size, Props: p})
+	}
+	d, err := r.m.exportDmaBuf(addr, size, chunks, o)
+	if err != nil {
+		return nil, dmaBufErr(err, addr, size, o)
+	}
+	return d, nil
+}
+
+func dmaBufOptions(opts []DmaBufOption) dmaBufOpts {
+	var o dmaBufOpts
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+func dmaBufErr(err error, addr cu.DevicePtr, size uint64, o dmaBufOpts) error {
+	args := rangeArgs(addr, size)
+	if o.pcie {
+		args += " via PCIe"
+	}
+	return &Error{Op: "export dma-buf", Args: args, Err: err}
+}
+
+// checkDmaBufRange checks what needs no driver: the platform, a size, the alignment.
+func checkDmaBufRange(addr cu.DevicePtr, size uint64) error {
+	switch {
+	case runtime.GOOS != "linux":
+		return fmt.Errorf("%w: dma-buf descriptors are Linux only", ErrUnsupported)
+	case size == 0:
+		return invalid("size 0")
+	case uint64(addr)+size < uint64(addr):
+		return invalid("the range wraps around the address space")
+	case uint64(addr)%hostPageSize != 0:
+		return fmt.Errorf("%w: address %v is not a multiple of the host page size (%s)", ErrMisaligned, addr, units.Size(hostPageSize))
+	case size%hostPageSize != 0:
+		return fmt.Errorf("%w: size %s is not a multiple of the host page size (%s)", ErrMisaligned, units.Size(size), units.Size(hostPageSize))
+	}
+	return nil
+}
+
+// exportDmaBuf checks the rules against chunks and exports.
+func (m *Manager) exportDmaBuf(addr cu.DevicePtr, size uint64, chunks []DmaBufChunk, o dmaBufOpts) (*DmaBuf, error) {
+	if err := checkDmaBufRange(addr, size); err != nil {
+		return nil, err
+	}
+	end := addr + cu.DevicePtr(size)
+	next := addr // the first byte not yet seen mapped
+	var first *DmaBufChunk
+	n := 0
+	for i := range chunks {
+		c := &chunks[i]
+		if c.end() <= next || c.Addr >= end {
+			continue
+		}
+		if c.Addr > next {
+			return nil, fmt.Errorf("%w: %s (offset %s of the range) is not mapped", ErrHole, rangeArgs(next, uint64(c.Addr-next)), units.Size(uint64(next-addr)))
+		}
+		at := func() string {
+			a := max(c.Addr, addr)
+			return fmt.Sprintf("the chunk at %v (offset %s of the range)", a, units.Size(uint64(a-addr)))
+		}
+		switch {
+		case first == nil:
+			first = c
+		case c.Props.Location != first.Props.Location:
+			return nil, fmt.Errorf("%w: %s is memory of %v, the range starts with memory of %v", ErrMixedDevices, at(), c.Props.Location, first.Props.Location)
+		case c.Props != first.Props:
+			return nil, fmt.Errorf("%w: %s differs from the range's first in %s", ErrMixedProps, at(), propsDiff(c.Props, first.Props))
+		}
+		n++
+		next = c.end()
+	}
+	if next < end {
+		return nil, fmt.Errorf("%w: %s (offset %s of the range) is not mapped", ErrHole, rangeArgs(next, uint64(end-next)), units.Size(uint64(next-addr)))
+	}
+	loc := first.Props.Location
+	dev := -1
+	if loc.Type == cu.MEM_LOCATION_TYPE_DEVICE {
+		dev = int(loc.ID)
+		ok, err := m.DmaBufSupported(dev)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: device %d cannot export dma-bufs (%v is 0)", ErrUnsupported, dev, cu.DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)
+		}
+	}
+	var flags uint64
+	if o.pcie {
+		flags = cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE
+	}
+	fd, err := m.b.ExportDmaBuf(addr, size, flags)
+	if err != nil {
+		if o.pcie && errors.Is(err, cu.ERROR_NOT_SUPPORTED) {
+			err = errors.Join(err, errors.New("the platform may not offer a dma-buf mapping through PCIe BAR1: export without ViaPCIe"))
+		}
+		return nil, err
+	}
+	return &DmaBuf{fd: fd, Addr: addr, Size: size, Device: dev, Props: first.Props, Chunks: n, PCIe: o.pcie}, nil
+}
+
+// propsDiff names the properties in which a differs from b.
+func propsDiff(a, b cu.MemAllocationProp) string {
+	var d []string
+	add := func(what string, x, y any) { d = append(d, fmt.Sprintf("%s (%v, the first %v)", what, x, y)) }
+	if a.Type != b.Type {
+		add("allocation type", a.Type, b.Type)
+	}
+	if a.RequestedHandleTypes != b.RequestedHandleTypes {
+		add("shareable handle types", a.RequestedHandleTypes, b.RequestedHandleTypes)
+	}
+	if a.CompressionType != b.CompressionType {
+		add("compression", a.CompressionType, b.CompressionType)
+	}
+	if a.GPUDirectRDMACapable != b.GPUDirectRDMACapable {
+		add("GPUDirect RDMA capability", a.GPUDirectRDMACapable, b.GPUDirectRDMACapable)
+	}
+	if a.Usage != b.Usage {
+		add("usage", a.Usage, b.Usage)
+	}
+	if len(d) == 0 {
+		return fmt.Sprintf("%+v (the first %+v)", a, b)
+	}
+	return strings.Join(d, ", ")
+}
+
+// propsAt returns the properties of the memory mapped at addr: those of the handle it was
+// mapped through, retained for the question and released again.
+func (m *Manager) propsAt(addr cu.DevicePtr) (cu.MemAllocationProp, error) {
+	h, err := m.b.Retain(addr)
+	if err != nil {
+		return cu.MemAllocationProp{}, opErr(err, "retain", "%v", addr)
+	}
+	p, err := m.b.Properties(h)
+	if err != nil {
+		err = opErr(err, "properties", "of the memory at %v", addr)
+	}
+	if rerr := m.b.Release(h); rerr != nil {
+		err = errors.Join(err, opErr(rerr, "release", "%v", h))
+	}
+	return p, err
+}
+
+// chunksAt finds the mappings behind [addr, addr+size) with cuMemGetAddressRange.
+func (m *Manager) chunksAt(addr cu.DevicePtr, size uint64) ([]DmaBufChunk, error) {
+	var chunks []DmaBufChunk
+	end := addr + cu.DevicePtr(size)
+	for p := addr; p < end; {
+		base, sz, err := m.b.AddressRange(p)
+		if errors.Is(err, cu.ERROR_NOT_FOUND) {
+			return nil, fmt.Errorf("%w: nothing that a device may access is mapped at %v (offset %s of the range)", ErrHole, p, units.Size(uint64(p-addr)))
+		}
+		if err != nil {
+			return nil, opErr(err, "address range", "%v", p)
+		}
+		if sz == 0 || base > p || base+cu.DevicePtr(sz) <= p {
+			return nil, fmt.Errorf("the driver's address range %s does not hold %v", rangeArgs(base, sz), p)
+		}
+		props, err := m.propsAt(p)
+		if err != nil {
+			return nil, err
+		}
+		chunks = append(chunks, DmaBufChunk{Addr: base, Size: sz, Props: props})
+		p = base + cu.DevicePtr(sz)
+	}
+	return chunks, nil
+}
