@@ -52,7 +52,9 @@ type ruleError string
 
 func (e ruleError) Error() string { return string(e) }
 
-func (e ruleError) Is(target error) bool { return target == ErrInvalid || target == cu.ERROR_INVALID_VALUE }
+func (e ruleError) Is(target error) bool {
+	return target == ErrInvalid || target == cu.ERROR_INVALID_VALUE
+}
 
 // hostPageSize is what the range of a dma-buf is aligned to.
 var hostPageSize = uint64(os.Getpagesize())
