@@ -26,6 +26,10 @@
 // the base address changes: Stats.Remaps counts it, and Options.FixedBase makes such a
 // growth fail with vmm.ErrWouldMove instead.
 //
+// ExportDmaBuf exports the committed memory, every chunk of it, as one dma-buf descriptor
+// for an RDMA NIC. A descriptor describes the memory at its addresses when it was made:
+// after a remap, or a Shrink that released memory of its range, Stale reports it stale.
+//
 // Every operation is a vmm.Tx: if a driver call fails midway, what the operation created is
 // released and what it undid is restored, so the buffer is unchanged and usable, and nothing
 // leaks. Releases that fail (the driver refusing to free something the buffer owns) are kept
@@ -158,6 +162,7 @@ type chunk struct {
 	off  uint64
 	size uint64
 	cfg  *Config // shared by the chunks made with one Config
+	born uint64  // the buffer's generation when the chunk was made (dmabuf.go)
 }
 
 // Buffer is a growable device buffer with a stable base address; see the package
@@ -194,6 +199,11 @@ type Buffer struct {
 	broken  error
 	closed  bool
 	st      Stats
+
+	// gen counts the changes after which a dma-buf exported earlier may describe memory
+	// the buffer no longer has where it was (a remap, a shrink that released chunks);
+	// movedAt is its value after the last remap (dmabuf.go).
+	gen, movedAt uint64
 }
 
 var errNoBuffer = fmt.Errorf("%w: a nil or zero Buffer (make one with New)", vmm.ErrInvalid)
@@ -542,6 +552,13 @@ func (b *Buffer) growBy(c uint64) error {
 
 	// Nothing below can leave the buffer inconsistent.
 	oldCommitted := b.committed
+	if old != nil {
+		b.gen++
+		b.movedAt = b.gen
+	}
+	for i := range added {
+		added[i].born = b.gen
+	}
 	b.spans = spans
 	b.chunks = append(b.chunks, added...)
 	b.committed = end
@@ -627,6 +644,7 @@ func (b *Buffer) shrink(n uint64) error {
 	b.committed = from
 	b.size = n
 	b.st.Shrinks++
+	b.gen++
 	for _, ch := range tail {
 		b.release("release shrunk chunk", 1, ch.a.Close)
 	}
