@@ -6,7 +6,8 @@
 // bytes, mapped whole, since the driver maps whole allocations only) the first time a
 // range that touches it is committed or written. Decommit unmaps and releases pages, so a
 // KV cache or a sparse table pays device memory only for what it holds. Stats reports the
-// occupancy.
+// occupancy. ExportDmaBuf exports a committed range, all its pages, as one dma-buf
+// descriptor for an RDMA NIC.
 //
 // Operations are vmm.Tx transactions: if a driver call fails midway, the pages the call
 // had committed are released again, the pages it had decommitted are mapped back, and the
