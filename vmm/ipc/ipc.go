@@ -35,6 +35,13 @@
 // can be sent in JSON, gRPC or an environment variable to a process on another node of the
 // same NVLink fabric. Creating fabric memory needs an IMEX channel.
 //
+// # dma-bufs
+//
+// SendDmaBuf and ReceiveDmaBuf pass one dma-buf descriptor (a vmm.DmaBuf, exported from a
+// reservation, a growable buffer or a sparse array) with a fixed header of its own kind,
+// for the process that drives an RDMA NIC to register. ReceiveDmaBuf takes exactly one
+// descriptor and checks its size against the header's claim.
+//
 // # Errors
 //
 // Errors are *vmm.Error values (package "ipc") that match vmm's sentinels with errors.Is

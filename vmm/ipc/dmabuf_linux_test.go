@@ -1,0 +1,236 @@
+package ipc_test
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/internal/reexec"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/buffer"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// envDmaBufChild makes the test binary the receiving child of the dma-buf cross-process
+// test: a process that drives no GPU (a NIC's, say), receives a dma-buf and describes it.
+// Its value is "sim" when the descriptor is sim's, which the child then reads back.
+const envDmaBufChild = "CUVMM_IPC_DMABUF_CHILD"
+
+func runDmaBufChildIfRequested() {
+	kind := os.Getenv(envDmaBufChild)
+	if kind == "" {
+		return
+	}
+	if err := dmaBufChild(kind); err != nil {
+		fmt.Fprintln(os.Stderr, "dma-buf child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// dmaBufChild receives a dma-buf on fd 3 and replies with what it found.
+func dmaBufChild(kind string) error {
+	c, err := net.FileConn(os.NewFile(3, "socket"))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	d, err := ipc.ReceiveDmaBuf(c.(*net.UnixConn))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	msg := fmt.Sprintf("%v+%d device %d chunks %d", d.Addr, d.Size, d.Device, d.Chunks)
+	switch kind {
+	case "sim":
+		info, err := sim.DmaBufInfo(d.FD())
+		if err != nil {
+			return err
+		}
+		msg += fmt.Sprintf("; sim: %v+%d device %d chunks %d", info.Addr, info.Size, info.Device, info.Chunks)
+	default: // the kernel's: what the descriptor is
+		link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", d.FD()))
+		if err != nil {
+			return err
+		}
+		msg += "; " + link
+	}
+	_, err = c.Write([]byte(msg))
+	return err
+}
+
+// dmaBufBuffer is a buffer of three chunks.
+func dmaBufBuffer(t *testing.T, m *vmm.Manager) *buffer.Buffer {
+	t.Helper()
+	b, err := buffer.New(m, 2*mib, buffer.Options{Policy: buffer.Exact})
+	require.NoError(t, err)
+	require.NoError(t, b.Grow(4*mib))
+	require.NoError(t, b.Grow(6*mib))
+	return b
+}
+
+func TestDmaBufSendReceive(t *testing.T) {
+	for _, typ := range []int{unix.SOCK_SEQPACKET, unix.SOCK_STREAM, unix.SOCK_DGRAM} {
+		t.Run(fmt.Sprint(typ), func(t *testing.T) {
+			before := openFDs(t)
+			s, err := sim.New(sim.PresetH100())
+			require.NoError(t, err)
+			b := dmaBufBuffer(t, vmm.New(s))
+			d, err := b.ExportDmaBuf(vmm.ViaPCIe())
+			require.NoError(t, err)
+			a, z := socketpair(t, typ)
+			require.NoError(t, ipc.SendDmaBuf(a, d))
+			require.NoError(t, d.Close(), "the sender's descriptor is its own")
+			got, err := ipc.ReceiveDmaBuf(z)
+			require.NoError(t, err)
+			assert.Equal(t, b.Base(), got.Addr)
+			assert.EqualValues(t, 6*mib, got.Size)
+			assert.Equal(t, 0, got.Device)
+			assert.Equal(t, 3, got.Chunks)
+			assert.True(t, got.PCIe)
+			info, err := sim.DmaBufInfo(got.FD())
+			require.NoError(t, err)
+			assert.Equal(t, 3, info.Chunks)
+			require.NoError(t, got.Close())
+			require.ErrorIs(t, ipc.SendDmaBuf(a, d), vmm.ErrClosed)
+			require.NoError(t, b.Close())
+			require.NoError(t, a.Close())
+			require.NoError(t, z.Close())
+			require.True(t, s.Stats().Clean())
+			require.Equal(t, before, openFDs(t), "descriptors leaked")
+		})
+	}
+}
+
+// A process that drives no GPU receives the dma-buf and reads what it describes.
+func TestDmaBufCrossProcess(t *testing.T) {
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	b := dmaBufBuffer(t, vmm.New(s))
+	defer b.Close()
+	got := dmaBufCrossProcess(t, b, "sim")
+	want := fmt.Sprintf("%v+%d device 0 chunks 3", b.Base(), 6*mib)
+	assert.Equal(t, want+"; sim: "+want, got)
+}
+
+// dmaBufCrossProcess exports b, sends it to a re-executed test binary and returns its
+// reply.
+func dmaBufCrossProcess(t *testing.T, b *buffer.Buffer, kind string) string {
+	before := openFDs(t)
+	defer func() { require.Equal(t, before, openFDs(t), "descriptors leaked") }()
+	d, err := b.ExportDmaBuf()
+	require.NoError(t, err)
+	defer d.Close()
+	a, z := socketpair(t, unix.SOCK_SEQPACKET)
+	defer a.Close()
+	zf, err := z.File()
+	require.NoError(t, err)
+	require.NoError(t, z.Close())
+	cmd := reexec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envDmaBufChild+"="+kind)
+	cmd.ExtraFiles = []*os.File{zf} // fd 3 in the child
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	require.NoError(t, zf.Close())
+	require.NoError(t, ipc.SendDmaBuf(a, d))
+	reply := make([]byte, 512)
+	n, rerr := a.Read(reply)
+	require.NoError(t, cmd.Wait(), "child: %s", out.String())
+	require.NoError(t, rerr)
+	return string(reply[:n])
+}
+
+// A peer's message is not trusted: whatever is wrong with it, every descriptor that came
+// is closed and the error is ErrProtocol.
+func TestDmaBufReceiveRejects(t *testing.T) {
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	b := dmaBufBuffer(t, vmm.New(s))
+	defer b.Close()
+	d, err := b.ExportDmaBuf()
+	require.NoError(t, err)
+	defer d.Close()
+	good := ipc.DmaBufHeader{Addr: d.Addr, Size: d.Size, Chunks: 3}
+	msg, err := good.MarshalBinary()
+	require.NoError(t, err)
+	memfd, err := unix.MemfdCreate("not-a-dma-buf", unix.MFD_CLOEXEC)
+	require.NoError(t, err)
+	defer unix.Close(memfd)
+	var pipe [2]int
+	require.NoError(t, unix.Pipe2(pipe[:], unix.O_CLOEXEC))
+	defer unix.Close(pipe[0])
+	defer unix.Close(pipe[1])
+	with := func(b []byte, at int, v byte) []byte {
+		c := bytes.Clone(b)
+		c[at] = v
+		return c
+	}
+	for _, c := range []struct {
+		name string
+		typ  int
+		msg  []byte
+		fds  []int
+		says string
+	}{
+		{"no-descriptor", unix.SOCK_SEQPACKET, msg, nil, "0 descriptors with a dma-buf header, want 1"},
+		{"two-descriptors", unix.SOCK_SEQPACKET, msg, []int{d.FD(), d.FD()}, "more than the one descriptor"},
+		{"two-descriptors-stream", unix.SOCK_STREAM, msg, []int{d.FD(), d.FD()}, "more than the one descriptor"},
+		{"bad-magic", unix.SOCK_SEQPACKET, with(msg, 5, 'I'), []int{d.FD()}, "bad dma-buf magic"},
+		{"an-allocation-header", unix.SOCK_SEQPACKET, []byte("CUVMMIPC"), []int{d.FD()}, "bad dma-buf magic"},
+		{"version", unix.SOCK_SEQPACKET, with(msg, 8, 2), []int{d.FD()}, "version 2"},
+		{"flags", unix.SOCK_SEQPACKET, with(msg, 10, 2), []int{d.FD()}, "unknown dma-buf flags"},
+		{"reserved", unix.SOCK_SEQPACKET, with(msg, 21, 1), []int{d.FD()}, "reserved bytes"},
+		{"short", unix.SOCK_SEQPACKET, msg[:40], []int{d.FD()}, "header of 40 bytes"},
+		{"long", unix.SOCK_SEQPACKET, append(bytes.Clone(msg), 0), []int{d.FD()}, "longer than a dma-buf header"},
+		{"size-0", unix.SOCK_SEQPACKET, with(with(with(msg, 32, 0), 33, 0), 34, 0), []int{d.FD()}, "size 0"},
+		{"size-lies", unix.SOCK_SEQPACKET, with(msg, 33, 0x10), []int{d.FD()}, "the descriptor's size is 6291456, the header says"},
+		{"not-seekable", unix.SOCK_SEQPACKET, msg, []int{pipe[0]}, "its size cannot be read"},
+		{"another-file", unix.SOCK_SEQPACKET, msg, []int{memfd}, "the descriptor's size is 0"},
+		{"closed-stream", unix.SOCK_STREAM, msg[:20], []int{d.FD()}, "connection closed after 20 header bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := openFDs(t)
+			a, z := socketpair(t, c.typ)
+			var oob []byte
+			if c.fds != nil {
+				oob = unix.UnixRights(c.fds...)
+			}
+			_, _, err := a.WriteMsgUnix(c.msg, oob, nil)
+			require.NoError(t, err)
+			if c.typ == unix.SOCK_STREAM {
+				require.NoError(t, a.CloseWrite())
+			}
+			got, err := ipc.ReceiveDmaBuf(z)
+			assert.Nil(t, got)
+			require.ErrorIs(t, err, ipc.ErrProtocol)
+			assert.ErrorContains(t, err, c.says)
+			assert.True(t, strings.HasPrefix(err.Error(), "ipc: receive dma-buf "), err.Error())
+			require.NoError(t, a.Close())
+			require.NoError(t, z.Close())
+			require.Equal(t, before, openFDs(t), "descriptors left open")
+		})
+	}
+
+	// A dma-buf message is not an allocation's: Receive refuses it, closing the descriptor.
+	before := openFDs(t)
+	a, z := socketpair(t, unix.SOCK_SEQPACKET)
+	require.NoError(t, ipc.SendDmaBuf(a, d))
+	_, err = ipc.Receive(z)
+	require.ErrorIs(t, err, ipc.ErrProtocol)
+	require.NoError(t, a.Close())
+	require.NoError(t, z.Close())
+	require.Equal(t, before, openFDs(t))
+
+	_, err = ipc.ReceiveDmaBuf(nil)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.ErrorIs(t, ipc.SendDmaBuf(nil, d), vmm.ErrInvalid)
+	require.ErrorIs(t, ipc.SendDmaBuf(a, nil), vmm.ErrInvalid)
+}
