@@ -10,45 +10,50 @@ import (
 	"testing"
 )
 
-// The README's library example is the body of Example (example_test.go) as it is, less its
-// Output comment and one level of indentation, between the markers below: the example the
-// README shows is compiled and run by the tests.
-const (
-	readmeBegin = "<!-- begin: vmm/example_test.go Example -->"
-	readmeEnd   = "<!-- end: vmm/example_test.go Example -->"
-)
+// The README's code examples are the bodies of runnable examples as they are, less their
+// Output comment and one level of indentation, each between markers naming it
+// ("<!-- begin: vmm/example_test.go Example -->" and "<!-- end: ... -->"): the examples the
+// README shows are compiled and run by the tests.
+var readmeExamples = []struct{ file, name string }{
+	{"example_test.go", "Example"},
+	{"buffer/example_dmabuf_linux_test.go", "ExampleBuffer_ExportDmaBuf"},
+}
 
 func TestReadmeExample(t *testing.T) {
-	want, err := exampleBody("example_test.go", "Example")
-	if err != nil {
-		t.Fatal(err)
-	}
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := readmeBlock(string(readme))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got == want {
-		return
-	}
-	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
-	for i := 0; i < max(len(g), len(w)); i++ {
-		var gl, wl string
-		if i < len(g) {
-			gl = g[i]
+	for _, ex := range readmeExamples {
+		begin := "<!-- begin: vmm/" + ex.file + " " + ex.name + " -->"
+		end := "<!-- end: vmm/" + ex.file + " " + ex.name + " -->"
+		want, err := exampleBody(ex.file, ex.name)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if i < len(w) {
-			wl = w[i]
+		got, err := readmeBlock(string(readme), begin, end)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if gl != wl {
-			t.Errorf("README.md's example differs from Example in example_test.go at line %d of the block:\nREADME:  %q\nExample: %q", i+1, gl, wl)
-			break
+		if got == want {
+			continue
 		}
+		g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+		for i := 0; i < max(len(g), len(w)); i++ {
+			var gl, wl string
+			if i < len(g) {
+				gl = g[i]
+			}
+			if i < len(w) {
+				wl = w[i]
+			}
+			if gl != wl {
+				t.Errorf("README.md's example differs from %s in %s at line %d of the block:\nREADME:  %q\nExample: %q", ex.name, ex.file, i+1, gl, wl)
+				break
+			}
+		}
+		t.Errorf("the block between %s and %s should read:\n```go\n%s\n```", begin, end, want)
 	}
-	t.Errorf("the block between %s and %s should read:\n```go\n%s\n```", readmeBegin, readmeEnd, want)
 }
 
 // exampleBody returns the body of the function name in file: the lines between its braces
@@ -84,7 +89,7 @@ func exampleBody(file, name string) (string, error) {
 }
 
 // readmeBlock returns the code of the fenced Go block between the markers.
-func readmeBlock(readme string) (string, error) {
+func readmeBlock(readme, readmeBegin, readmeEnd string) (string, error) {
 	readme = strings.ReplaceAll(readme, "\r\n", "\n")
 	_, rest, ok := strings.Cut(readme, readmeBegin)
 	if !ok {

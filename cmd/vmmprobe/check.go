@@ -73,7 +73,7 @@ func runChecks(b vmm.Backend, doc *document, opts checkOptions) {
 		if !c.basic(d) {
 			// Every other check allocates too: say so once, not once per check.
 			noVMM[d.Index] = true
-			for _, name := range []string{"posix-fd-export", "posix-fd-ipc", "fabric", "fabric-ipc", "compression", "gpudirect-rdma", "host", "host-numa"} {
+			for _, name := range []string{"posix-fd-export", "posix-fd-ipc", "fabric", "fabric-ipc", "compression", "gpudirect-rdma", "dma-buf", "host", "host-numa"} {
 				c.add(skipped(name, d.Index, skipNoVMM))
 			}
 			continue
@@ -82,6 +82,7 @@ func runChecks(b vmm.Backend, doc *document, opts checkOptions) {
 		c.fabric(d)
 		c.compression(d)
 		c.gpuDirectRDMA(d)
+		c.dmaBuf(d)
 		c.host(d, false)
 		c.host(d, true)
 	}

@@ -143,6 +143,9 @@ func probe(sel *opened, opts options, d deps, warn func(string)) (*document, int
 	if sel.b != nil && opts.command != cmdReport {
 		runChecks(sel.b, doc, checkOptions{childSpec: sel.childSpec, multicast: opts.multicast})
 	}
+	if opts.command == cmdCheck {
+		doc.RDMA = readRDMA(sys, doc)
+	}
 	doc.NVLS = decideNVLS(doc)
 	switch opts.command {
 	case cmdEnv:

@@ -68,6 +68,7 @@ func renderLabels(doc *document, ttl time.Duration, now time.Time) []byte {
 		}
 		setBool("compression.generic", every(func(d deviceInfo) bool { return d.GenericCompression }))
 		setBool("gpudirect-rdma-vmm", every(func(d deviceInfo) bool { return d.GPUDirectRDMAWithVMM }))
+		setBool("dma-buf", every(func(d deviceInfo) bool { return d.DmaBuf }))
 		setBool("host-vmm", every(func(d deviceInfo) bool { return d.HostVMM }))
 		setBool("host-numa-vmm", every(func(d deviceInfo) bool { return d.HostNUMAVMM }))
 		setUint("granularity.min-bytes", largest(func(d deviceInfo) uint64 { return d.Granularity.Min }))
@@ -88,6 +89,7 @@ func renderLabels(doc *document, ttl time.Duration, now time.Time) []byte {
 		setBool("symbols.multicast-complete", doc.Symbols.Multicast.complete())
 	}
 	nodeLabels(doc, setBool, l)
+	rdmaLabels(doc, setBool, l)
 	if doc.Summary != nil || doc.Backend.InitError != "" {
 		checkLabels(doc, setBool)
 	}

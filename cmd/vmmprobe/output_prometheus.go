@@ -38,7 +38,7 @@ func renderPrometheus(doc *document) []byte {
 			}{
 				{"vmm", d.VMM}, {"handle_posix_fd", d.HandleTypes.PosixFD}, {"handle_fabric", d.HandleTypes.Fabric},
 				{"multicast", d.Multicast.Supported}, {"compression_generic", d.GenericCompression},
-				{"gpudirect_rdma_vmm", d.GPUDirectRDMAWithVMM}, {"host_vmm", d.HostVMM}, {"host_numa_vmm", d.HostNUMAVMM},
+				{"gpudirect_rdma_vmm", d.GPUDirectRDMAWithVMM}, {"dma_buf", d.DmaBuf}, {"host_vmm", d.HostVMM}, {"host_numa_vmm", d.HostNUMAVMM},
 			} {
 				p.sample("cuvmm_device_feature", b2f(f.v), "device", dev, "uuid", d.UUID, "feature", f.name)
 			}
@@ -49,6 +49,7 @@ func renderPrometheus(doc *document) []byte {
 		p.sample("cuvmm_imex_channel_ready", b2f(doc.IMEX.Ready))
 	}
 	promNode(p, doc)
+	promRDMA(p, doc)
 	if len(doc.Checks) > 0 {
 		p.family("cuvmm_check_ok", "1 when the check worked (vmmprobe check); the status label says what happened.")
 		for _, c := range doc.Checks {

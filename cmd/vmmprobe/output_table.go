@@ -45,6 +45,7 @@ func renderTable(doc *document) []byte {
 			kv(2, fmt.Sprintf("device %d", d.Index), "%s, %s, compute %s, %s", d.Name, d.UUID, d.ComputeCapability, gib(d.TotalMemory))
 		}
 		tableChecks(&b, doc)
+		tableRDMA(&b, doc)
 		tableNodeProblems(&b, doc)
 		return []byte(b.String())
 	}
@@ -66,6 +67,7 @@ func renderTable(doc *document) []byte {
 		}
 		kv(2, "generic compression", "%s", yn(d.GenericCompression))
 		kv(2, "gpudirect rdma with vmm", "%s", yn(d.GPUDirectRDMAWithVMM))
+		kv(2, "dma-buf", "%s", yn(d.DmaBuf))
 		kv(2, "host vmm", "%s", yn(d.HostVMM))
 		if d.HostNUMAVMM && d.HostNUMAID >= 0 {
 			kv(2, "host numa vmm", "yes (node %d)", d.HostNUMAID)

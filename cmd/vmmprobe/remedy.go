@@ -59,6 +59,8 @@ func checkFix(check string, r checkResult, d deviceInfo) fix {
 		return fix{do: "generic compression needs a data-center GPU that supports it (A100 and newer) with compressible memory available; the driver may decline the request"}
 	case "gpudirect-rdma":
 		return fix{do: "GPUDirect RDMA with VMM needs a device that supports it (GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED); NICs also need the nvidia-peermem module"}
+	case "dma-buf":
+		return dmaBufFix(r)
 	case "host", "host-numa":
 		return fix{do: "host memory through VMM needs a CUDA 12.2+ driver and a device that supports it (HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)"}
 	case "peer-map":

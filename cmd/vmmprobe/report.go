@@ -31,6 +31,8 @@ type document struct {
 	Node        *nodeReport   `json:"node,omitempty"`
 	Symbols     *symbolReport `json:"symbols,omitempty"`
 	Checks      []checkResult `json:"checks,omitempty"`
+	// RDMA is the kernel side of GPUDirect RDMA (check): NICs, nvidia_peermem, dma-buf.
+	RDMA *rdmaReport `json:"gpudirect_rdma,omitempty"`
 	Summary     *summary      `json:"summary,omitempty"`
 	// NVLS is whether NVLink SHARP would work here, from the fabric state and the
 	// attributes (and, with --unsafe-multicast, the multicast check).
@@ -82,6 +84,9 @@ type deviceInfo struct {
 	Multicast            multicastInfo `json:"multicast"`
 	GenericCompression   bool          `json:"generic_compression"`
 	GPUDirectRDMAWithVMM bool          `json:"gpudirect_rdma_with_vmm"`
+	// DmaBuf is CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: the device can export its memory as
+	// dma-buf descriptors (what RDMA NICs register; Linux only).
+	DmaBuf bool `json:"dma_buf"`
 	HostVMM              bool          `json:"host_vmm"`
 	HostNUMAVMM          bool          `json:"host_numa_vmm"`
 	// HostNUMAID is the host NUMA node closest to the device, -1 when there is none or the
@@ -231,6 +236,7 @@ func deviceReport(b vmm.Backend, i int) deviceInfo {
 	d.Multicast.Supported = flag(cu.DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED)
 	d.GenericCompression = flag(cu.DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED)
 	d.GPUDirectRDMAWithVMM = flag(cu.DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED)
+	d.DmaBuf = flag(cu.DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)
 	d.HostVMM = flag(cu.DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
 	d.HostNUMAVMM = flag(cu.DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
 	if d.HostNUMAVMM {
