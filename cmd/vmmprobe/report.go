@@ -32,8 +32,8 @@ type document struct {
 	Symbols     *symbolReport `json:"symbols,omitempty"`
 	Checks      []checkResult `json:"checks,omitempty"`
 	// RDMA is the kernel side of GPUDirect RDMA (check): NICs, nvidia_peermem, dma-buf.
-	RDMA *rdmaReport `json:"gpudirect_rdma,omitempty"`
-	Summary     *summary      `json:"summary,omitempty"`
+	RDMA    *rdmaReport `json:"gpudirect_rdma,omitempty"`
+	Summary *summary    `json:"summary,omitempty"`
 	// NVLS is whether NVLink SHARP would work here, from the fabric state and the
 	// attributes (and, with --unsafe-multicast, the multicast check).
 	NVLS *nvlsVerdict `json:"nvls,omitempty"`
@@ -86,9 +86,9 @@ type deviceInfo struct {
 	GPUDirectRDMAWithVMM bool          `json:"gpudirect_rdma_with_vmm"`
 	// DmaBuf is CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: the device can export its memory as
 	// dma-buf descriptors (what RDMA NICs register; Linux only).
-	DmaBuf bool `json:"dma_buf"`
-	HostVMM              bool          `json:"host_vmm"`
-	HostNUMAVMM          bool          `json:"host_numa_vmm"`
+	DmaBuf      bool `json:"dma_buf"`
+	HostVMM     bool `json:"host_vmm"`
+	HostNUMAVMM bool `json:"host_numa_vmm"`
 	// HostNUMAID is the host NUMA node closest to the device, -1 when there is none or the
 	// driver does not say.
 	HostNUMAID  int         `json:"host_numa_id"`
