@@ -18,6 +18,13 @@
 // [ErrOutOfRange], [ErrWouldMove], [ErrTooLarge], [ErrBroken]. errors.Is(err, vmm.ErrClosed)
 // holds for a closed Allocation and a closed buffer alike.
 //
+// # dma-buf
+//
+// [Reservation.ExportDmaBuf], [Manager.ExportDmaBuf] and the building blocks' exports give
+// an RDMA NIC one dma-buf descriptor ([DmaBuf]) for a whole range, however many mappings
+// back it, after checking the driver's rules: [ErrMisaligned], [ErrHole], [ErrMixedDevices],
+// [ErrMixedProps] say which one a range breaks (docs/rdma.md).
+//
 // # Transactions
 //
 // An operation that takes several driver calls runs as a [Tx]: each step records its undo,
