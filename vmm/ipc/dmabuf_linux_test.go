@@ -197,6 +197,9 @@ func TestDmaBufReceiveRejects(t *testing.T) {
 		{"closed-stream", unix.SOCK_STREAM, msg[:20], []int{d.FD()}, "connection closed after 20 header bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if len(c.fds) > 1 {
+				requireExactControlRoom(t)
+			}
 			before := openFDs(t)
 			a, z := socketpair(t, c.typ)
 			var oob []byte
