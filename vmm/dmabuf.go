@@ -224,7 +224,8 @@ func (m *Manager) ExportDmaBufChunks(addr cu.DevicePtr, size uint64, chunks []Dm
 
 // ExportDmaBuf exports the size bytes at offset off of the reservation as a dma-buf: every
 // mapping of the range (several allocations in a row make one descriptor). The mappings
-// are those made through r; Unmaps wait for the export.
+// are those made through r; Reservation.Unmap waits for the export (a Mapping closed
+// meanwhile leaves a hole the driver refuses).
 func (r *Reservation) ExportDmaBuf(off, size uint64, opts ...DmaBufOption) (*DmaBuf, error) {
 	o := dmaBufOptions(opts)
 	addr := r.Base() + cu.DevicePtr(off)
@@ -240,7 +241,7 @@ func (r *Reservation) ExportDmaBuf(off, size uint64, opts ...DmaBufOption) (*Dma
 	r.mu.Lock()
 	var maps []*Mapping
 	for _, mp := range r.maps {
-		if mp.end() > addr && mp.addr < addr+cu.DevicePtr(size) {
+		if mp.end() > addr && mp.addr < addr+cu.DevicePtr(size) && !mp.l.closed() {
 			maps = append(maps, mp)
 		}
 	}

@@ -1,6 +1,7 @@
 package buffer_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -184,4 +185,45 @@ func TestExportDmaBufAcrossReservations(t *testing.T) {
 	require.NoError(t, s.FailNth("Properties", 1, cu.ERROR_UNKNOWN))
 	_, err = b.ExportDmaBuf()
 	require.ErrorIs(t, err, cu.ERROR_UNKNOWN)
+}
+
+// Exports run alongside each other and wait for a Grow or Shrink; nothing leaks.
+func TestExportDmaBufConcurrent(t *testing.T) {
+	s, m := newSim(t)
+	b := threeChunks(t, s, m)
+	done := make(chan struct{})
+	errs := make(chan error, 4)
+	for range 3 {
+		go func() {
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				d, err := b.ExportDmaBuf()
+				if err != nil {
+					errs <- err
+					return
+				}
+				if d.Size != d.Size&^(2*mib-1) || d.Chunks == 0 {
+					errs <- fmt.Errorf("export of %d bytes in %d chunks", d.Size, d.Chunks)
+					return
+				}
+				if err := d.Close(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range 50 {
+		require.NoError(t, b.Grow(uint64(8+2*(i%3))*mib))
+		require.NoError(t, b.Shrink(6*mib))
+	}
+	close(done)
+	for range 3 {
+		require.NoError(t, <-errs)
+	}
 }
