@@ -58,7 +58,8 @@ import (
 
 var (
 	// ErrUnsupported is returned by Send and Receive where SCM_RIGHTS is not available
-	// (every platform but Linux).
+	// (every platform but Linux), and by Fetch where pidfd_getfd is not (every platform but
+	// Linux, and Linux before 5.6); the latter also matches vmm.ErrUnsupported.
 	ErrUnsupported = errors.New("descriptor passing is not supported on this platform")
 	// ErrProtocol is returned for a message that is not a valid header and descriptors,
 	// and for a claim of the peer's that cannot be true.
