@@ -337,7 +337,8 @@ func refuse(call string, err error, t Ticket, fd int) error {
 				remedy: "the exporter closed it, or the ticket is wrong; the exporter must keep its descriptors (the Exported) open until the importer has fetched",
 			}
 		}
-	case unix.EINVAL:
+	case unix.EINVAL, unix.ENOENT:
+		// A thread's id: EINVAL, and ENOENT since Linux 6.9.
 		if call == "pidfd_open" {
 			return &refusal{
 				what: fmt.Sprintf("pid %d is not a process (a thread's id?)", t.PID),
