@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -29,7 +31,22 @@ import (
 // the backend ("sim" or "cuda").
 const envPidfdChild = "CUVMM_IPC_PIDFD_CHILD"
 
+// envPidfdFetch makes the test binary a child that fetches the ticket in the variable, and
+// says how that went on stdout (TestFetchAnotherUser).
+const envPidfdFetch = "CUVMM_IPC_PIDFD_FETCH"
+
 func runPidfdChildIfRequested() {
+	if text, ok := os.LookupEnv(envPidfdFetch); ok {
+		tk, err := ipc.ParseTicket(text)
+		if err == nil {
+			var r *ipc.Received
+			if r, err = ipc.Fetch(tk); err == nil {
+				err = r.Close()
+			}
+		}
+		fmt.Printf("permission=%v unsupported=%v uid=%d\n%v\n", errors.Is(err, os.ErrPermission), errors.Is(err, ipc.ErrUnsupported), os.Geteuid(), err)
+		os.Exit(0)
+	}
 	name := os.Getenv(envPidfdChild)
 	if name == "" {
 		return
@@ -532,6 +549,43 @@ func TestFetchMaxDescriptors(t *testing.T) {
 	require.Equal(t, before, openFDs(t))
 }
 
+// The kernel's own refusal: a child running as another user (nobody) may not take this
+// process's descriptors, and is told why and what to do. Root only (to start the child as
+// another user).
+func TestFetchAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("starting a child as another user needs root")
+	}
+	const nobody = 65534
+	fx := newFixture(t)
+	defer fx.close(t)
+	tk, err := fx.e.Ticket()
+	require.NoError(t, err)
+	// The test binary, where nobody can run it: go test's build directory is root's alone.
+	dir, err := os.MkdirTemp("", "cuvmm-pidfd-")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	bin := filepath.Join(dir, "ipc.test")
+	data, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+
+	cmd := reexec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), envPidfdFetch+"="+tk.String())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	t.Logf("%s", out)
+	if strings.HasPrefix(string(out), "permission=false unsupported=true") {
+		t.Skipf("this kernel has no pidfd_getfd: %s", out)
+	}
+	require.True(t, strings.HasPrefix(string(out), fmt.Sprintf("permission=true unsupported=false uid=%d\n", nobody)), "%s", out)
+	require.Contains(t, string(out), fmt.Sprintf("this process may not take descriptors of process %d (operation not permitted)", os.Getpid()))
+	require.Contains(t, string(out), "needs ptrace access to the exporter")
+	require.Contains(t, string(out), fmt.Sprintf("process %d runs as uid 0 (or is not dumpable), this one as uid %d", os.Getpid(), nobody))
+}
+
 func TestAllowImporter(t *testing.T) {
 	require.ErrorIs(t, ipc.AllowImporter(-1), vmm.ErrInvalid)
 	// The parent of this process, then nobody; without Yama neither changes anything.
@@ -542,4 +596,55 @@ func TestAllowImporter(t *testing.T) {
 		err := ipc.AllowImporter(1 << 22)
 		require.ErrorIs(t, err, os.ErrProcessDone, "Yama refuses a pid that is no process")
 	}
+}
+
+// FuzzFetch fetches and imports tickets of this process that name descriptors by number,
+// some with their true files and some not, with claimed sizes: plan holds (descriptor,
+// 2 MiB units, true file) triples. Whatever the ticket, FetchAndImport returns an error or
+// memory of the claimed size, and afterwards no descriptor is left open and sim holds
+// nothing.
+func FuzzFetch(f *testing.F) {
+	f.Add([]byte{0, 1, 1})
+	f.Add([]byte{255, 1, 1, 254, 2, 1}) // the fixture's descriptors, as the target finds them
+	f.Add([]byte{3, 1, 1, 4, 2, 1, 5, 1, 0})
+	f.Add([]byte{7, 0, 1})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, plan []byte) {
+		if len(plan) > 3*16 {
+			return
+		}
+		before := openFDs(t)
+		fx := newFixture(t)
+		tk, err := fx.e.Ticket()
+		require.NoError(t, err)
+		tk.Files, tk.Header.Sizes = nil, nil
+		for i := 0; i+2 < len(plan); i += 3 {
+			fd := int(plan[i] % 64)
+			switch plan[i] {
+			case 255, 254:
+				fd = fx.cuda[255-int(plan[i])]
+			}
+			var file ipc.TicketFile
+			var st unix.Stat_t
+			if plan[i+2]&1 != 0 && unix.Fstat(fd, &st) == nil {
+				file = ipc.TicketFile{FD: fd, Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+			} else {
+				file = ipc.TicketFile{FD: fd, Dev: uint64(plan[i+2]), Ino: uint64(plan[i+1])}
+			}
+			tk.Files = append(tk.Files, file)
+			tk.Header.Sizes = append(tk.Header.Sizes, uint64(plan[i+1]%8)*2*mib)
+		}
+		imp, err := ipc.FetchAndImport(tk, fx.m, nil)
+		if err != nil {
+			require.Nil(t, imp)
+			var ie *vmm.Error
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, "ipc", ie.Pkg)
+		} else {
+			require.Equal(t, tk.Header.Total(), imp.Size())
+			require.NoError(t, imp.Close())
+		}
+		fx.close(t)
+		require.Equal(t, before, openFDs(t), "descriptors left open")
+	})
 }
