@@ -203,8 +203,9 @@ var pidNamespace = cached(func() (uint64, error) {
 // ErrUnsupported and vmm.ErrUnsupported; where this process may not take the exporter's
 // descriptors (pidfd_getfd needs ptrace access to it) the error matches os.ErrPermission
 // and names the remedies (AllowImporter in the exporter is one); where the exporter has
-// exited, os.ErrProcessDone; a ticket that cannot be true, ErrProtocol. Each error also
-// unwraps to the kernel's errno.
+// exited, os.ErrProcessDone; a ticket that cannot be true, ErrProtocol. The error of a
+// refused system call also unwraps to the kernel's errno (unix.EBADF where a descriptor the
+// ticket names is not open).
 func Fetch(t Ticket) (*Received, error) {
 	fds, err := fetch(t)
 	if err != nil {
