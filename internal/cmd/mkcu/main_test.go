@@ -211,6 +211,6 @@ func TestSentencesAndShorten(t *testing.T) {
 }
 
 func TestCleanComment(t *testing.T) {
-	require.Equal(t, "1 if mapped, 0 otherwise", cleanComment("< 1 if mapped, 0 otherwise *"[1:]), "the '*' a \"**/\" leaves")
+	require.Equal(t, "1 if mapped, 0 otherwise", cleanComment(" 1 if mapped, 0 otherwise *"), "the '*' a \"**/\" leaves")
 	require.Equal(t, "First line. Second line.", cleanComment("\n * First line.\n * Second line.\n "))
 }
