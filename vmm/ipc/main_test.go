@@ -8,5 +8,6 @@ import (
 func TestMain(m *testing.M) {
 	runChildIfRequested()
 	runDmaBufChildIfRequested()
+	runPidfdChildIfRequested()
 	os.Exit(m.Run())
 }
