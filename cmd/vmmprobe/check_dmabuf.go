@@ -16,7 +16,8 @@ const dmaBufChunks = 2
 
 // dmaBuf maps dmaBufChunks allocations of device memory one after another, exports the
 // whole range as one dma-buf (what an RDMA NIC registers), checks that the descriptor's
-// size is the range's, and closes it.
+// size is the range's, and closes it. The memory is GPUDirect RDMA capable where the device
+// can make it so, as memory for a NIC is (NCCL makes it so).
 func (c *checker) dmaBuf(d deviceInfo) {
 	dev := d.Index
 	claimed := d.DmaBuf && runtime.GOOS == "linux"
@@ -32,7 +33,9 @@ func (c *checker) dmaBuf(d deviceInfo) {
 		return
 	}
 	sz := size(d)
-	detail, stage, err := c.exportDmaBuf(dev, sz)
+	p := vmm.DeviceProps(dev)
+	p.GPUDirectRDMA = d.GPUDirectRDMAWithVMM
+	detail, stage, err := c.exportDmaBuf(p, sz)
 	r := result("dma-buf", dev, err, claimed, detail)
 	if err != nil {
 		r.Detail = stage + " failed"
@@ -45,7 +48,8 @@ func (c *checker) dmaBuf(d deviceInfo) {
 var errDmaBufSize = errors.New("the descriptor's size is not the range's")
 
 // exportDmaBuf runs the dma-buf check's steps; on failure it returns the step that failed.
-func (c *checker) exportDmaBuf(dev int, sz uint64) (detail, stage string, err error) {
+func (c *checker) exportDmaBuf(p vmm.Props, sz uint64) (detail, stage string, err error) {
+	dev := int(p.Location.ID)
 	total := dmaBufChunks * sz
 	r, err := c.m.Reserve(total)
 	if err != nil {
@@ -62,7 +66,7 @@ func (c *checker) exportDmaBuf(dev int, sz uint64) (detail, stage string, err er
 		}
 	}()
 	for i := range dmaBufChunks {
-		m, err := c.m.Create(sz, vmm.DeviceProps(dev))
+		m, err := c.m.Create(sz, p)
 		if err != nil {
 			return "", "create", err
 		}
@@ -88,8 +92,12 @@ func (c *checker) exportDmaBuf(dev int, sz uint64) (detail, stage string, err er
 	if uint64(n) != total {
 		return "", "size", fmt.Errorf("%w: %d bytes, the range %s", errDmaBufSize, n, units.Size(total))
 	}
-	return fmt.Sprintf("exported %d chunks of %s mapped one after another as one dma-buf of %s (its size, by lseek, %s; %s); closed",
-		buf.Chunks, units.Size(sz), units.Size(total), units.Size(uint64(n)), kind), "", nil
+	what := ""
+	if p.GPUDirectRDMA {
+		what = " GPUDirect RDMA capable"
+	}
+	return fmt.Sprintf("exported %d%s chunks of %s mapped one after another as one dma-buf of %s (its size, by lseek, %s; %s); closed",
+		buf.Chunks, what, units.Size(sz), units.Size(total), units.Size(uint64(n)), kind), "", nil
 }
 
 // dmaBufFix is the remedy of the dma-buf check.

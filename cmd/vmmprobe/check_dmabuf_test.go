@@ -41,7 +41,7 @@ func TestDmaBufCheck(t *testing.T) {
 	}
 	r := dmaBufResult(t, "h100", nil)
 	assert.Equal(t, statusOK, r.Status)
-	assert.Equal(t, "exported 2 chunks of 2MiB mapped one after another as one dma-buf of 4MiB (its size, by lseek, 4MiB; the simulator's stand-in, a memfd); closed", r.Detail)
+	assert.Equal(t, "exported 2 GPUDirect RDMA capable chunks of 2MiB mapped one after another as one dma-buf of 4MiB (its size, by lseek, 4MiB; the simulator's stand-in, a memfd); closed", r.Detail)
 
 	r = dmaBufResult(t, "workstation", nil)
 	assert.Equal(t, statusUnsupported, r.Status)
