@@ -26,7 +26,12 @@ func TestGPUDmaBufCrossProcess(t *testing.T) {
 	if ok, err := m.DmaBufSupported(0); err != nil || !ok {
 		t.Skipf("device 0 cannot export dma-bufs (%v, %v)", ok, err)
 	}
-	b := dmaBufBuffer(t, m)
+	// GPUDirect RDMA capable where the device can make it so, as memory for a NIC is.
+	props := vmm.Props{Location: vmm.OnDevice(0), GPUDirectRDMA: true}
+	if m.CheckProps(props, 0) != nil {
+		props.GPUDirectRDMA = false
+	}
+	b := dmaBufBuffer(t, m, props)
 	defer b.Close()
 	got := dmaBufCrossProcess(t, b, "cuda")
 	t.Logf("the child received: %s", got)

@@ -66,10 +66,14 @@ func dmaBufChild(kind string) error {
 	return err
 }
 
-// dmaBufBuffer is a buffer of three chunks.
-func dmaBufBuffer(t *testing.T, m *vmm.Manager) *buffer.Buffer {
+// dmaBufBuffer is a buffer of three chunks, of memory made with props when given.
+func dmaBufBuffer(t *testing.T, m *vmm.Manager, props ...vmm.Props) *buffer.Buffer {
 	t.Helper()
-	b, err := buffer.New(m, 2*mib, buffer.Options{Policy: buffer.Exact})
+	opts := buffer.Options{Policy: buffer.Exact}
+	if len(props) > 0 {
+		opts.Props = &props[0]
+	}
+	b, err := buffer.New(m, 2*mib, opts)
 	require.NoError(t, err)
 	require.NoError(t, b.Grow(4*mib))
 	require.NoError(t, b.Grow(6*mib))
