@@ -13,7 +13,8 @@
 // their access flags, copies and memset through mappings, aliases, retain and release
 // semantics (memory released while mapped keeps its bytes until the last unmap), POSIX
 // descriptors that really cross processes (memfd on Linux), fabric handles (with IMEX),
-// multicast objects, and every error case the conformance suite (package vmm/vmmtest)
+// dma-buf export under the header's rules (a descriptor that [DmaBufInfo] describes in any
+// process; the rules are not recorded yet), multicast objects, and every error case the conformance suite (package vmm/vmmtest)
 // recorded on real GPUs. Unknown handle values, which crash the real driver, return
 // CUDA_ERROR_INVALID_VALUE.
 //
