@@ -69,12 +69,21 @@ func containsAttr(attrs []PointerAttribute, a PointerAttribute) bool {
 	return false
 }
 
+// The device ordinals the driver reports where no device is meant (CU_DEVICE_CPU and
+// CU_DEVICE_INVALID, #defines of cuda.h).
+const (
+	DEVICE_CPU     = -1
+	DEVICE_INVALID = -2
+)
+
 // PointerAttributes is what the driver reports of one address, the attributes of
-// cuPointerGetAttributes that apply to device memory. For an address the driver does not
-// know every field is zero (MemoryType 0 says so).
+// cuPointerGetAttributes that apply to device memory. For an address that maps no memory
+// MemoryType is 0, DeviceOrdinal is DEVICE_INVALID, and every other field is zero except
+// RangeStart and RangeSize, which are the reservation when the address lies in one
+// (recorded: vmmtest pointer/reservation-start-unmapped, pointer/freed-reservation).
 type PointerAttributes struct {
-	MemoryType    MemoryType // MEMORY_TYPE: MEMORYTYPE_DEVICE, MEMORYTYPE_HOST; 0 for an unknown address
-	DeviceOrdinal int        // DEVICE_ORDINAL: the device the memory was allocated on or registered with
+	MemoryType    MemoryType // MEMORY_TYPE: MEMORYTYPE_DEVICE, MEMORYTYPE_HOST; 0 for an address that maps no memory
+	DeviceOrdinal int        // DEVICE_ORDINAL: the device the memory was allocated on or registered with; DEVICE_INVALID for none
 	Managed       bool       // IS_MANAGED
 	// Mapped says the address lies in a range mapped to memory (MAPPED).
 	Mapped bool
@@ -285,6 +294,9 @@ var pointerAttributeNames = [...]string{
 // String describes the attributes on one line, for logs and messages.
 func (p PointerAttributes) String() string {
 	if p.MemoryType == 0 && !p.Mapped && len(p.Refused) == 0 {
+		if p.RangeSize != 0 {
+			return fmt.Sprintf("not mapped, in reserved range %v+%#x", p.RangeStart, p.RangeSize)
+		}
 		return "unknown to the driver"
 	}
 	var b strings.Builder

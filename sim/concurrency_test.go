@@ -149,20 +149,35 @@ func TestSpanningOperationsRaceLocalOnes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Two adjacent reservations (the hint makes the second follow the first).
-			a, err := s.Reserve(4*mib, 0, 0, 0)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			b, err := s.Reserve(4*mib, 0, a+4*mib, 0)
-			if err != nil || b != a+4*mib {
-				t.Errorf("adjacent reservation: %v at %v, want %v", err, b, a+4*mib)
+			// Two adjacent reservations (the hint makes the second follow the first). The
+			// other goroutines' churn can take the range after a between the two calls, as
+			// any other thread can on the driver: then both go back and the pair is tried
+			// again somewhere else.
+			var a, b cu.DevicePtr
+			for try := 0; ; try++ {
+				// An 8 MiB reservation finds room for both; its two halves are then asked for.
+				room, err := s.Reserve(8*mib, 0, 0, 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				s.Free(room, 8*mib)
+				a, err = s.Reserve(4*mib, 0, room, 0)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if b, err = s.Reserve(4*mib, 0, a+4*mib, 0); err == nil && b == a+4*mib {
+					break
+				}
 				if err == nil {
 					s.Free(b, 4*mib)
 				}
 				s.Free(a, 4*mib)
-				return
+				if try == 100 {
+					t.Errorf("adjacent reservation: %v at %v, want %v, 100 times", err, b, a+4*mib)
+					return
+				}
 			}
 			defer s.Free(a, 4*mib)
 			defer s.Free(b, 4*mib)

@@ -73,6 +73,13 @@ type Device struct {
 	HostVMM       bool // HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: host-located cuMemCreate
 	HostNUMAVMM   bool // HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
 
+	// DmaBufPCIe lets dma-buf exports ask for a mapping through PCIe BAR1
+	// (CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE); without it they fail
+	// CUDA_ERROR_NOT_SUPPORTED, as on the x86 H100 and H200 machines (recorded: dmabuf/pcie).
+	// No device attribute tells it, and no preset sets it: the flag is for platforms where a
+	// NIC could reach GPU memory another way (a coherent CPU-GPU link), none of them recorded.
+	DmaBufPCIe bool
+
 	// Attributes holds every other attribute; those not present read 0. The fields above
 	// take precedence over entries for the same attributes.
 	Attributes map[cu.DeviceAttribute]int

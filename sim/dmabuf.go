@@ -13,10 +13,13 @@ import (
 // support dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED); the range must be aligned to the
 // host page size at both ends and, for a range from cuMemAddressReserve, mapped whole;
 // every allocation behind it must be resident on one device and have identical allocation
-// properties; flags is 0 or CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE. None of the
-// results below is recorded yet (vmmtest's dmabuf/ cases are unrecorded): they are sim's
-// reading of the header, each named once so that a recording that disagrees is a one-line
-// change.
+// properties; flags is 0 or CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE. The driver keeps
+// only some of them (vmmtest's dmabuf/ cases, recorded on two H200s with driver 580):
+// allocations that differ in GPUDirect RDMA capability or in shareable handle types export
+// together; compressible memory does not export at all, with CUDA_ERROR_UNKNOWN; host-located
+// memory is refused as an invalid value; and the PCIe flag is not supported on those x86
+// machines, whose GPUs a NIC reaches through PCIe anyway (Device.DmaBufPCIe models a
+// platform where it is). Each result is named once below.
 //
 // A descriptor sim exports is a sealed memfd (Linux; elsewhere the export fails with
 // CUDA_ERROR_NOT_SUPPORTED, as dma-bufs are a Linux kernel object) whose size is the
@@ -25,27 +28,34 @@ import (
 // Unlike the kernel's dma-buf, which holds the memory until its last descriptor closes,
 // sim's holds nothing: Stats do not count it, and closing it is the caller's business.
 var (
-	// A flag other than CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE.
+	// A flag other than CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE (recorded:
+	// dmabuf/unknown-flag).
 	resDmaBufFlags = cu.ERROR_INVALID_VALUE
-	// Size 0, or a range that wraps around the address space.
+	// Size 0 (recorded: dmabuf/size-zero), or a range that wraps around the address space.
 	resDmaBufSize = cu.ERROR_INVALID_VALUE
-	// A start or size that is not a multiple of the host page size.
+	// A start or size that is not a multiple of the host page size (recorded:
+	// dmabuf/misaligned-address, dmabuf/misaligned-size).
 	resDmaBufAlign = cu.ERROR_INVALID_VALUE
-	// A byte of the range that no mapping backs (a hole, a range past the mapping's end,
-	// an address nothing is reserved at).
+	// A byte of the range that no mapping backs: a hole, a range past the mapping's end, an
+	// address nothing is reserved at (recorded: dmabuf/hole, dmabuf/past-mapping-end,
+	// dmabuf/freed-reservation).
 	resDmaBufHole = cu.ERROR_INVALID_VALUE
-	// A multicast object's mapping in the range.
+	// A multicast object's mapping in the range (not recorded: multicast objects are not
+	// made on the shared machines).
 	resDmaBufMulticast = cu.ERROR_INVALID_VALUE
-	// Host-located VMM memory: the header offers dma-bufs of device memory and of
-	// cuMemAllocHost memory only.
-	resDmaBufHost = cu.ERROR_NOT_SUPPORTED
+	// Host-located VMM memory (recorded: dmabuf/host-memory).
+	resDmaBufHost = cu.ERROR_INVALID_VALUE
 	// A device whose CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0, or a platform without
 	// dma-bufs.
 	resDmaBufUnsupported = cu.ERROR_NOT_SUPPORTED
-	// Allocations of two devices behind one range.
+	// Allocations of two devices behind one range (recorded: dmabuf/two-devices).
 	resDmaBufDevices = cu.ERROR_INVALID_VALUE
-	// Allocations whose properties differ behind one range.
-	resDmaBufProps = cu.ERROR_INVALID_VALUE
+	// Compressible memory anywhere in the range (recorded: dmabuf/compressible,
+	// dmabuf/compressible-and-not, where it is the range's first chunk).
+	resDmaBufCompressible = cu.ERROR_UNKNOWN
+	// CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE on a range that exports without it, on a
+	// device without Device.DmaBufPCIe (recorded: dmabuf/pcie, dmabuf/multi-chunk-pcie).
+	resDmaBufPCIe = cu.ERROR_NOT_SUPPORTED
 )
 
 // hostPageSize is the host page size, to which the range of a dma-buf must be aligned.
@@ -58,9 +68,9 @@ type DmaBuf struct {
 	Size uint64
 	// Device is the device the memory behind the range is resident on.
 	Device int
-	// Props are the allocation properties of every allocation behind the range (they are
-	// identical, or the export fails), as cuMemGetAllocationPropertiesFromHandle reports
-	// them on the handle that created the memory.
+	// Props are the allocation properties of the first allocation behind the range, as
+	// cuMemGetAllocationPropertiesFromHandle reports them on the handle that created it
+	// (the others may differ in GPUDirect RDMA capability and shareable handle types).
 	Props cu.MemAllocationProp
 	// Chunks is the number of mappings behind the range.
 	Chunks int
@@ -107,6 +117,9 @@ func (s *Sim) ExportDmaBuf(ptr cu.DevicePtr, size, flags uint64) (int, error) {
 		d, f = s.dmaBufRange(addr, size)
 		d.Flags = flags
 	}
+	if f == nil && flags&cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE != 0 && !s.cfg.Devices[d.Device].DmaBufPCIe {
+		f = fail(resDmaBufPCIe, "no dma-buf mapping through PCIe BAR1 on this platform")
+	}
 	fd := -1
 	if f == nil {
 		var err error
@@ -142,8 +155,9 @@ func (s *Sim) dmaBufRange(addr, size uint64) (DmaBuf, *failure) {
 			d.Device, d.Props = p.dev, p.prop
 		case p.dev != first.dev:
 			f = fail(resDmaBufDevices, fmt.Sprintf("the mapping at %#x is memory of %s, the range starts with memory of %s", m.base, devName(p.dev), devName(first.dev)))
-		case p.prop != first.prop:
-			f = fail(resDmaBufProps, fmt.Sprintf("the mapping at %#x has properties %+v, the range starts with %+v", m.base, p.prop, first.prop))
+		}
+		if f == nil && p != nil && p.prop.CompressionType != cu.MEM_ALLOCATION_COMP_NONE {
+			f = fail(resDmaBufCompressible, fmt.Sprintf("the mapping at %#x is compressible memory", m.base))
 		}
 		d.Chunks++
 		next = m.end()

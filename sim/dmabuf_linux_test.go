@@ -65,19 +65,47 @@ func TestDmaBufMultiChunk(t *testing.T) {
 	assert.Equal(t, va+2*mib, base)
 	assert.EqualValues(t, 2*mib, size, "cuMemGetAddressRange returns one mapping, not the buffer")
 
-	// A part of one mapping, aligned to the host page size; the PCIe mapping type.
+	// A part of one mapping, aligned to the host page size.
 	page := uint64(os.Getpagesize())
-	d = exportDmaBuf(t, s, va+cu.DevicePtr(page), 2*mib-page, cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE)
+	d = exportDmaBuf(t, s, va+cu.DevicePtr(page), 2*mib-page, 0)
 	assert.Equal(t, 1, d.Chunks)
-	assert.EqualValues(t, cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE, d.Flags)
 	assert.EqualValues(t, 2, s.Stats().Calls["ExportDmaBuf"], "calls are counted")
+}
+
+func TestDmaBufPCIe(t *testing.T) {
+	cfg := sim.PresetH200()
+	cfg.Devices[0].DmaBufPCIe = true
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	d := exportDmaBuf(t, s, chunks(t, s, 2, 0, devProp(0, 0)), 4*mib, cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE)
+	assert.Equal(t, 2, d.Chunks)
+	assert.EqualValues(t, cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE, d.Flags)
+}
+
+// Allocations that differ in GPUDirect RDMA capability or in shareable handle types export
+// as one dma-buf, as the driver does (recorded: dmabuf/gpudirect-rdma-and-not,
+// dmabuf/handle-types-differ); the description carries the first's properties.
+func TestDmaBufMixedProperties(t *testing.T) {
+	rdma := devProp(0, 0)
+	rdma.GPUDirectRDMACapable = 1
+	for name, props := range map[string][]*cu.MemAllocationProp{
+		"rdma-and-not": {rdma, devProp(0, 0)},
+		"handle-types": {devProp(0, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), devProp(0, 0)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := sim.New(sim.PresetH200())
+			require.NoError(t, err)
+			d := exportDmaBuf(t, s, chunks(t, s, 2, 0, props...), 4*mib, 0)
+			assert.Equal(t, 2, d.Chunks)
+			assert.Equal(t, *props[0], d.Props)
+		})
+	}
 }
 
 func TestDmaBufRules(t *testing.T) {
 	page := uint64(os.Getpagesize())
-	rdma := devProp(0, 0)
-	rdma.GPUDirectRDMACapable = 1
-	fd := devProp(0, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+	comp := devProp(0, 0)
+	comp.CompressionType = cu.MEM_ALLOCATION_COMP_GENERIC
 	host := &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}}
 	for _, c := range []struct {
 		name   string
@@ -115,18 +143,18 @@ func TestDmaBufRules(t *testing.T) {
 		{"unknown-flag", sim.PresetH200, func(t *testing.T, s *sim.Sim) (cu.DevicePtr, uint64, uint64) {
 			return chunks(t, s, 1, 0, devProp(0, 0)), 2 * mib, 2
 		}, cu.ERROR_INVALID_VALUE, "flags"},
-		{"rdma-and-not", sim.PresetH200, func(t *testing.T, s *sim.Sim) (cu.DevicePtr, uint64, uint64) {
-			return chunks(t, s, 2, 0, rdma, devProp(0, 0)), 4 * mib, 0
-		}, cu.ERROR_INVALID_VALUE, "has properties"},
-		{"handle-types", sim.PresetH200, func(t *testing.T, s *sim.Sim) (cu.DevicePtr, uint64, uint64) {
-			return chunks(t, s, 2, 0, fd, devProp(0, 0)), 4 * mib, 0
-		}, cu.ERROR_INVALID_VALUE, "has properties"},
+		{"pcie", sim.PresetH200, func(t *testing.T, s *sim.Sim) (cu.DevicePtr, uint64, uint64) {
+			return chunks(t, s, 1, 0, devProp(0, 0)), 2 * mib, cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE
+		}, cu.ERROR_NOT_SUPPORTED, "PCIe BAR1"},
+		{"compressible-second", sim.PresetH200, func(t *testing.T, s *sim.Sim) (cu.DevicePtr, uint64, uint64) {
+			return chunks(t, s, 2, 0, devProp(0, 0), comp), 4 * mib, 0
+		}, cu.ERROR_UNKNOWN, "compressible"},
 		{"two-devices", sim.PresetHGX8, func(t *testing.T, s *sim.Sim) (cu.DevicePtr, uint64, uint64) {
 			return chunks(t, s, 2, 0, devProp(0, 0), devProp(1, 0)), 4 * mib, 0
 		}, cu.ERROR_INVALID_VALUE, "memory of device 1, the range starts with memory of device 0"},
 		{"host", sim.PresetH200, func(t *testing.T, s *sim.Sim) (cu.DevicePtr, uint64, uint64) {
 			return chunks(t, s, 1, 0, host), 2 * mib, 0
-		}, cu.ERROR_NOT_SUPPORTED, "host-located"},
+		}, cu.ERROR_INVALID_VALUE, "host-located"},
 		{"unsupported-device", sim.PresetWorkstation, func(t *testing.T, s *sim.Sim) (cu.DevicePtr, uint64, uint64) {
 			return chunks(t, s, 1, 0, devProp(0, 0)), 2 * mib, 0
 		}, cu.ERROR_NOT_SUPPORTED, "DMA_BUF_SUPPORTED is 0"},

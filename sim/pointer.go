@@ -7,16 +7,16 @@ import (
 )
 
 // PointerAttributes is cuPointerGetAttributes for the attributes of
-// cu.PointerAttributeSet, asked from device ordinal's context. Not recorded yet (vmmtest
-// pointer/ is unrecorded): sim follows the header. An address in a mapping reports it:
-// memory type DEVICE (HOST for host memory), the owning device (the asking one for host
-// memory and multicast objects), the reservation as the range, the mapping, the handle's
-// shareable types and GPUDirect RDMA flag as cuMemGetAllocationPropertiesFromHandle reports
-// them, the asking device's access, a buffer id per mapping and a memory block id per
-// allocation (both unique in the Sim, never reused). sim has no managed, legacy-IPC, pool
-// or decompression memory. Any other address, reserved or not, is one the driver does not
-// know: all zeros, and no error, as the header documents for this call. A device that does
-// not exist is CUDA_ERROR_INVALID_DEVICE (cu fails to get its context).
+// cu.PointerAttributeSet, asked from device ordinal's context, as recorded (vmmtest
+// pointer/). An address in a mapping reports it: memory type DEVICE (HOST for host memory),
+// the owning device (the asking one for host memory and multicast objects), the reservation
+// as the range, the mapping, the handle's shareable types and GPUDirect RDMA flag as
+// cuMemGetAllocationPropertiesFromHandle reports them, the asking device's access, a buffer
+// id per mapping and a memory block id per allocation (both unique in the Sim, never
+// reused). sim has no managed, legacy-IPC, pool or decompression memory. Any other address
+// reports no memory and device CU_DEVICE_INVALID, with the reservation as the range when
+// it lies in one, and no error. A device that does not exist is CUDA_ERROR_INVALID_DEVICE
+// (cu fails to get its context).
 func (s *Sim) PointerAttributes(ordinal int, ptr cu.DevicePtr) (cu.PointerAttributes, error) {
 	f := s.enter(opPointerAttributes)
 	if f == nil {
@@ -30,7 +30,11 @@ func (s *Sim) PointerAttributes(ordinal int, ptr cu.DevicePtr) (cu.PointerAttrib
 	defer hd.unlock()
 	m := hd.mappingAt(uint64(ptr))
 	if m == nil {
-		return cu.PointerAttributes{}, nil
+		p := cu.PointerAttributes{DeviceOrdinal: cu.DEVICE_INVALID}
+		if r := hd.resvAt(uint64(ptr)); r != nil {
+			p.RangeStart, p.RangeSize = cu.DevicePtr(r.base), r.size
+		}
+		return p, nil
 	}
 	p := cu.PointerAttributes{
 		MemoryType:    cu.MEMORYTYPE_DEVICE,

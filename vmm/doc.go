@@ -22,8 +22,8 @@
 //
 // [Reservation.ExportDmaBuf], [Manager.ExportDmaBuf] and the building blocks' exports give
 // an RDMA NIC one dma-buf descriptor ([DmaBuf]) for a whole range, however many mappings
-// back it, after checking the driver's rules: [ErrMisaligned], [ErrHole], [ErrMixedDevices],
-// [ErrMixedProps] say which one a range breaks (docs/rdma.md).
+// back it, after checking the rules the driver keeps: [ErrMisaligned], [ErrHole],
+// [ErrMixedDevices], [ErrUnsupported] say which one a range breaks (docs/rdma.md).
 //
 // # Transactions
 //

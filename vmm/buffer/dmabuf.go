@@ -32,9 +32,8 @@ func (b *Buffer) ExportDmaBuf(opts ...vmm.DmaBufOption) (*vmm.DmaBuf, error) {
 // ExportDmaBufRange exports the n bytes at offset off of the buffer's committed memory as
 // one dma-buf descriptor, whose Generation is the buffer's (Generation). The rules of the
 // driver are checked first (vmm.ErrMisaligned: off and n must be multiples of the host page
-// size; vmm.ErrMixedProps: chunks made under Configs with different Props cannot share a
-// descriptor, nor can chunks the driver made compressible and not). Grow and Shrink wait
-// for the export.
+// size; vmm.ErrUnsupported: compressible and host-located memory do not export). Grow and
+// Shrink wait for the export.
 //
 // The descriptor describes the memory behind the range when it was made. After a Grow
 // that moved the buffer (Stats.Remaps), or a Shrink that released memory of the range, it
@@ -84,7 +83,7 @@ func (b *Buffer) exportDmaBuf(off, n uint64, opts []vmm.DmaBufOption) (*vmm.DmaB
 
 // rule reports whether err is a rule the checks caught, not the driver's refusal.
 func rule(err error) bool {
-	for _, r := range []error{vmm.ErrHole, vmm.ErrMixedDevices, vmm.ErrMixedProps, vmm.ErrMisaligned, vmm.ErrUnsupported, vmm.ErrInvalid} {
+	for _, r := range []error{vmm.ErrHole, vmm.ErrMixedDevices, vmm.ErrMisaligned, vmm.ErrUnsupported, vmm.ErrInvalid} {
 		if errors.Is(err, r) {
 			return true
 		}

@@ -84,7 +84,9 @@ func TestDmaBufSendReceive(t *testing.T) {
 	for _, typ := range []int{unix.SOCK_SEQPACKET, unix.SOCK_STREAM, unix.SOCK_DGRAM} {
 		t.Run(fmt.Sprint(typ), func(t *testing.T) {
 			before := openFDs(t)
-			s, err := sim.New(sim.PresetH100())
+			cfg := sim.PresetH100()
+			cfg.Devices[0].DmaBufPCIe = true // so that the header's PCIe flag travels too
+			s, err := sim.New(cfg)
 			require.NoError(t, err)
 			b := dmaBufBuffer(t, vmm.New(s))
 			d, err := b.ExportDmaBuf(vmm.ViaPCIe())

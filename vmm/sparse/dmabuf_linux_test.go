@@ -44,7 +44,7 @@ func TestExportDmaBufCommittedPages(t *testing.T) {
 
 	// Each committed range exports.
 	for _, r := range a.CommittedRanges() {
-		d, err := a.ExportDmaBuf(r.Offset, r.Size, vmm.ViaPCIe())
+		d, err := a.ExportDmaBuf(r.Offset, r.Size)
 		require.NoError(t, err)
 		require.NoError(t, d.Close())
 	}
