@@ -357,7 +357,8 @@ type Imported struct {
 // Import imports the descriptors r carries, maps them in one reservation and grants the
 // devices of access read-write access in one call (the first is the one copies use; nil
 // means device 0). The descriptors stay r's. On error nothing is left imported, reserved
-// or mapped.
+// or mapped, unless the driver refuses to undo a step too: the error then names each step
+// it refused, and what that step held stays.
 //
 // The sizes in r's header are the peer's claims: each must be a non-zero multiple of the
 // granularity of the device its allocation lives on, the allocations of one device may
@@ -581,9 +582,10 @@ func (i *Imported) copy(op string, p []byte, off int64, f func(cu.DevicePtr) err
 }
 
 // Close unmaps the memory, releases the imported handles and frees the reservation. It is
-// idempotent; after a Close that failed, a later Close retries what failed.
+// idempotent; after a Close that failed, a later Close retries what failed. Closing a nil
+// or zero Imported (one no Import made) does nothing.
 func (i *Imported) Close() error {
-	if i == nil {
+	if i == nil || i.b == nil {
 		return nil
 	}
 	i.mu.Lock()

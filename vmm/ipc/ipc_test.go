@@ -284,3 +284,24 @@ func TestFabricClaims(t *testing.T) {
 	require.NoError(t, a.Close())
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
+
+// TestZeroValues uses values no constructor made: found by the harness of
+// internal/vmmfuzz, where Close of a zero Imported dereferenced its nil backend.
+func TestZeroValues(t *testing.T) {
+	var imp ipc.Imported
+	require.NoError(t, imp.Close(), "nothing to close")
+	require.NoError(t, imp.Close())
+	_, err := imp.ReadAt(make([]byte, 8), 0)
+	require.ErrorIs(t, err, ipc.ErrOutOfRange)
+	_, err = imp.WriteAt(make([]byte, 8), 0)
+	require.ErrorIs(t, err, ipc.ErrOutOfRange)
+	require.Zero(t, imp.Base())
+	require.Zero(t, imp.Size())
+
+	var e ipc.Exported
+	require.Empty(t, e.FDs())
+	require.NoError(t, e.Close())
+	var r ipc.Received
+	require.Empty(t, r.FDs())
+	require.NoError(t, r.Close())
+}
