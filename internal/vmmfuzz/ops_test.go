@@ -850,6 +850,8 @@ func (w *world) rawFree(a *args) {
 			ptr, size = ptr+cu.DevicePtr(off), size-off
 		}
 	}
+	w.rawMu.Lock()
+	defer w.rawMu.Unlock()
 	err := w.s.Free(ptr, size)
 	w.check("raw Free", err, "cuMemAddressFree")
 	switch {
@@ -902,6 +904,8 @@ func (w *world) rawMap(a *args) {
 		flags = 1
 	}
 	ptr := w.rawTarget(a)
+	w.rawMu.RLock()
+	defer w.rawMu.RUnlock()
 	err := w.s.Map(ptr, size, off, h.h, flags)
 	w.check("raw Map", err, "cuMemMap")
 	if err == nil {
@@ -926,6 +930,8 @@ func (w *world) rawUnmap(a *args) {
 	// A range that may hold several mappings, split one or hold none, of anybody's.
 	sp.ptr = w.rawTarget(a)
 	sp.size = a.size(w.gran)
+	w.rawMu.Lock()
+	defer w.rawMu.Unlock()
 	err := w.s.Unmap(sp.ptr, sp.size)
 	w.check("raw Unmap", err, "cuMemUnmap")
 	if err == nil {
