@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -16,48 +15,31 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// exporter is what FuzzFabricToken imports from: a Sim holding one fabric allocation for
-// the life of the process, its token, and a file it must never touch (open read-only, as
-// a victim process would hold it).
-type exporter struct {
-	tok    cu.MemFabricHandle
-	victim string
-	ro     *os.File
-}
-
-var theExporter = sync.OnceValues(func() (*exporter, error) {
-	s, err := sim.New(sim.PresetMNNVL())
-	if err != nil {
-		return nil, err
-	}
-	h, err := s.Create(2*mib, devProp(0, cu.MEM_HANDLE_TYPE_FABRIC), 0)
-	if err != nil {
-		return nil, err
-	}
-	e := &exporter{}
-	if e.tok, err = s.ExportFabric(h); err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "cuvmm-fuzz-fabric-")
-	if err != nil {
-		return nil, err
-	}
-	e.victim = filepath.Join(dir, "victim")
-	if err := os.WriteFile(e.victim, []byte("do not touch"), 0o600); err != nil {
-		return nil, err
-	}
-	e.ro, err = os.Open(e.victim)
-	return e, err
-})
-
 // FuzzFabricToken imports 64 bytes as a fabric handle, as a peer sends them (sim's tokens
 // travel in ipc.FabricHandle's text and binary forms): only the exporter's own token
 // imports, and nothing else is opened, grown or written; the importer stays clean.
 //
 //	go test -run '^$' -fuzz '^FuzzFabricToken$' ./sim/
 func FuzzFabricToken(f *testing.F) {
-	e, err := theExporter()
+	// What the tokens are forged against: a Sim holding one fabric allocation, and a file
+	// that must never be touched (open read-only, as a victim process would hold it).
+	ex, err := sim.New(sim.PresetMNNVL())
 	require.NoError(f, err)
+	h, err := ex.Create(2*mib, devProp(0, cu.MEM_HANDLE_TYPE_FABRIC), 0)
+	require.NoError(f, err)
+	f.Cleanup(func() { ex.Release(h) })
+	var e struct {
+		tok    cu.MemFabricHandle
+		victim string
+		ro     *os.File
+	}
+	e.tok, err = ex.ExportFabric(h)
+	require.NoError(f, err)
+	e.victim = filepath.Join(f.TempDir(), "victim")
+	require.NoError(f, os.WriteFile(e.victim, []byte("do not touch"), 0o600))
+	e.ro, err = os.Open(e.victim)
+	require.NoError(f, err)
+	f.Cleanup(func() { e.ro.Close() })
 	f.Add(e.tok[:])
 	forge := func(pid, fd uint32, secret byte) []byte {
 		tok := e.tok
