@@ -144,3 +144,85 @@ func FuzzReceive(f *testing.F) {
 		require.Equal(t, before, openFDs(t), "descriptors left open")
 	})
 }
+
+// FuzzImportClaims imports the fixture's exported allocations (2 MiB and 4 MiB) and
+// descriptors that are no allocation (the null device, a pipe, a regular file) under
+// claims of the fuzzer's: the header's granularity and sizes, and which descriptor goes
+// with each size. Import succeeds exactly when every claim is true; when it fails it
+// leaves nothing imported, reserved or mapped; and every descriptor is closed in the end.
+func FuzzImportClaims(f *testing.F) {
+	le := func(vs ...uint64) []byte {
+		b := make([]byte, 8*len(vs))
+		for i, v := range vs {
+			binary.LittleEndian.PutUint64(b[8*i:], v)
+		}
+		return b
+	}
+	f.Add(uint64(2*mib), le(2*mib, 4*mib), []byte{0, 1})
+	f.Add(uint64(2*mib), le(4*mib, 2*mib), []byte{0, 1})
+	f.Add(uint64(2*mib), le(2*mib, 2*mib), []byte{0, 0})
+	f.Add(uint64(2*mib), le(2*mib), []byte{2})
+	f.Add(uint64(2*mib), le(2*mib), []byte{3})
+	f.Add(uint64(4096), le(4096, 4*mib), []byte{0, 1})
+	f.Add(uint64(2*mib), le(1<<40, 2*mib), []byte{1, 0})
+	f.Add(uint64(2*mib), le(1<<63, 1<<63), []byte{1, 1})
+	f.Add(uint64(1<<63), le(1<<63), []byte{0})
+	f.Fuzz(func(t *testing.T, gran uint64, sizes, which []byte) {
+		n := min(len(which), 4)
+		if n == 0 {
+			return
+		}
+		claims := make([]uint64, n)
+		for i := range claims {
+			var b [8]byte
+			copy(b[:], sizes[min(8*i, len(sizes)):])
+			claims[i] = binary.LittleEndian.Uint64(b[:])
+		}
+		before := openFDs(t)
+		fx := newFixture(t)
+		real := map[int]uint64{fx.cuda[0]: 2 * mib, fx.cuda[1]: 4 * mib}
+		choices := []int{fx.cuda[0], fx.cuda[1], fx.devnull(), int(fx.file.Fd()), int(fx.pipeR.Fd())}
+		fds := make([]int, n)
+		truth := true // every descriptor is an allocation of the size claimed for it
+		var total uint64
+		for i := range fds {
+			fds[i] = choices[int(which[i])%len(choices)]
+			truth = truth && real[fds[i]] == claims[i]
+			total += claims[i]
+		}
+		a, z := socketpair(t, unix.SOCK_SEQPACKET)
+		require.NoError(t, rawSend(a, wire(gran, claims...), unix.UnixRights(fds...)))
+		require.NoError(t, a.Close())
+		require.NoError(t, z.SetDeadline(time.Now().Add(2*time.Second)))
+		r, err := ipc.Receive(z)
+		if err != nil {
+			// Not a header (granularity, sizes): Receive's to refuse, and it did.
+			require.ErrorIs(t, err, ipc.ErrProtocol)
+		} else {
+			held := fx.s.Stats()
+			imp, err := ipc.Import(fx.m, r, nil)
+			if truth {
+				require.NoError(t, err, "claims %v of %v are true", claims, fds)
+			}
+			if err == nil {
+				require.True(t, truth, "claims %v of %v imported", claims, fds)
+				require.Equal(t, total, imp.Size())
+				_, err = imp.WriteAt([]byte("claims"), int64(total-6))
+				require.NoError(t, err)
+				require.NoError(t, imp.Close())
+			} else {
+				require.Nil(t, imp)
+				var ie *ipc.Error
+				require.ErrorAs(t, err, &ie)
+				require.Equal(t, "import", ie.Op)
+				after := fx.s.Stats()
+				require.Equal(t, [4]int{held.Handles, held.Allocations, held.Reservations, held.Mappings},
+					[4]int{after.Handles, after.Allocations, after.Reservations, after.Mappings}, "a failed import leaves nothing behind")
+			}
+			require.NoError(t, r.Close())
+		}
+		require.NoError(t, z.Close())
+		fx.close(t)
+		require.Equal(t, before, openFDs(t), "descriptors left open")
+	})
+}
