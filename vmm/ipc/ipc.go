@@ -730,8 +730,10 @@ func (f *FabricHandle) UnmarshalText(t []byte) error {
 	if err != nil || (len(sizeText) > 1 && sizeText[0] == '0') {
 		return fmt.Errorf("%w: fabric handle size %q", ErrProtocol, sizeText)
 	}
+	// The decoder skips \r and \n; the length keeps them out, so that a handle has one
+	// text form.
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(handleText)
-	if err != nil || len(raw) != len(f.Handle) {
+	if err != nil || len(raw) != len(f.Handle) || len(handleText) != base64.RawURLEncoding.EncodedLen(len(f.Handle)) {
 		return fmt.Errorf("%w: fabric handle is not %d bytes of URL-safe base64", ErrProtocol, len(f.Handle))
 	}
 	var d FabricHandle
