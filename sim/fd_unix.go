@@ -48,8 +48,3 @@ func dupFile(f *os.File) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), f.Name()), nil
 }
-
-// openNoFollow opens path for reading and writing, refusing a symbolic link.
-func openNoFollow(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
-}

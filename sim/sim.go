@@ -34,8 +34,6 @@ type Sim struct {
 	bindings      counter
 	nextID        atomic.Uint64
 
-	mcMu sync.Mutex // multicast teams and bindings
-
 	shareMu   sync.Mutex
 	byFile    map[fileKey]*phys
 	byFabric  map[cu.MemFabricHandle]*phys

@@ -183,27 +183,6 @@ func (t *tree[V]) floor(key uint64) *node[V] {
 	return best
 }
 
-// ceil returns the node with the least key >= key, or nil.
-func (t *tree[V]) ceil(key uint64) *node[V] {
-	var best *node[V]
-	for n := t.root; n != nil; {
-		if n.key >= key {
-			best, n = n, n.left
-		} else {
-			n = n.right
-		}
-	}
-	return best
-}
-
-// after returns the node with the least key > key, or nil.
-func (t *tree[V]) after(key uint64) *node[V] {
-	if key == ^uint64(0) {
-		return nil
-	}
-	return t.ceil(key + 1)
-}
-
 // firstFit returns the node with the least key whose span is at least n, or nil.
 func (t *tree[V]) firstFit(n uint64) *node[V] {
 	for nd := t.root; nd != nil; {

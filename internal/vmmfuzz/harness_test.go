@@ -119,11 +119,12 @@ type world struct {
 	devs int
 	gran uint64
 
-	mu       sync.Mutex
 	// rawMu keeps the raw mappings' pool true: a raw Map and its record hold it shared, an
 	// Unmap or Free whose success drops records holds it alone, so that no mapping made
 	// meanwhile is dropped with the ones the call removed.
-	rawMu    sync.RWMutex
+	rawMu sync.RWMutex
+
+	mu       sync.Mutex // guards the pools below
 	allocs   []*vmm.Allocation
 	resvs    []*vmm.Reservation
 	maps     []*vmm.Mapping
@@ -604,9 +605,6 @@ func (a *args) access(devs int) []cu.MemAccessDesc {
 	}
 	return of(a, vmm.ReadWrite(ds...), vmm.ReadOnly(ds...), vmm.NoAccess(ds...), vmm.ReadWrite(ds...))
 }
-
-// fmtErr describes an error for a failure message.
-func fmtErr(err error) string { return fmt.Sprintf("%v (%T)", err, err) }
 
 // fdSet is the open descriptors, each with the device and inode of its file (nil where
 // they cannot be listed).
