@@ -16,8 +16,8 @@ import (
 )
 
 // FuzzFabricToken imports 64 bytes as a fabric handle, as a peer sends them (sim's tokens
-// travel in ipc.FabricHandle's text and binary forms): only the exporter's own token
-// imports, and nothing else is opened, grown or written; the importer stays clean.
+// travel in ipc.FabricHandle's text and binary forms): only a real token imports, and
+// nothing else is opened, grown or written; the importer stays clean.
 //
 //	go test -run '^$' -fuzz '^FuzzFabricToken$' ./sim/
 func FuzzFabricToken(f *testing.F) {

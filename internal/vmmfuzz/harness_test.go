@@ -79,7 +79,8 @@ func decode(b []byte) program {
 // unknown there, as a value from another process is to the driver.
 const foreignSkip = 1 << 16
 
-// foreign is the other Sim, shared by the runs of this process (each leaves it clean):
+// foreign is the other Sim, shared by the runs of this process (each leaves it as it found
+// it):
 // every feature, no faults.
 var foreign = sync.OnceValue(func() *sim.Sim {
 	s, err := sim.New(sim.PresetMNNVL())
