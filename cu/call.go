@@ -11,12 +11,11 @@ import (
 // did not resolve returns its *loader.SymbolError, joined with ERROR_NOT_SUPPORTED so that
 // callers who only know cu's results can still test for it.
 //
-// call is for calls whose arguments are all values; a call with out-parameters or structs
-// to pass builds a frame itself (frame.go). So do the VMM calls on the hot path (map,
-// unmap, release, free), even with values only: going through call puts one more Go
-// function between them and the driver, which measured several percent of a cuMemMap
-// (BenchmarkGPUCallLayers). call allocates nothing, and args is only read, so its backing
-// array stays in the caller's frame. The memory rule of syscall.go applies: a pointer among
+// The driver calls themselves do not go through call: each generated function (zcalls.go)
+// builds its own frame (frame.go) and makes the call, values only or not, because one more
+// Go function between a call and the driver measured several percent of a cuMemMap
+// (BenchmarkGPUCallLayers). call is what callKeep, and the tests, build on. It allocates
+// nothing, and args is only read, so its backing array stays in the caller's frame. The memory rule of syscall.go applies: a pointer among
 // args must point to heap memory kept alive for the call; pointers into memory that cu does
 // not control (a user's slice, a result made with new) go through callKeep instead.
 func call(p *loader.Proc, args ...uintptr) error {

@@ -95,7 +95,7 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 		}},
 		{"frame", func(size uint64) uint64 {
 			var f frame
-			*f.prop(1) = *prop
+			*(*MemAllocationProp)(unsafe.Pointer(&f.scratch[1])) = *prop
 			f.ref(0, 0)
 			f.ref(2, 1)
 			f.a[1] = uintptr(size)

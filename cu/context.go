@@ -29,13 +29,11 @@ func (d Device) PrimaryContext() (*Context, error) {
 	if err := Init(); err != nil {
 		return nil, err
 	}
-	var f frame
-	f.ref(0, 0)
-	f.a[1] = uintptr(d)
-	if err := f.call(procDevicePrimaryCtxRetain); err != nil {
+	h, err := cuDevicePrimaryCtxRetain(d)
+	if err != nil {
 		return nil, wrap(err, "cuDevicePrimaryCtxRetain", "%d", d)
 	}
-	return &Context{dev: d, h: uintptr(f.scratch[0])}, nil
+	return &Context{dev: d, h: h}, nil
 }
 
 var primaries sync.Map // Device -> *primaryEntry
@@ -78,7 +76,7 @@ func (c *Context) Release() error {
 	if !c.g.Drain() {
 		return nil
 	}
-	if err := call(procDevicePrimaryCtxRelease, uintptr(c.dev)); err != nil {
+	if err := cuDevicePrimaryCtxRelease(c.dev); err != nil {
 		c.g.Reopen()
 		return wrap(err, "cuDevicePrimaryCtxRelease", "%d", c.dev)
 	}
@@ -95,7 +93,7 @@ func (c *Context) Do(f func() error) error {
 	defer c.g.Exit()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	if err := call(procCtxSetCurrent, c.h); err != nil {
+	if err := cuCtxSetCurrent(c.h); err != nil {
 		return wrap(err, "cuCtxSetCurrent", "device %d", c.dev)
 	}
 	return f()
@@ -104,7 +102,7 @@ func (c *Context) Do(f func() error) error {
 // Synchronize waits for all work of the context (cuCtxSynchronize).
 func (c *Context) Synchronize() error {
 	return c.Do(func() error {
-		if err := call(procCtxSynchronize); err != nil {
+		if err := cuCtxSynchronize(); err != nil {
 			return wrap(err, "cuCtxSynchronize", "device %d", c.dev)
 		}
 		return nil
@@ -115,10 +113,9 @@ func (c *Context) Synchronize() error {
 // only meaningful with the goroutine locked to its thread; tests use it to check that cu
 // leaves no context behind where it should not.
 func CurrentContext() (uintptr, error) {
-	var f frame
-	f.ref(0, 0)
-	if err := f.call(procCtxGetCurrent); err != nil {
+	c, err := cuCtxGetCurrent()
+	if err != nil {
 		return 0, wrap(err, "cuCtxGetCurrent", "")
 	}
-	return uintptr(f.scratch[0]), nil
+	return c, nil
 }

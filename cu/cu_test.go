@@ -61,7 +61,7 @@ func TestArgumentErrors(t *testing.T) {
 func TestErrorFormat(t *testing.T) {
 	err := wrap(ERROR_INVALID_VALUE, "cuMemMap", "%#x, %d", 0x302000000, 2<<20)
 	require.Equal(t, "cu: cuMemMap(0x302000000, 2097152): "+ERROR_INVALID_VALUE.Error(), err.Error())
-	require.ErrorIs(t, err, ErrInvalidValue)
+	require.ErrorIs(t, err, ERROR_INVALID_VALUE)
 	r, ok := ResultOf(fmt.Errorf("outer: %w", err))
 	require.True(t, ok)
 	require.Equal(t, ERROR_INVALID_VALUE, r)

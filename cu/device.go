@@ -9,17 +9,6 @@ import (
 // Device is a CUdevice: the driver's handle of one GPU, obtained from [DeviceGet].
 type Device int32
 
-// P2PAttribute is a CUdevice_P2PAttribute.
-type P2PAttribute int32
-
-const (
-	DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK                     P2PAttribute = 0x01
-	DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED                     P2PAttribute = 0x02
-	DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED              P2PAttribute = 0x03
-	DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED          P2PAttribute = 0x04
-	DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED P2PAttribute = 0x05
-)
-
 // UUID is a device's 16-byte CUuuid.
 type UUID [16]byte
 
@@ -33,12 +22,11 @@ func DeviceCount() (int, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	var f frame
-	f.ref(0, 0)
-	if err := f.call(procDeviceGetCount); err != nil {
+	n, err := cuDeviceGetCount()
+	if err != nil {
 		return 0, wrap(err, "cuDeviceGetCount", "")
 	}
-	return int(int32(uint32(f.scratch[0]))), nil
+	return int(n), nil
 }
 
 // DeviceGet returns the device of an ordinal in [0, DeviceCount()).
@@ -49,19 +37,17 @@ func DeviceGet(ordinal int) (Device, error) {
 	if ordinal < 0 || ordinal > 1<<30 {
 		return 0, wrap(ERROR_INVALID_DEVICE, "cuDeviceGet", "%d", ordinal)
 	}
-	var f frame
-	f.ref(0, 0)
-	f.a[1] = uintptr(ordinal)
-	if err := f.call(procDeviceGet); err != nil {
+	d, err := cuDeviceGet(int32(ordinal))
+	if err != nil {
 		return 0, wrap(err, "cuDeviceGet", "%d", ordinal)
 	}
-	return Device(int32(uint32(f.scratch[0]))), nil
+	return d, nil
 }
 
 // Name returns the device's product name.
 func (d Device) Name() (string, error) {
 	buf := make([]byte, 256)
-	if err := callKeep(procDeviceGetName, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d)); err != nil {
+	if err := cuDeviceGetName(unsafe.Pointer(&buf[0]), int32(len(buf)), d); err != nil {
 		return "", wrap(err, "cuDeviceGetName", "%d", d)
 	}
 	return cstring(buf), nil
@@ -70,17 +56,17 @@ func (d Device) Name() (string, error) {
 // UUID returns the device's UUID (cuDeviceGetUuid_v2: the same value nvidia-smi shows, also
 // under MIG).
 func (d Device) UUID() (UUID, error) {
-	var u *UUID = new(UUID)
-	if err := callKeep(procDeviceGetUuid, uintptr(unsafe.Pointer(u)), uintptr(d)); err != nil {
+	u, err := cuDeviceGetUuid(d)
+	if err != nil {
 		return UUID{}, wrap(err, "cuDeviceGetUuid", "%d", d)
 	}
-	return *u, nil
+	return u, nil
 }
 
 // PCIBusID returns the device's PCI address, domain:bus:device.function.
 func (d Device) PCIBusID() (string, error) {
 	buf := make([]byte, 64)
-	if err := callKeep(procDeviceGetPCIBusId, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), uintptr(d)); err != nil {
+	if err := cuDeviceGetPCIBusId(unsafe.Pointer(&buf[0]), int32(len(buf)), d); err != nil {
 		return "", wrap(err, "cuDeviceGetPCIBusId", "%d", d)
 	}
 	return cstring(buf), nil
@@ -88,24 +74,20 @@ func (d Device) PCIBusID() (string, error) {
 
 // TotalMem returns the device's memory in bytes.
 func (d Device) TotalMem() (uint64, error) {
-	var f frame
-	f.ref(0, 0)
-	f.a[1] = uintptr(d)
-	if err := f.call(procDeviceTotalMem); err != nil {
+	n, err := cuDeviceTotalMem(d)
+	if err != nil {
 		return 0, wrap(err, "cuDeviceTotalMem", "%d", d)
 	}
-	return f.scratch[0], nil
+	return n, nil
 }
 
 // Attribute returns one device attribute.
 func (d Device) Attribute(a DeviceAttribute) (int, error) {
-	var f frame
-	f.ref(0, 0)
-	f.a[1], f.a[2] = uintptr(a), uintptr(d)
-	if err := f.call(procDeviceGetAttribute); err != nil {
+	v, err := cuDeviceGetAttribute(a, d)
+	if err != nil {
 		return 0, wrap(err, "cuDeviceGetAttribute", "%v, device %d", a, d)
 	}
-	return int(int32(uint32(f.scratch[0]))), nil
+	return int(v), nil
 }
 
 // Flag returns a boolean attribute: true when its value is non-zero.
@@ -125,24 +107,20 @@ func (d Device) ComputeCapability() (major, minor int, err error) {
 
 // CanAccessPeer reports whether d can access memory of peer (cuDeviceCanAccessPeer).
 func (d Device) CanAccessPeer(peer Device) (bool, error) {
-	var f frame
-	f.ref(0, 0)
-	f.a[1], f.a[2] = uintptr(d), uintptr(peer)
-	if err := f.call(procDeviceCanAccessPeer); err != nil {
+	v, err := cuDeviceCanAccessPeer(d, peer)
+	if err != nil {
 		return false, wrap(err, "cuDeviceCanAccessPeer", "%d, %d", d, peer)
 	}
-	return int32(uint32(f.scratch[0])) != 0, nil
+	return v != 0, nil
 }
 
 // P2PAttribute returns an attribute of the link from d to dst (cuDeviceGetP2PAttribute).
 func (d Device) P2PAttribute(a P2PAttribute, dst Device) (int, error) {
-	var f frame
-	f.ref(0, 0)
-	f.a[1], f.a[2], f.a[3] = uintptr(a), uintptr(d), uintptr(dst)
-	if err := f.call(procDeviceGetP2PAttribute); err != nil {
+	v, err := cuDeviceGetP2PAttribute(a, d, dst)
+	if err != nil {
 		return 0, wrap(err, "cuDeviceGetP2PAttribute", "%d, %d -> %d", a, d, dst)
 	}
-	return int(int32(uint32(f.scratch[0]))), nil
+	return int(v), nil
 }
 
 func cstring(b []byte) string {

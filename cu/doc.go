@@ -2,9 +2,12 @@
 // and their attributes, primary contexts, synchronous copies, and the virtual memory
 // management calls, all through the run-time loader (no cgo).
 //
-// Every driver entry point this package calls is declared once, in procs.go, with the ABI
-// version it is called with; a missing one fails only its own calls, with an error that
-// matches both [loader.ErrNotSupported] and [ERROR_NOT_SUPPORTED].
+// Every driver call this package makes is declared once, as a prototype line in
+// prototypes.go with the ABI version it is called with; internal/cmd/mkcu checks the lines
+// against cuda.h and generates the proc table (zprocs.go) and the functions that make the
+// calls (zcalls.go), on which the exported functions are written. A missing entry point
+// fails only its own calls, with an error that matches both [loader.ErrNotSupported] and
+// [ERROR_NOT_SUPPORTED].
 //
 // # Contexts
 //

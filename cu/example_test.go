@@ -11,7 +11,7 @@ import (
 // Driver results are Go errors that survive wrapping.
 func ExampleResult() {
 	err := fmt.Errorf("allocating the KV cache: %w", cu.ERROR_OUT_OF_MEMORY)
-	fmt.Println(errors.Is(err, cu.ErrOutOfMemory))
+	fmt.Println(errors.Is(err, cu.ERROR_OUT_OF_MEMORY))
 	if r, ok := cu.ResultOf(err); ok {
 		fmt.Println(r.Name(), int(r))
 	}

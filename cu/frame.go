@@ -19,7 +19,9 @@ type syscall6Args struct {
 }
 
 // frameWords is the scratch memory of a frame, in 8-byte words: room for an out-parameter
-// and a MemAllocationProp or MulticastObjectProp, or for five access descriptors.
+// and a MemAllocationProp or MulticastObjectProp, for five access descriptors, or for a
+// 64-byte fabric handle. mkcu lays out the generated calls (zcalls.go) for this size, and
+// zcalls.go fails to compile if it changes without them being generated again.
 const frameWords = 8
 
 // frame is one driver call together with the memory its pointer arguments point to: the
@@ -51,27 +53,6 @@ const scratchOffset = unsafe.Offsetof(frame{}.scratch)
 func (f *frame) ref(i, w int) {
 	f.rel |= 1 << i
 	f.a[i] = scratchOffset + uintptr(w)*8
-}
-
-// prop is the MemAllocationProp at scratch word w (4 words).
-func (f *frame) prop(w int) *MemAllocationProp {
-	return (*MemAllocationProp)(unsafe.Pointer(&f.scratch[w]))
-}
-
-// loc is the MemLocation at scratch word w (1 word).
-func (f *frame) loc(w int) *MemLocation { return (*MemLocation)(unsafe.Pointer(&f.scratch[w])) }
-
-// mcProp is the MulticastObjectProp at scratch word w (4 words).
-func (f *frame) mcProp(w int) *MulticastObjectProp {
-	return (*MulticastObjectProp)(unsafe.Pointer(&f.scratch[w]))
-}
-
-// maxFrameDescs is how many access descriptors fit in a frame's scratch.
-const maxFrameDescs = frameWords * 8 / int(unsafe.Sizeof(MemAccessDesc{}))
-
-// descs is room for n (at most maxFrameDescs) access descriptors from scratch word 0.
-func (f *frame) descs(n int) []MemAccessDesc {
-	return unsafe.Slice((*MemAccessDesc)(unsafe.Pointer(&f.scratch[0])), n)
 }
 
 // call makes the driver call p with the frame's arguments and returns its CUresult as an

@@ -5,6 +5,7 @@ package cu
 import (
 	"bytes"
 	"errors"
+	"os"
 	"runtime"
 	"sync"
 	"testing"
@@ -261,5 +262,100 @@ func TestGPUDropRace(t *testing.T) {
 func checkNoErr(t *testing.T, err error) {
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// cuMemGetHandleForAddressRange on a VMM mapping: a dma-buf descriptor where the device
+// supports them. Whether the call needs a current context is logged: it is tried without
+// one first.
+func TestGPUDmaBufFD(t *testing.T) {
+	requireDriver(t)
+	d, _ := DeviceGet(0)
+	if ok, err := d.Flag(DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED); err != nil || !ok {
+		t.Skipf("device 0 does not support dma-buf (%v)", err)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	require.NoError(t, cuCtxSetCurrent(0))
+	prop := &MemAllocationProp{Type: MEM_ALLOCATION_TYPE_PINNED, Location: MemLocation{Type: MEM_LOCATION_TYPE_DEVICE}}
+	// Memory exported to a NIC is created GPUDirect RDMA capable where the device can (as
+	// NCCL does); whether a dma-buf needs it is not recorded yet.
+	if ok, _ := d.Flag(DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED); ok {
+		prop.GPUDirectRDMACapable = 1
+	}
+	t.Logf("allocation properties %+v", *prop)
+	g, err := MemGetAllocationGranularity(prop, MEM_ALLOC_GRANULARITY_MINIMUM)
+	require.NoError(t, err)
+	h, err := MemCreate(g, prop, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, MemRelease(h)) }()
+	va, err := MemAddressReserve(g, 0, 0, 0)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, MemAddressFree(va, g)) }()
+	require.NoError(t, MemMap(va, g, 0, h, 0))
+	defer func() { require.NoError(t, MemUnmap(va, g)) }()
+	require.NoError(t, MemSetAccess(va, g, []MemAccessDesc{{Location: prop.Location, Flags: MEM_ACCESS_FLAGS_PROT_READWRITE}}))
+
+	fd, err := MemGetDmaBufFD(va, g, 0)
+	t.Logf("without a current context: fd %d, %v", fd, err)
+	if err != nil {
+		ctx, cerr := d.Primary()
+		require.NoError(t, cerr)
+		require.NoError(t, ctx.Do(func() error {
+			fd, err = MemGetDmaBufFD(va, g, 0)
+			return nil
+		}))
+		t.Logf("with the primary context current: fd %d, %v", fd, err)
+	}
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, fd, 0)
+	require.NoError(t, os.NewFile(uintptr(fd), "dma-buf").Close())
+
+	_, err = MemGetDmaBufFD(va+1, g, 0)
+	t.Logf("unaligned start: %v", err)
+	require.Error(t, err)
+}
+
+// The fast path allocates nothing: the calls the VMM layer makes in a create, reserve, map,
+// set access, unmap, release, free cycle, and the per-call benchmarks' queries. (Fewer than
+// one allocation a cycle on average, as testing.AllocsPerRun counts: the handle table's
+// shard maps grow now and then when the driver keeps returning new values.)
+func TestGPUFastPathAllocatesNothing(t *testing.T) {
+	requireDriver(t)
+	if !fastPath {
+		t.Skip("purego.SyscallN allocates")
+	}
+	d, _ := DeviceGet(0)
+	prop := &MemAllocationProp{Type: MEM_ALLOCATION_TYPE_PINNED, Location: MemLocation{Type: MEM_LOCATION_TYPE_DEVICE}}
+	g, err := MemGetAllocationGranularity(prop, MEM_ALLOC_GRANULARITY_MINIMUM)
+	require.NoError(t, err)
+	desc := []MemAccessDesc{{Location: prop.Location, Flags: MEM_ACCESS_FLAGS_PROT_READWRITE}}
+	must := func(err error) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	for name, f := range map[string]func(){
+		"DriverVersion": func() { _, err := DriverVersion(); must(err) },
+		"Attribute": func() {
+			_, err := d.Attribute(DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
+			must(err)
+		},
+		"MemGetAllocationGranularity": func() { _, err := MemGetAllocationGranularity(prop, MEM_ALLOC_GRANULARITY_MINIMUM); must(err) },
+		"cycle": func() {
+			va, err := MemAddressReserve(g, 0, 0, 0)
+			must(err)
+			h, err := MemCreate(g, prop, 0)
+			must(err)
+			must(MemMap(va, g, 0, h, 0))
+			must(MemSetAccess(va, g, desc))
+			_, err = MemGetAllocationPropertiesFromHandle(h)
+			must(err)
+			must(MemUnmap(va, g))
+			must(MemRelease(h))
+			must(MemAddressFree(va, g))
+		},
+	} {
+		require.Zero(t, testing.AllocsPerRun(1000, f), name)
 	}
 }

@@ -104,18 +104,6 @@ func (t *handleTable) pin(h MemHandle) (*slot, uint64, error) {
 	return s, s.drv.Load(), nil
 }
 
-// pin2 is pin for calls that take two handles.
-func (t *handleTable) pin2(a, b MemHandle) (sa, sb *slot, da, db uint64, err error) {
-	if sa, da, err = t.pin(a); err != nil {
-		return nil, nil, 0, 0, err
-	}
-	if sb, db, err = t.pin(b); err != nil {
-		sa.unpin()
-		return nil, nil, 0, 0, err
-	}
-	return sa, sb, da, db, nil
-}
-
 func (s *slot) unpin() { s.g.Exit() }
 
 func (t *handleTable) shard(drv uint64) *handleShard {

@@ -35,7 +35,7 @@ func initSlow() error {
 	if err := lib.Load(); err != nil {
 		return err
 	}
-	initState.err = wrap(call(procInit, 0), "cuInit", "0")
+	initState.err = wrap(cuInit(0), "cuInit", "0")
 	initState.done.Store(true)
 	return initState.err
 }
@@ -43,12 +43,11 @@ func initSlow() error {
 // DriverVersion returns the CUDA version the driver supports, as 1000*major + 10*minor
 // (13000 for CUDA 13.0). It needs no cuInit.
 func DriverVersion() (int, error) {
-	var f frame
-	f.ref(0, 0)
-	if err := f.call(procDriverGetVersion); err != nil {
+	v, err := cuDriverGetVersion()
+	if err != nil {
 		return 0, wrap(err, "cuDriverGetVersion", "")
 	}
-	return int(int32(uint32(f.scratch[0]))), nil
+	return int(v), nil
 }
 
 // LibraryPath is the file the driver was loaded from, or "" if it could not be loaded.

@@ -23,10 +23,10 @@ func (c *Context) CopyHtoD(dst DevicePtr, src []byte) error {
 		return wrap(invalidArg("empty host buffer"), "cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
 	}
 	return c.Do(func() error {
-		if err := callKeep(procMemcpyHtoD, uintptr(dst), uintptr(unsafe.Pointer(&src[0])), uintptr(len(src))); err != nil {
+		if err := cuMemcpyHtoD(dst, unsafe.Pointer(&src[0]), uint64(len(src))); err != nil {
 			return wrap(err, "cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
 		}
-		if err := call(procCtxSynchronize); err != nil {
+		if err := cuCtxSynchronize(); err != nil {
 			return wrap(err, "cuMemcpyHtoD", "%v, %d bytes (synchronize)", dst, len(src))
 		}
 		return nil
@@ -39,7 +39,7 @@ func (c *Context) CopyDtoH(dst []byte, src DevicePtr) error {
 		return wrap(invalidArg("empty host buffer"), "cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
 	}
 	return c.Do(func() error {
-		if err := callKeep(procMemcpyDtoH, uintptr(unsafe.Pointer(&dst[0])), uintptr(src), uintptr(len(dst))); err != nil {
+		if err := cuMemcpyDtoH(unsafe.Pointer(&dst[0]), src, uint64(len(dst))); err != nil {
 			return wrap(err, "cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
 		}
 		return nil
@@ -52,10 +52,10 @@ func (c *Context) CopyDtoD(dst, src DevicePtr, size uint64) error {
 		return wrap(invalidArg("zero size"), "cuMemcpyDtoD", "%v <- %v, 0 bytes", dst, src)
 	}
 	return c.Do(func() error {
-		if err := call(procMemcpyDtoD, uintptr(dst), uintptr(src), uintptr(size)); err != nil {
+		if err := cuMemcpyDtoD(dst, src, size); err != nil {
 			return wrap(err, "cuMemcpyDtoD", "%v <- %v, %d bytes", dst, src, size)
 		}
-		if err := call(procCtxSynchronize); err != nil {
+		if err := cuCtxSynchronize(); err != nil {
 			return wrap(err, "cuMemcpyDtoD", "%v <- %v, %d bytes (synchronize)", dst, src, size)
 		}
 		return nil
@@ -68,10 +68,10 @@ func (c *Context) MemsetD8(dst DevicePtr, v uint8, n uint64) error {
 		return wrap(invalidArg("zero count"), "cuMemsetD8", "%v, %#x, 0", dst, v)
 	}
 	return c.Do(func() error {
-		if err := call(procMemsetD8, uintptr(dst), uintptr(v), uintptr(n)); err != nil {
+		if err := cuMemsetD8(dst, v, n); err != nil {
 			return wrap(err, "cuMemsetD8", "%v, %#x, %d", dst, v, n)
 		}
-		if err := call(procCtxSynchronize); err != nil {
+		if err := cuCtxSynchronize(); err != nil {
 			return wrap(err, "cuMemsetD8", "%v, %#x, %d (synchronize)", dst, v, n)
 		}
 		return nil
@@ -84,10 +84,10 @@ func (c *Context) MemsetD32(dst DevicePtr, v uint32, n uint64) error {
 		return wrap(invalidArg("zero count"), "cuMemsetD32", "%v, %#x, 0", dst, v)
 	}
 	return c.Do(func() error {
-		if err := call(procMemsetD32, uintptr(dst), uintptr(v), uintptr(n)); err != nil {
+		if err := cuMemsetD32(dst, v, n); err != nil {
 			return wrap(err, "cuMemsetD32", "%v, %#x, %d", dst, v, n)
 		}
-		if err := call(procCtxSynchronize); err != nil {
+		if err := cuCtxSynchronize(); err != nil {
 			return wrap(err, "cuMemsetD32", "%v, %#x, %d (synchronize)", dst, v, n)
 		}
 		return nil
@@ -96,16 +96,14 @@ func (c *Context) MemsetD32(dst DevicePtr, v uint32, n uint64) error {
 
 // MemGetInfo returns the free and total memory of the context's device (cuMemGetInfo_v2).
 func (c *Context) MemGetInfo() (free, total uint64, err error) {
-	var f frame
 	err = c.Do(func() error {
-		f.ref(0, 0)
-		f.ref(1, 1)
-		if err := f.call(procMemGetInfo); err != nil {
+		var err error
+		if free, total, err = cuMemGetInfo(); err != nil {
 			return wrap(err, "cuMemGetInfo", "device %d", c.dev)
 		}
 		return nil
 	})
-	return f.scratch[0], f.scratch[1], err
+	return free, total, err
 }
 
 // MemAlloc allocates size bytes of ordinary device memory (cuMemAlloc_v2): the classic
@@ -114,22 +112,21 @@ func (c *Context) MemAlloc(size uint64) (DevicePtr, error) {
 	if size == 0 {
 		return 0, wrap(invalidArg("zero size"), "cuMemAlloc", "0")
 	}
-	var f frame
+	var p DevicePtr
 	err := c.Do(func() error {
-		f.ref(0, 0)
-		f.a[1] = uintptr(size)
-		if err := f.call(procMemAlloc); err != nil {
+		var err error
+		if p, err = cuMemAlloc(size); err != nil {
 			return wrap(err, "cuMemAlloc", "%d", size)
 		}
 		return nil
 	})
-	return DevicePtr(f.scratch[0]), err
+	return p, err
 }
 
 // MemFree frees memory from MemAlloc (cuMemFree_v2).
 func (c *Context) MemFree(p DevicePtr) error {
 	return c.Do(func() error {
-		if err := call(procMemFree, uintptr(p)); err != nil {
+		if err := cuMemFree(p); err != nil {
 			return wrap(err, "cuMemFree", "%v", p)
 		}
 		return nil
@@ -140,15 +137,12 @@ func (c *Context) MemFree(p DevicePtr) error {
 // (cuMemGetAddressRange_v2). Unlike the VMM calls it needs a current context: without one
 // the driver returns CUDA_ERROR_INVALID_CONTEXT.
 func (c *Context) MemGetAddressRange(p DevicePtr) (base DevicePtr, size uint64, err error) {
-	var f frame
 	err = c.Do(func() error {
-		f.ref(0, 0)
-		f.ref(1, 1)
-		f.a[2] = uintptr(p)
-		if err := f.call(procMemGetAddressRange); err != nil {
+		var err error
+		if base, size, err = cuMemGetAddressRange(p); err != nil {
 			return wrap(err, "cuMemGetAddressRange", "%v", p)
 		}
 		return nil
 	})
-	return DevicePtr(f.scratch[0]), f.scratch[1], err
+	return base, size, err
 }

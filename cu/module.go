@@ -50,11 +50,10 @@ func (c *Context) ModuleLoadData(image []byte) (*Module, error) {
 	}
 	img := make([]byte, len(image)+1)
 	copy(img, image)
-	// The image is the caller's memory, so this call goes through callKeep, and its
-	// out-parameter with it (a frame's scratch cannot be mixed with kept pointers).
-	out := new(uint64)
+	var h uintptr
 	err := c.Do(func() error {
-		if err := callKeep(procModuleLoadData, uintptr(unsafe.Pointer(out)), uintptr(unsafe.Pointer(&img[0]))); err != nil {
+		var err error
+		if h, err = cuModuleLoadData(unsafe.Pointer(&img[0])); err != nil {
 			return wrap(err, "cuModuleLoadData", "%d bytes, device %d", len(image), c.dev)
 		}
 		return nil
@@ -62,7 +61,7 @@ func (c *Context) ModuleLoadData(image []byte) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Module{ctx: c, h: uintptr(*out)}, nil
+	return &Module{ctx: c, h: h}, nil
 }
 
 // Function looks up the kernel called name (cuModuleGetFunction): the name as the module
@@ -80,9 +79,10 @@ func (m *Module) Function(name string) (Function, error) {
 	}
 	defer m.g.Exit()
 	cname := append([]byte(name), 0)
-	out := new(uint64)
+	var h uintptr
 	err := m.ctx.Do(func() error {
-		if err := callKeep(procModuleGetFunction, uintptr(unsafe.Pointer(out)), m.h, uintptr(unsafe.Pointer(&cname[0]))); err != nil {
+		var err error
+		if h, err = cuModuleGetFunction(m.h, unsafe.Pointer(&cname[0])); err != nil {
 			return wrap(err, "cuModuleGetFunction", "%q", name)
 		}
 		return nil
@@ -90,7 +90,7 @@ func (m *Module) Function(name string) (Function, error) {
 	if err != nil {
 		return Function{}, err
 	}
-	return Function{mod: m, h: uintptr(*out), name: name}, nil
+	return Function{mod: m, h: h, name: name}, nil
 }
 
 // Unload unloads the module (cuModuleUnload). Its Functions can no longer be launched. It
@@ -105,7 +105,7 @@ func (m *Module) Unload() error {
 		return nil
 	}
 	if err := m.ctx.Do(func() error {
-		if err := call(procModuleUnload, m.h); err != nil {
+		if err := cuModuleUnload(m.h); err != nil {
 			return wrap(err, "cuModuleUnload", "device %d", m.ctx.dev)
 		}
 		return nil
@@ -166,15 +166,13 @@ func (c *Context) Launch(f Function, grid, block [3]uint32, sharedMem uint32, ar
 	defer pin.Unpin()
 	params := ka.params(&pin)
 	return c.Do(func() error {
-		if err := callN(procLaunchKernel, f.h,
-			uintptr(grid[0]), uintptr(grid[1]), uintptr(grid[2]),
-			uintptr(block[0]), uintptr(block[1]), uintptr(block[2]),
-			uintptr(sharedMem), 0 /* legacy default stream */, params, 0 /* extra */); err != nil {
+		if err := cuLaunchKernel(f.h, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+			sharedMem, 0 /* legacy default stream */, params, 0 /* extra */); err != nil {
 			runtime.KeepAlive(ka)
 			return wrap(err, "cuLaunchKernel", "%s", desc())
 		}
 		runtime.KeepAlive(ka)
-		if err := call(procCtxSynchronize); err != nil {
+		if err := cuCtxSynchronize(); err != nil {
 			return wrap(err, "cuLaunchKernel", "%s (synchronize)", desc())
 		}
 		return nil

@@ -11,15 +11,11 @@ func MulticastGetGranularity(prop *MulticastObjectProp, option MulticastGranular
 	if prop == nil {
 		return 0, wrap(invalidArg("nil properties"), "cuMulticastGetGranularity", "nil, %d", option)
 	}
-	var f frame
-	*f.mcProp(1) = *prop
-	f.ref(0, 0)
-	f.ref(1, 1)
-	f.a[2] = uintptr(option)
-	if err := f.call(procMulticastGetGranularity); err != nil {
+	g, err := cuMulticastGetGranularity(prop, option)
+	if err != nil {
 		return 0, wrap(err, "cuMulticastGetGranularity", "%+v, %d", *prop, option)
 	}
-	return f.scratch[0], nil
+	return g, nil
 }
 
 // MulticastCreate creates a multicast object (cuMulticastCreate). Release it with MemRelease.
@@ -30,24 +26,16 @@ func MulticastCreate(prop *MulticastObjectProp) (MemHandle, error) {
 	if prop == nil {
 		return 0, wrap(invalidArg("nil properties"), "cuMulticastCreate", "nil")
 	}
-	var f frame
-	*f.mcProp(1) = *prop
-	f.ref(0, 0)
-	f.ref(1, 1)
-	if err := f.call(procMulticastCreate); err != nil {
+	h, err := cuMulticastCreate(prop)
+	if err != nil {
 		return 0, wrap(err, "cuMulticastCreate", "%+v", *prop)
 	}
-	return record(f.scratch[0], "cuMulticastCreate")
+	return h, nil
 }
 
 // MulticastAddDevice adds a device to a multicast object (cuMulticastAddDevice).
 func MulticastAddDevice(mc MemHandle, dev Device) error {
-	s, drv, err := handles.pin(mc)
-	if err != nil {
-		return wrap(err, "cuMulticastAddDevice", "%v, device %d", mc, dev)
-	}
-	defer s.unpin()
-	if err := call(procMulticastAddDevice, uintptr(drv), uintptr(dev)); err != nil {
+	if err := cuMulticastAddDevice(mc, dev); err != nil {
 		return wrap(err, "cuMulticastAddDevice", "%v, device %d", mc, dev)
 	}
 	return nil
@@ -55,13 +43,7 @@ func MulticastAddDevice(mc MemHandle, dev Device) error {
 
 // MulticastBindMem binds size bytes of mem, from memOffset, to mc at mcOffset.
 func MulticastBindMem(mc MemHandle, mcOffset uint64, mem MemHandle, memOffset, size uint64, flags uint64) error {
-	smc, smem, dmc, dmem, err := handles.pin2(mc, mem)
-	if err != nil {
-		return wrap(err, "cuMulticastBindMem", "%v+%d, %v+%d, %d", mc, mcOffset, mem, memOffset, size)
-	}
-	defer smc.unpin()
-	defer smem.unpin()
-	if err := call(procMulticastBindMem, uintptr(dmc), uintptr(mcOffset), uintptr(dmem), uintptr(memOffset), uintptr(size), uintptr(flags)); err != nil {
+	if err := cuMulticastBindMem(mc, mcOffset, mem, memOffset, size, flags); err != nil {
 		return wrap(err, "cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
 	}
 	return nil
@@ -69,12 +51,7 @@ func MulticastBindMem(mc MemHandle, mcOffset uint64, mem MemHandle, memOffset, s
 
 // MulticastBindAddr binds the memory mapped at ptr to mc at mcOffset.
 func MulticastBindAddr(mc MemHandle, mcOffset uint64, ptr DevicePtr, size uint64, flags uint64) error {
-	s, drv, err := handles.pin(mc)
-	if err != nil {
-		return wrap(err, "cuMulticastBindAddr", "%v+%d, %v, %d", mc, mcOffset, ptr, size)
-	}
-	defer s.unpin()
-	if err := call(procMulticastBindAddr, uintptr(drv), uintptr(mcOffset), uintptr(ptr), uintptr(size), uintptr(flags)); err != nil {
+	if err := cuMulticastBindAddr(mc, mcOffset, ptr, size, flags); err != nil {
 		return wrap(err, "cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
 	}
 	return nil
@@ -82,12 +59,7 @@ func MulticastBindAddr(mc MemHandle, mcOffset uint64, ptr DevicePtr, size uint64
 
 // MulticastUnbind unbinds dev's memory from mc at [mcOffset, mcOffset+size).
 func MulticastUnbind(mc MemHandle, dev Device, mcOffset, size uint64) error {
-	s, drv, err := handles.pin(mc)
-	if err != nil {
-		return wrap(err, "cuMulticastUnbind", "%v, device %d, %d, %d", mc, dev, mcOffset, size)
-	}
-	defer s.unpin()
-	if err := call(procMulticastUnbind, uintptr(drv), uintptr(dev), uintptr(mcOffset), uintptr(size)); err != nil {
+	if err := cuMulticastUnbind(mc, dev, mcOffset, size); err != nil {
 		return wrap(err, "cuMulticastUnbind", "%v, device %d, %d, %d", mc, dev, mcOffset, size)
 	}
 	return nil

@@ -4,9 +4,9 @@ import "strconv"
 
 // Result is a CUresult: the status every driver call returns. It implements error.
 //
-// Each error code has a sentinel (ErrInvalidValue for CUDA_ERROR_INVALID_VALUE, and so on) of
-// the same type, so a Result wrapped by fmt.Errorf("...: %w", err) still matches it with
-// errors.Is.
+// Each code has one name, the C name less "CUDA_" (ERROR_INVALID_VALUE for
+// CUDA_ERROR_INVALID_VALUE, and so on), and that constant is the value to test for: a Result
+// wrapped by fmt.Errorf("...: %w", err) still matches it with errors.Is.
 type Result int32
 
 // Error returns "<C name>: <description>", e.g. "CUDA_ERROR_INVALID_VALUE: one or more of

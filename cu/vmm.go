@@ -1,11 +1,11 @@
 package cu
 
-import (
-	"errors"
-	"unsafe"
-)
+import "errors"
 
-// The virtual memory management calls. None needs a current context.
+// The virtual memory management calls. None needs a current context. Each wraps the
+// generated function of its prototype (zcalls.go), which pins handle arguments and lays out
+// the frame; what is here is the handle table's bookkeeping, the checks made before the
+// driver is called and the naming of errors.
 
 // MemGetAllocationGranularity returns the minimum or recommended granularity of allocations
 // with prop (cuMemGetAllocationGranularity).
@@ -16,15 +16,11 @@ func MemGetAllocationGranularity(prop *MemAllocationProp, option MemAllocationGr
 	if prop == nil {
 		return 0, wrap(invalidArg("nil properties"), "cuMemGetAllocationGranularity", "nil, %d", option)
 	}
-	var f frame
-	*f.prop(1) = *prop
-	f.ref(0, 0)
-	f.ref(1, 1)
-	f.a[2] = uintptr(option)
-	if err := f.call(procMemGetAllocationGranularity); err != nil {
+	g, err := cuMemGetAllocationGranularity(prop, option)
+	if err != nil {
 		return 0, wrap(err, "cuMemGetAllocationGranularity", "%+v, %d", *prop, option)
 	}
-	return f.scratch[0], nil
+	return g, nil
 }
 
 // MemCreate allocates size bytes of physical memory described by prop (cuMemCreate).
@@ -35,45 +31,30 @@ func MemCreate(size uint64, prop *MemAllocationProp, flags uint64) (MemHandle, e
 	if prop == nil {
 		return 0, wrap(invalidArg("nil properties"), "cuMemCreate", "%d, nil, %d", size, flags)
 	}
-	var f frame
-	*f.prop(1) = *prop
-	f.ref(0, 0)
-	f.ref(2, 1)
-	f.a[1], f.a[3] = uintptr(size), uintptr(flags)
-	if err := f.call(procMemCreate); err != nil {
+	h, err := cuMemCreate(size, prop, flags)
+	if err != nil {
 		return 0, wrap(err, "cuMemCreate", "%d, %+v, %d", size, *prop, flags)
 	}
-	return record(f.scratch[0], "cuMemCreate")
+	return h, nil
 }
 
 // record returns the MemHandle of a value the driver just returned (create, import,
 // retain). If the handle table cannot take it, the driver's reference is released again:
-// a value cu does not record could never be released.
+// a value cu does not record could never be released. (The generated functions of calls
+// with an out MemHandle end with it.)
 func record(drv uint64, op string) (MemHandle, error) {
 	h, err := handles.add(drv)
 	if err != nil {
-		releaseUnrecorded(drv)
+		_ = cuMemRelease(drv)
 		return 0, wrap(err, op, "")
 	}
 	return h, nil
 }
 
-// releaseUnrecorded gives back a reference the handle table could not record.
-func releaseUnrecorded(drv uint64) {
-	var f frame
-	f.a[0] = uintptr(drv)
-	_ = f.call(procMemRelease)
-}
-
 // MemRelease drops one reference to h (cuMemRelease). The memory is freed once every
 // reference is released and every mapping of it unmapped.
 func MemRelease(h MemHandle) error {
-	err := handles.release(h, func(drv uint64) error {
-		var f frame
-		f.a[0] = uintptr(drv)
-		return f.call(procMemRelease)
-	})
-	if err != nil {
+	if err := handles.release(h, cuMemRelease); err != nil {
 		return wrap(err, "cuMemRelease", "%v", h)
 	}
 	return nil
@@ -86,15 +67,10 @@ func MemRetainAllocationHandle(addr DevicePtr) (MemHandle, error) {
 		return 0, err
 	}
 	h, drv, err := handles.retainAt(uint64(addr), func() (uint64, error) {
-		var f frame
-		// The driver takes the address as void*, but only as a number: a device address.
-		f.ref(0, 0)
-		f.a[1] = uintptr(addr)
-		err := f.call(procMemRetainAllocationHandle)
-		return f.scratch[0], err
+		return cuMemRetainAllocationHandle(addr)
 	})
 	if errors.Is(err, errTooManyHandles) {
-		releaseUnrecorded(drv)
+		_ = cuMemRelease(drv)
 	}
 	if err != nil {
 		return 0, wrap(err, "cuMemRetainAllocationHandle", "%v", addr)
@@ -104,18 +80,11 @@ func MemRetainAllocationHandle(addr DevicePtr) (MemHandle, error) {
 
 // MemGetAllocationPropertiesFromHandle returns the properties h was created with.
 func MemGetAllocationPropertiesFromHandle(h MemHandle) (MemAllocationProp, error) {
-	s, drv, err := handles.pin(h)
+	p, err := cuMemGetAllocationPropertiesFromHandle(h)
 	if err != nil {
 		return MemAllocationProp{}, wrap(err, "cuMemGetAllocationPropertiesFromHandle", "%v", h)
 	}
-	defer s.unpin()
-	var f frame
-	f.ref(0, 1)
-	f.a[1] = uintptr(drv)
-	if err := f.call(procMemGetAllocationPropertiesFromHandle); err != nil {
-		return MemAllocationProp{}, wrap(err, "cuMemGetAllocationPropertiesFromHandle", "%v", h)
-	}
-	return *f.prop(1), nil
+	return p, nil
 }
 
 // MemAddressReserve reserves size bytes of virtual address space (cuMemAddressReserve).
@@ -124,13 +93,11 @@ func MemAddressReserve(size, alignment uint64, addr DevicePtr, flags uint64) (De
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	var f frame
-	f.ref(0, 0)
-	f.a[1], f.a[2], f.a[3], f.a[4] = uintptr(size), uintptr(alignment), uintptr(addr), uintptr(flags)
-	if err := f.call(procMemAddressReserve); err != nil {
+	p, err := cuMemAddressReserve(size, alignment, addr, flags)
+	if err != nil {
 		return 0, wrap(err, "cuMemAddressReserve", "size %d, alignment %d, hint %v, flags %d", size, alignment, addr, flags)
 	}
-	return DevicePtr(f.scratch[0]), nil
+	return p, nil
 }
 
 // MemAddressFree frees a reservation (cuMemAddressFree).
@@ -138,9 +105,7 @@ func MemAddressFree(ptr DevicePtr, size uint64) error {
 	if err := Init(); err != nil {
 		return err
 	}
-	var f frame
-	f.a[0], f.a[1] = uintptr(ptr), uintptr(size)
-	if err := f.call(procMemAddressFree); err != nil {
+	if err := cuMemAddressFree(ptr, size); err != nil {
 		return wrap(err, "cuMemAddressFree", "%v, %d", ptr, size)
 	}
 	return nil
@@ -148,16 +113,14 @@ func MemAddressFree(ptr DevicePtr, size uint64) error {
 
 // MemMap maps size bytes of h, from offset, at ptr (cuMemMap).
 func MemMap(ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error {
+	// The mapping is recorded while h is pinned, so that its release sees it (mappings.go).
 	s, drv, err := handles.pin(h)
-	if err != nil {
-		return wrap(err, "cuMemMap", "%v, %d, offset %d, %v", ptr, size, offset, h)
+	if err == nil {
+		if err = cuMemMap(ptr, size, offset, drv, flags); err == nil {
+			handles.mapped(s, h, uint64(ptr), size)
+		}
+		s.unpin()
 	}
-	var f frame
-	f.a[0], f.a[1], f.a[2], f.a[3], f.a[4] = uintptr(ptr), uintptr(size), uintptr(offset), uintptr(drv), uintptr(flags)
-	if err = f.call(procMemMap); err == nil {
-		handles.mapped(s, h, uint64(ptr), size)
-	}
-	s.unpin()
 	if err != nil {
 		return wrap(err, "cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, h, flags)
 	}
@@ -169,12 +132,7 @@ func MemUnmap(ptr DevicePtr, size uint64) error {
 	if err := Init(); err != nil {
 		return err
 	}
-	err := handles.unmap(uint64(ptr), size, func() error {
-		var f frame
-		f.a[0], f.a[1] = uintptr(ptr), uintptr(size)
-		return f.call(procMemUnmap)
-	})
-	if err != nil {
+	if err := handles.unmap(uint64(ptr), size, func() error { return cuMemUnmap(ptr, size) }); err != nil {
 		return wrap(err, "cuMemUnmap", "%v, %d", ptr, size)
 	}
 	return nil
@@ -189,18 +147,7 @@ func MemSetAccess(ptr DevicePtr, size uint64, desc []MemAccessDesc) error {
 	if len(desc) == 0 {
 		return wrap(invalidArg("no access descriptors"), "cuMemSetAccess", "%v, %d, []", ptr, size)
 	}
-	var err error
-	if len(desc) <= maxFrameDescs {
-		// The common case (one or a few devices): a copy in the frame, nothing allocated.
-		var f frame
-		copy(f.descs(len(desc)), desc)
-		f.a[0], f.a[1], f.a[3] = uintptr(ptr), uintptr(size), uintptr(len(desc))
-		f.ref(2, 0)
-		err = f.call(procMemSetAccess)
-	} else {
-		err = callKeep(procMemSetAccess, uintptr(ptr), uintptr(size), uintptr(unsafe.Pointer(&desc[0])), uintptr(len(desc)))
-	}
-	if err != nil {
+	if err := cuMemSetAccess(ptr, size, desc); err != nil {
 		return wrap(err, "cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
 	}
 	return nil
@@ -211,46 +158,30 @@ func MemGetAccess(loc MemLocation, ptr DevicePtr) (MemAccessFlags, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	var f frame
-	*f.loc(1) = loc
-	f.ref(0, 0)
-	f.ref(1, 1)
-	f.a[2] = uintptr(ptr)
-	if err := f.call(procMemGetAccess); err != nil {
+	flags, err := cuMemGetAccess(&loc, ptr)
+	if err != nil {
 		return 0, wrap(err, "cuMemGetAccess", "%+v, %v", loc, ptr)
 	}
-	return MemAccessFlags(f.scratch[0]), nil
+	return MemAccessFlags(flags), nil
 }
 
 // MemExportToFD exports h as a POSIX file descriptor the caller owns
 // (cuMemExportToShareableHandle with MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR).
 func MemExportToFD(h MemHandle) (int, error) {
-	s, drv, err := handles.pin(h)
+	fd, err := memExportToFD(h, MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0)
 	if err != nil {
 		return -1, wrap(err, "cuMemExportToShareableHandle", "%v, POSIX_FILE_DESCRIPTOR", h)
 	}
-	defer s.unpin()
-	var f frame
-	f.ref(0, 0)
-	f.a[1], f.a[2] = uintptr(drv), uintptr(MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-	if err := f.call(procMemExportToShareableHandle); err != nil {
-		return -1, wrap(err, "cuMemExportToShareableHandle", "%v, POSIX_FILE_DESCRIPTOR", h)
-	}
-	return int(int32(uint32(f.scratch[0]))), nil
+	return int(fd), nil
 }
 
 // MemExportToFabric exports h as a fabric handle (MEM_HANDLE_TYPE_FABRIC).
 func MemExportToFabric(h MemHandle) (MemFabricHandle, error) {
-	s, drv, err := handles.pin(h)
+	fh, err := memExportToFabric(h, MEM_HANDLE_TYPE_FABRIC, 0)
 	if err != nil {
 		return MemFabricHandle{}, wrap(err, "cuMemExportToShareableHandle", "%v, FABRIC", h)
 	}
-	defer s.unpin()
-	fh := new(MemFabricHandle)
-	if err := callKeep(procMemExportToShareableHandle, uintptr(unsafe.Pointer(fh)), uintptr(drv), uintptr(MEM_HANDLE_TYPE_FABRIC), 0); err != nil {
-		return MemFabricHandle{}, wrap(err, "cuMemExportToShareableHandle", "%v, FABRIC", h)
-	}
-	return *fh, nil
+	return fh, nil
 }
 
 // MemExportToWin32 exports h as a Windows NT handle (MEM_HANDLE_TYPE_WIN32) or KMT handle
@@ -259,18 +190,11 @@ func MemExportToWin32(h MemHandle, t MemHandleType) (uintptr, error) {
 	if t != MEM_HANDLE_TYPE_WIN32 && t != MEM_HANDLE_TYPE_WIN32_KMT {
 		return 0, wrap(invalidArg("not a Win32 handle type"), "cuMemExportToShareableHandle", "%v, %d", h, t)
 	}
-	s, drv, err := handles.pin(h)
+	v, err := memExportToWin32(h, t, 0)
 	if err != nil {
 		return 0, wrap(err, "cuMemExportToShareableHandle", "%v, %d", h, t)
 	}
-	defer s.unpin()
-	var f frame
-	f.ref(0, 0)
-	f.a[1], f.a[2] = uintptr(drv), uintptr(t)
-	if err := f.call(procMemExportToShareableHandle); err != nil {
-		return 0, wrap(err, "cuMemExportToShareableHandle", "%v, %d", h, t)
-	}
-	return uintptr(f.scratch[0]), nil
+	return v, nil
 }
 
 // MemImportFromFD imports an allocation from a POSIX file descriptor
@@ -282,14 +206,12 @@ func MemImportFromFD(fd int) (MemHandle, error) {
 	if fd < 0 {
 		return 0, wrap(invalidArg("negative file descriptor"), "cuMemImportFromShareableHandle", "fd %d", fd)
 	}
-	var f frame
 	// For POSIX descriptors the driver takes the descriptor's value cast to void*.
-	f.ref(0, 0)
-	f.a[1], f.a[2] = uintptr(fd), uintptr(MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-	if err := f.call(procMemImportFromShareableHandle); err != nil {
+	h, err := memImportFromValue(uintptr(fd), MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+	if err != nil {
 		return 0, wrap(err, "cuMemImportFromShareableHandle", "fd %d", fd)
 	}
-	return record(f.scratch[0], "cuMemImportFromShareableHandle")
+	return h, nil
 }
 
 // MemImportFromFabric imports an allocation from a fabric handle.
@@ -297,14 +219,13 @@ func MemImportFromFabric(fh MemFabricHandle) (MemHandle, error) {
 	if err := Init(); err != nil {
 		return 0, err
 	}
-	// The 64-byte fabric handle does not fit a frame: the call keeps a heap copy alive.
-	out := new(uint64)
-	p := new(MemFabricHandle)
-	*p = fh
-	if err := callKeep(procMemImportFromShareableHandle, uintptr(unsafe.Pointer(out)), uintptr(unsafe.Pointer(p)), uintptr(MEM_HANDLE_TYPE_FABRIC)); err != nil {
+	// The 64-byte fabric handle and the out-parameter do not fit a frame together: the call
+	// keeps a heap copy alive.
+	h, err := memImportFromFabric(&fh, MEM_HANDLE_TYPE_FABRIC)
+	if err != nil {
 		return 0, wrap(err, "cuMemImportFromShareableHandle", "FABRIC")
 	}
-	return record(*out, "cuMemImportFromShareableHandle")
+	return h, nil
 }
 
 // MemImportFromWin32 imports an allocation from a Windows handle of type t.
@@ -315,11 +236,26 @@ func MemImportFromWin32(handle uintptr, t MemHandleType) (MemHandle, error) {
 	if t != MEM_HANDLE_TYPE_WIN32 && t != MEM_HANDLE_TYPE_WIN32_KMT {
 		return 0, wrap(invalidArg("not a Win32 handle type"), "cuMemImportFromShareableHandle", "%#x, %d", handle, t)
 	}
-	var f frame
-	f.ref(0, 0)
-	f.a[1], f.a[2] = handle, uintptr(t)
-	if err := f.call(procMemImportFromShareableHandle); err != nil {
+	h, err := memImportFromValue(handle, t)
+	if err != nil {
 		return 0, wrap(err, "cuMemImportFromShareableHandle", "%#x, %d", handle, t)
 	}
-	return record(f.scratch[0], "cuMemImportFromShareableHandle")
+	return h, nil
+}
+
+// MemGetDmaBufFD returns a dma-buf file descriptor, which the caller owns, for the device
+// memory [ptr, ptr+size) (cuMemGetHandleForAddressRange with
+// MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD). ptr and size must be multiples of the host page size;
+// a range from MemAddressReserve must be mapped whole, by allocations of one device with the
+// same properties. flags is 0 or MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE. The device says
+// whether it can with DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED.
+func MemGetDmaBufFD(ptr DevicePtr, size uint64, flags uint64) (int, error) {
+	if err := Init(); err != nil {
+		return -1, err
+	}
+	fd, err := cuMemGetHandleForAddressRange(ptr, size, MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, flags)
+	if err != nil {
+		return -1, wrap(err, "cuMemGetHandleForAddressRange", "%v, %d, DMA_BUF_FD, flags %d", ptr, size, flags)
+	}
+	return int(fd), nil
 }

@@ -19,10 +19,11 @@ import (
 // goroutines working in different reservations do not wait for each other, and the Sim
 // scales with cores where the driver does.
 //
-// The driver also accepts ranges that run past the reservation they start in (recorded:
-// only the start of a map or unmap must be reserved, a mapping may run into the next
-// reservation or into space that was freed, and one set access or unmap may span adjacent
-// reservations). An operation on such a range takes vaSpace.mu and then every reservation
+// The driver also accepts ranges that run past the reservation they start in: only the
+// start of a map or unmap must be reserved, a mapping may run into the next reservation or
+// into space that was freed, and one set access or unmap may span adjacent reservations
+// (recorded: vmmtest map/across-reservations, edges/map-X-end-into-freed-Y,
+// faults/set-access-D-end-into-E, edges/unmap-X-and-freed-Y). An operation on such a range takes vaSpace.mu and then every reservation
 // the range touches, in address order. A mapping that runs past the end of its reservation
 // (a crosser) is listed in each later reservation it runs into and in vaSpace.crossers, so
 // that the one-reservation path still sees it.
@@ -294,7 +295,7 @@ func (a *vaSpace) unreserve(addr, size uint64) string {
 	r.mu.Lock()
 	if len(r.maps) > 0 || len(r.in) > 0 {
 		r.mu.Unlock()
-		return "reservation still has mappings" // recorded
+		return "reservation still has mappings" // recorded: vmmtest free/while-mapped, faults/free-D-while-mapped-into-E
 	}
 	r.freed = true
 	clear(r.maps[:cap(r.maps)])
@@ -397,13 +398,15 @@ func (h *hold) resvAt(addr uint64) *resv {
 	return nil
 }
 
-// covered reports whether a mapping of [addr, addr+size) may be made or removed: recorded,
-// the driver only requires addr to lie in a reservation. The rest may run into an adjacent
-// reservation and even into space that was reserved and freed again (it is then kept mapped
-// until unmapped, and a reservation that would overlap it cannot be mapped there).
+// covered reports whether a mapping of [addr, addr+size) may be made or removed: the driver
+// only requires addr to lie in a reservation. The rest may run into an adjacent reservation
+// and even into space that was reserved and freed again (it is then kept mapped until
+// unmapped, and a reservation that would overlap it cannot be mapped there). Recorded:
+// vmmtest map/past-reservation-end, edges/map-X-end-into-freed-Y, edges/map-freed-Y.
 func (h *hold) covered(addr, size uint64) bool {
-	// A range may end at the very top of the address space (recorded: an unmap of
-	// [addr, 2^64) with nothing mapped there succeeds), not run past it.
+	// A range may end at the very top of the address space (an unmap of [addr, 2^64) with
+	// nothing mapped there succeeds, recorded: vmmtest limits/unmap-size-to-top), not run
+	// past it.
 	end, carry := bits.Add64(addr, size, 0)
 	return (carry == 0 || end == 0) && h.resvAt(addr) != nil
 }

@@ -179,7 +179,7 @@ func TestSpanningOperationsRaceLocalOnes(t *testing.T) {
 			}
 			defer s.Release(small)
 			for i := range rounds {
-				// A mapping of 4 MiB at a+2MiB runs into b (recorded: allowed).
+				// A mapping of 4 MiB at a+2MiB runs into b (allowed, recorded: vmmtest map/across-reservations).
 				if err := s.Map(a+2*mib, 4*mib, 0, big, 0); err != nil {
 					t.Errorf("goroutine %d round %d: crossing map: %v", g, i, err)
 					return

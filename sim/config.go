@@ -21,6 +21,9 @@ type Config struct {
 	// IMEX says whether the process has an IMEX channel (/dev/nvidia-caps-imex-channels):
 	// without one, fabric handles cannot be created or imported.
 	IMEX bool
+	// Node is the machine around the GPUs as a preflight sees it (NVML, Fabric Manager,
+	// NVSwitches, IMEX daemon); nil when not described. See Node for what it changes.
+	Node *Node
 	// MulticastGranularity and MulticastRecommendedGranularity are what
 	// cuMulticastGetGranularity reports (2 MiB and 2 MiB, as two H200s of one host reported with driver 580).
 	MulticastGranularity, MulticastRecommendedGranularity uint64
@@ -40,8 +43,10 @@ type Config struct {
 	RefuseHints bool
 	// PlacementAlign is the largest alignment a reservation gets from its size: the driver
 	// aligns each reservation to the largest power of two not above its size, up to this
-	// (32 MiB recorded on an H200, driver 580; 0 means that). A 1 GiB reservation made
-	// after a 2 MiB one therefore starts at the next 32 MiB boundary, not right after it.
+	// (32 MiB on an H200, driver 580, recorded: vmmtest placement/second-1GiB and
+	// placement/64MiB-after-16MiB; 0 means that). A 1 GiB reservation made after a 2 MiB one
+	// in a fresh address space therefore starts at the next 32 MiB boundary (seen on one
+	// H200; where the process already has holes, first fit may put it elsewhere).
 	PlacementAlign uint64
 }
 
@@ -84,6 +89,7 @@ func (c Config) clone() Config {
 		}
 		d.Devices[i] = dv
 	}
+	d.Node = c.Node.clone()
 	if c.PeerAccess != nil {
 		d.PeerAccess = make([][]bool, len(c.PeerAccess))
 		for i, row := range c.PeerAccess {

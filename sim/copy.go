@@ -8,9 +8,10 @@ import (
 
 // Copies and memset go through the mappings, as the copy engines do: every byte must be
 // mapped and the copying device must have read access to the source and read-write access
-// to the destination, or the call fails as a whole before moving a byte (recorded:
+// to the destination, or the call fails as a whole before moving a byte:
 // CUDA_ERROR_INVALID_VALUE for no access, read-only destinations, unmapped bytes and ranges
-// that run past a mapping).
+// that run past a mapping (recorded: vmmtest dangerous/no-access-htod,
+// dangerous/read-only-htod, faults/dtoh-h2-no-access, copy/unmapped, copy/htod-past-mapping).
 //
 // A copy checks its ranges and takes a user of the memory behind them under the locks of
 // the reservations they lie in, then moves the bytes with no address-space lock held, so
@@ -153,7 +154,7 @@ const chunk = 1 << 20
 var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
 
 // CopyDtoD is cuMemcpyDtoD from device ordinal's context. Overlapping ranges copy as
-// memmove does (recorded: the driver accepts them).
+// memmove does (the driver accepts them, recorded: vmmtest walk/dtod-overlapping).
 func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
 	f := s.enter(opCopyDtoD)
 	if f == nil && size == 0 {

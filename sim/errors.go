@@ -53,25 +53,28 @@ func (f *failure) wrap(op, format string, args ...any) error {
 // named once here so that a recording that disagrees is a one-line change.
 var (
 	// A copy or memset through a mapping the copying device may not access (no access, or
-	// read-only for a destination): recorded on H100 and H200.
+	// read-only for a destination), recorded: vmmtest dangerous/no-access-htod,
+	// dangerous/read-only-htod, faults/htod-h3-read-only.
 	resNoAccess = cu.ERROR_INVALID_VALUE
-	// cuMemImportFromShareableHandle of a descriptor that is closed or not an allocation:
-	// recorded as CUDA_ERROR_UNKNOWN on H100 and H200 (driver 580).
+	// cuMemImportFromShareableHandle of a descriptor that is closed or not an allocation,
+	// recorded: vmmtest share/import-closed-fd, share/import-non-cuda-fd.
 	resBadFD = cu.ERROR_UNKNOWN
-	// cuMemImportFromShareableHandle of a fabric handle without an IMEX channel: recorded.
+	// cuMemImportFromShareableHandle of a fabric handle without an IMEX channel, recorded:
+	// vmmtest walk/import-fabric-zero.
 	resFabricImportNoIMEX = cu.ERROR_NOT_SUPPORTED
-	// cuMemCreate with MEM_HANDLE_TYPE_FABRIC and no IMEX channel: recorded.
+	// cuMemCreate with MEM_HANDLE_TYPE_FABRIC and no IMEX channel, recorded: vmmtest
+	// fabric/create-without-imex.
 	resFabricNoIMEX = cu.ERROR_NOT_PERMITTED
 	// A fabric handle that names no allocation (with IMEX): not recorded.
 	resBadFabric = cu.ERROR_INVALID_VALUE
 	// cuMemSetAccess giving a device access to memory of a device it has no peer access to:
 	// not recorded.
 	resNoPeer = cu.ERROR_INVALID_DEVICE
-	// cuMemGetAddressRange of an address in no mapping, or in one no device may access:
-	// recorded (with a current context) as CUDA_ERROR_NOT_FOUND.
+	// cuMemGetAddressRange of an address in no mapping, or in one no device may access,
+	// recorded: vmmtest data/address-range-unmapped, faults/address-range-h2.
 	resNotFound = cu.ERROR_NOT_FOUND
 	// A handle type the device does not support (cuMemCreate, cuMulticastCreate): WIN32 on
-	// Linux recorded as CUDA_ERROR_INVALID_VALUE.
+	// Linux, recorded: vmmtest create/handle-type-win32-on-linux.
 	resBadHandleType = cu.ERROR_INVALID_VALUE
 	// Binding or mapping a multicast object whose team is incomplete (the driver blocks
 	// instead): not recorded, multicast cannot be tried on shared machines.

@@ -59,7 +59,7 @@ func ExamplePreset() {
 	n, _ := s.DeviceCount()
 	info, _ := s.Device(0)
 	fmt.Println(n, info.Name, sim.Presets())
-	// Output: 8 NVIDIA H200 [h100 h200 hgx8 mnnvl oldgpu workstation]
+	// Output: 8 NVIDIA H200 [h100 h200 h200-no-nvml hgx8 hgx8-degraded hgx8-fm-down mnnvl mnnvl-no-channel oldgpu workstation]
 }
 
 // Without an IMEX channel, fabric handles are refused as on a real H100 or H200.

@@ -47,7 +47,8 @@ const (
 	numOps
 )
 
-// opNames are the Backend method names FailNth and Stats.Calls use.
+// opNames are the Backend method names FailNth and Stats.Calls use. ops_test.go checks them
+// against vmm.Backend's methods, and that each method counts and fails under its own name.
 var opNames = [numOps]string{
 	"DriverVersion", "DeviceCount", "Device", "Attribute", "CanAccessPeer", "P2PAttribute",
 	"Granularity", "Create", "Release", "Retain", "Properties", "Reserve", "Free", "Map", "Unmap",

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
 )
@@ -20,6 +21,34 @@ type handle struct {
 	// prop is what cuMemGetAllocationPropertiesFromHandle reports for this handle: an
 	// imported handle reports no shareable handle types.
 	prop cu.MemAllocationProp
+	obj  *memObject // what to recycle once forgotten, for a handle made by Create
+}
+
+// memObject is a handle and the memory Create made with it, allocated together and reused
+// once both are gone, the handle forgotten and the memory freed, in either order (memory
+// outlives its handle while mapped or imported again): creating and releasing memory is
+// the commonest pair of calls after a map, and then costs the garbage collector nothing.
+type memObject struct {
+	handle
+	phys
+	alive atomic.Int32 // how many of the two are not gone yet
+}
+
+var memObjects = sync.Pool{New: func() any { return new(memObject) }}
+
+func newMemObject() *memObject {
+	o := memObjects.Get().(*memObject)
+	o.handle.obj, o.phys.obj = o, o
+	o.alive.Store(2)
+	return o
+}
+
+// gone marks the handle or the memory of o gone; the second reuses o.
+func (o *memObject) gone() {
+	if o.alive.Add(-1) == 0 {
+		*o = memObject{}
+		memObjects.Put(o)
+	}
 }
 
 // handleShards is how many independently locked parts the handle table has: calls on
@@ -137,6 +166,9 @@ func (s *Sim) maybeForget(sh *handleShard, h *handle) {
 	if h.mc != nil {
 		s.freeMulticast(h.mc)
 	}
+	if h.obj != nil {
+		h.obj.gone()
+	}
 }
 
 // unuse drops one user of p and frees it when none is left. It may run under any lock but
@@ -166,4 +198,7 @@ func (s *Sim) unuse(p *phys) {
 		}
 	}
 	p.close()
+	if p.obj != nil {
+		p.obj.gone()
+	}
 }

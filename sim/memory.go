@@ -179,6 +179,7 @@ type phys struct {
 	// fabric is the allocation's fabric handle, when it has one, and token its parts.
 	fabric *cu.MemFabricHandle
 	token  *fabricToken
+	obj    *memObject // what to recycle once freed, for memory made by Create
 }
 
 func (p *phys) resident() uint64 { return p.st.resident() }

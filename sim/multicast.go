@@ -47,7 +47,7 @@ func (s *Sim) multicastMemory() uint64 {
 
 func (s *Sim) noMulticast() *failure {
 	if s.multicastDevices() == 0 {
-		return fail(cu.ERROR_NOT_SUPPORTED, "no device supports multicast") // recorded on single H100/H200
+		return fail(cu.ERROR_NOT_SUPPORTED, "no device supports multicast") // recorded: vmmtest sweep/multicast-granularity-min
 	}
 	return nil
 }

@@ -21,6 +21,12 @@ var presets = map[string]func() Config{
 	"mnnvl":       PresetMNNVL,
 	"oldgpu":      PresetOldGPU,
 	"workstation": PresetWorkstation,
+
+	// Nodes broken in the ways GPU fleets break (presets_broken.go).
+	"hgx8-fm-down":     PresetHGX8FabricManagerDown,
+	"hgx8-degraded":    PresetHGX8Degraded,
+	"mnnvl-no-channel": PresetMNNVLNoChannel,
+	"h200-no-nvml":     PresetH200NoNVML,
 }
 
 // Presets returns the names Preset accepts, sorted.
@@ -57,6 +63,9 @@ func hopper(name string, totalMem uint64, attrs map[cu.DeviceAttribute]int, diff
 			a[k] = v
 		}
 	}
+	// The capabilities, Compression to HostNUMAVMM, are what the H100 and the H200 reported
+	// (h100Attributes; h200Diff changes none): what vmm.Manager.CheckProps asks before a
+	// create.
 	return Device{
 		Name:                   name,
 		TotalMem:               totalMem,
@@ -93,12 +102,14 @@ func uuid(seed uint32, i int) cu.UUID {
 // PresetH100 is a single NVIDIA H100 80GB HBM3 (SXM) with driver 580 (CUDA 13.0), as the
 // recorded machine reports itself: every attribute, 81079 MiB, 2 MiB granularity, fabric
 // handles reported supported but no IMEX channel (so creating one is NOT_PERMITTED), no
-// multicast.
+// multicast. TestPresets checks what the vmmtest sweep/ recording's machine reported.
 func PresetH100() Config {
 	d := hopper("NVIDIA H100 80GB HBM3", 81079*mib, h100Attributes, nil)
 	d.UUID = cu.UUID{0x82, 0x9f, 0xcb, 0xf0, 0xad, 0x3a, 0x17, 0xb6, 0x6d, 0x97, 0x82, 0xfb, 0x25, 0x9f, 0x8b, 0x45}
 	d.PCIBusID = "0000:00:06.0"
-	return Config{Name: "h100", DriverVersion: 13000, Devices: []Device{d}}
+	c := Config{Name: "h100", DriverVersion: 13000, Devices: []Device{d}}
+	c.Node = singleGPUNode(c, "580.65.06")
+	return c
 }
 
 // PresetH200 is a single NVIDIA H200 with driver 580 (CUDA 13.0), as the recorded machine
@@ -107,7 +118,9 @@ func PresetH200() Config {
 	d := hopper("NVIDIA H200", 150109880320, h100Attributes, h200Diff)
 	d.UUID = cu.UUID{0x73, 0x8a, 0xac, 0xb7, 0xe3, 0xb7, 0xd9, 0xdc, 0x8b, 0xc1, 0x87, 0xa6, 0xab, 0x25, 0xde, 0x7f}
 	d.PCIBusID = "0000:00:06.0"
-	return Config{Name: "h200", DriverVersion: 13000, Devices: []Device{d}}
+	c := Config{Name: "h200", DriverVersion: 13000, Devices: []Device{d}}
+	c.Node = singleGPUNode(c, "580.65.06")
+	return c
 }
 
 // PresetHGX8 is an 8-GPU HGX H200 node: all devices peers of each other over NVSwitch,
@@ -126,6 +139,7 @@ func PresetHGX8() Config {
 		d.Attributes[cu.DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID] = 0
 		c.Devices = append(c.Devices, d)
 	}
+	c.Node = hgxNode(c, true)
 	return c
 }
 
@@ -146,6 +160,7 @@ func PresetMNNVL() Config {
 		d.Attributes[cu.DEVICE_ATTRIBUTE_PCI_DEVICE_ID] = 0
 		c.Devices = append(c.Devices, d)
 	}
+	c.Node = mnnvlNode(c)
 	return c
 }
 
@@ -170,11 +185,14 @@ func PresetOldGPU() Config {
 			cu.DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: 2048,
 		},
 	}
-	return Config{Name: "oldgpu", DriverVersion: 11040, Devices: []Device{d}}
+	c := Config{Name: "oldgpu", DriverVersion: 11040, Devices: []Device{d}}
+	c.Node = oldNode(c)
+	return c
 }
 
 // PresetWorkstation is a workstation with one NVIDIA RTX A6000: VMM and POSIX descriptors,
-// no fabric handles, no multicast, no host-located VMM memory.
+// no fabric handles, no multicast, no host-located VMM memory. Its capabilities are modelled
+// (generic compression, no GPUDirect RDMA with VMM), not recorded.
 func PresetWorkstation() Config {
 	d := Device{
 		Name: "NVIDIA RTX A6000", UUID: uuid(0x41363030, 0), PCIBusID: "0000:01:00.0",
@@ -196,7 +214,9 @@ func PresetWorkstation() Config {
 			cu.DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:        384,
 		},
 	}
-	return Config{Name: "workstation", DriverVersion: 13000, Devices: []Device{d}}
+	c := Config{Name: "workstation", DriverVersion: 13000, Devices: []Device{d}}
+	c.Node = singleGPUNode(c, "580.65.06")
+	return c
 }
 
 func hex2(b int) string {

@@ -172,7 +172,8 @@ func (s *Sim) shareable(m *phys) *failure {
 
 // importable checks what an importer learnt about a file from outside this Sim: its device
 // must exist here, and its size must be a whole number of that device's granules, no more
-// than its memory (recorded: the driver refuses descriptors that are not allocations).
+// than its memory (the driver refuses descriptors that are not allocations, recorded: vmmtest
+// share/import-non-cuda-fd, walk/import-fd-temporary-file).
 func (s *Sim) importable(size uint64, dev int) *failure {
 	if dev < 0 || dev >= len(s.cfg.Devices) {
 		return fail(resBadFD, fmt.Sprintf("the allocation's device %d does not exist here", dev))
@@ -186,7 +187,7 @@ func (s *Sim) importable(size uint64, dev int) *failure {
 
 // importHandle returns a new handle for memory this Sim already knows, taking over one user
 // of m that the caller holds: an imported handle reports no shareable handle types
-// (recorded).
+// (recorded: vmmtest walk/properties-imported).
 func (s *Sim) importHandle(m *phys) cu.MemHandle {
 	p := m.prop
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_NONE
@@ -249,7 +250,7 @@ func (s *Sim) exportable(v cu.MemHandle, t cu.MemHandleType) (*phys, *failure) {
 	case h.mc != nil:
 		return nil, fail(cu.ERROR_NOT_SUPPORTED, "sim does not export multicast objects")
 	case h.prop.RequestedHandleTypes&t == 0:
-		return nil, fail(cu.ERROR_INVALID_VALUE, "allocation not created with this handle type") // recorded
+		return nil, fail(cu.ERROR_INVALID_VALUE, "allocation not created with this handle type") // recorded: vmmtest share/export-fd-not-requested, walk/export-fabric-posix-fd-only
 	}
 	h.mem.use()
 	return h.mem, nil
@@ -321,7 +322,7 @@ func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
 	size, dev, ok := describeFile(file)
 	if !ok {
 		file.Close()
-		return 0, fail(resBadFD, "descriptor is not an exported allocation") // recorded
+		return 0, fail(resBadFD, "descriptor is not an exported allocation") // recorded: vmmtest share/import-non-cuda-fd
 	}
 	if f := s.importable(size, dev); f != nil {
 		file.Close()
@@ -362,7 +363,7 @@ func (s *Sim) ImportFabric(t cu.MemFabricHandle) (cu.MemHandle, error) {
 		f = s.vmm()
 	}
 	if f == nil && !s.cfg.IMEX {
-		f = fail(resFabricImportNoIMEX, "no IMEX channel") // recorded
+		f = fail(resFabricImportNoIMEX, "no IMEX channel") // recorded: vmmtest walk/import-fabric-zero
 	}
 	var h cu.MemHandle
 	if f == nil {

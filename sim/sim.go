@@ -51,10 +51,14 @@ var _ vmm.Backend = (*Sim)(nil)
 var simIDs atomic.Uint64
 
 // New returns a simulator of the machine cfg describes. cfg is copied: changing it later
-// does not affect the Sim.
+// does not affect the Sim. New fails as cuInit does on a node whose NVSwitches have no
+// Fabric Manager (see Node).
 func New(cfg Config) (*Sim, error) {
 	cfg = cfg.clone()
 	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := cfg.Node.initError(); err != nil {
 		return nil, err
 	}
 	s := &Sim{
@@ -186,7 +190,7 @@ func (s *Sim) CanAccessPeer(ordinal, peer int) (bool, error) {
 }
 
 // P2PAttribute returns an attribute of the link from src to dst. Asking about a device and
-// itself is CUDA_ERROR_INVALID_DEVICE, as recorded.
+// itself is CUDA_ERROR_INVALID_DEVICE (recorded: vmmtest sweep/p2p-attribute-1-self to -6-self).
 func (s *Sim) P2PAttribute(a cu.P2PAttribute, src, dst int) (int, error) {
 	f := s.enter(opP2PAttribute)
 	if f == nil {

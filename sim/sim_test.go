@@ -151,7 +151,14 @@ func TestPresets(t *testing.T) {
 	for _, name := range sim.Presets() {
 		cfg, ok := sim.Preset(name)
 		require.True(t, ok, name)
+		assert.Equal(t, name, cfg.Name)
+		require.NotNil(t, cfg.Node, "%s: every preset describes its node", name)
 		s, err := sim.New(cfg)
+		if name == "hgx8-fm-down" {
+			// cuInit's answer on an NVSwitch node without Fabric Manager.
+			require.ErrorIs(t, err, cu.ERROR_SYSTEM_NOT_READY)
+			continue
+		}
 		require.NoError(t, err, name)
 		n, err := s.DeviceCount()
 		require.NoError(t, err)
@@ -174,17 +181,37 @@ func TestPresets(t *testing.T) {
 	_, err = ws.MulticastGranularity(&cu.MulticastObjectProp{NumDevices: 1, Size: 2 * mib}, 0)
 	assert.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED)
 
+	// The H100 preset is the machine the vmmtest sweep/ and walk/ cases were recorded on, as
+	// it reported itself then (driver 580, CUDA 13.0).
 	h100, err := sim.New(sim.PresetH100())
 	require.NoError(t, err)
+	v, err := h100.DriverVersion()
+	require.NoError(t, err)
+	assert.Equal(t, 13000, v)
+	n, err := h100.DeviceCount()
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
 	info, err := h100.Device(0)
 	require.NoError(t, err)
 	assert.Equal(t, "NVIDIA H100 80GB HBM3", info.Name)
-	assert.Equal(t, uint64(81079<<20), info.TotalMem)
+	assert.Equal(t, uint64(85017493504), info.TotalMem)
+	assert.Equal(t, [2]int{9, 0}, [2]int{info.ComputeMajor, info.ComputeMinor})
+	for a, want := range map[cu.DeviceAttribute]int{
+		cu.DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:           1,
+		cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED:                  1,
+		cu.DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED:                           0,
+		cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:   1,
+		cu.DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED:                 1,
+		cu.DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:      1,
+		cu.DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: 1,
+		cu.DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:       1,
+	} {
+		got, err := h100.Attribute(0, a)
+		require.NoError(t, err, a.String())
+		assert.Equal(t, want, got, a.String())
+	}
 	_, err = h100.Create(2*mib, devProp(0, cu.MEM_HANDLE_TYPE_FABRIC), 0)
 	assert.ErrorIs(t, err, cu.ERROR_NOT_PERMITTED)
-	v, err := h100.Attribute(0, cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)
-	require.NoError(t, err)
-	assert.Equal(t, 1, v)
 }
 
 func TestMulticastWritesEveryReplica(t *testing.T) {

@@ -8,7 +8,8 @@ import (
 )
 
 // The virtual memory management calls. Each check below is one driver rule; where the
-// real driver's answer was recorded (H100 and H200, driver 580) the comment says so.
+// real driver's answer was recorded (H100 and H200, driver 580) the comment names the
+// vmmtest cases that hold the recording ("recorded: vmmtest group/case").
 
 // vmm rejects VMM calls on a machine none of whose devices supports VMM.
 func (s *Sim) vmm() *failure {
@@ -44,7 +45,7 @@ func (s *Sim) Granularity(prop *cu.MemAllocationProp, option cu.MemAllocationGra
 		f = s.vmm()
 	}
 	if f == nil && option != cu.MEM_ALLOC_GRANULARITY_MINIMUM && option != cu.MEM_ALLOC_GRANULARITY_RECOMMENDED {
-		f = fail(cu.ERROR_INVALID_VALUE, "unknown granularity option") // recorded
+		f = fail(cu.ERROR_INVALID_VALUE, "unknown granularity option") // recorded: vmmtest granularity/bad-option, sweep/granularity-option-2
 	}
 	if f != nil {
 		if prop == nil {
@@ -59,23 +60,23 @@ func (s *Sim) Granularity(prop *cu.MemAllocationProp, option cu.MemAllocationGra
 // (what cuMemGetAllocationPropertiesFromHandle reports) with the owning device (-1: host).
 func (s *Sim) checkProp(size uint64, p cu.MemAllocationProp, flags uint64) (cu.MemAllocationProp, int, *failure) {
 	if flags != 0 {
-		return p, 0, fail(cu.ERROR_INVALID_VALUE, "flags must be 0") // recorded
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "flags must be 0") // recorded: vmmtest create/nonzero-flags
 	}
 	if p.Type != cu.MEM_ALLOCATION_TYPE_PINNED {
-		return p, 0, fail(cu.ERROR_INVALID_VALUE, "type must be MEM_ALLOCATION_TYPE_PINNED") // recorded (MANAGED too)
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "type must be MEM_ALLOCATION_TYPE_PINNED") // recorded: vmmtest create/invalid-type, create/managed-type
 	}
 	if p.Reserved != [4]uint8{} {
-		return p, 0, fail(cu.ERROR_INVALID_VALUE, "reserved bytes must be 0") // recorded
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "reserved bytes must be 0") // recorded: vmmtest create/reserved-bytes-set
 	}
 	if p.CompressionType > cu.MEM_ALLOCATION_COMP_GENERIC {
-		return p, 0, fail(cu.ERROR_INVALID_VALUE, "unknown compression type") // recorded
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "unknown compression type") // recorded: vmmtest sweep/create-compression-2
 	}
 	dev := -1
 	var d *Device
 	switch p.Location.Type {
 	case cu.MEM_LOCATION_TYPE_DEVICE:
 		if p.Location.ID < 0 || int(p.Location.ID) >= len(s.cfg.Devices) {
-			return p, 0, fail(cu.ERROR_INVALID_DEVICE, "no such device") // recorded
+			return p, 0, fail(cu.ERROR_INVALID_DEVICE, "no such device") // recorded: vmmtest create/bad-device, create/negative-device
 		}
 		dev = int(p.Location.ID)
 		d = &s.cfg.Devices[dev]
@@ -92,17 +93,18 @@ func (s *Sim) checkProp(size uint64, p cu.MemAllocationProp, flags uint64) (cu.M
 			return p, 0, fail(cu.ERROR_INVALID_VALUE, "no such host NUMA node")
 		}
 		if p.RequestedHandleTypes&(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR|cu.MEM_HANDLE_TYPE_FABRIC) != 0 {
-			return p, 0, fail(cu.ERROR_INVALID_VALUE, "host memory cannot be exported") // recorded for POSIX
+			return p, 0, fail(cu.ERROR_INVALID_VALUE, "host memory cannot be exported") // recorded for POSIX: vmmtest edges/create-host-posix-fd
 		}
-		// Recorded: host memory is reported as HOST_NUMA node 0.
+		// Host memory is reported as HOST_NUMA node 0 (recorded: vmmtest sweep/create-host-properties).
 		if p.Location.Type == cu.MEM_LOCATION_TYPE_HOST {
 			p.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA}
 		}
 	default:
-		return p, 0, fail(cu.ERROR_INVALID_VALUE, "invalid location type") // recorded (INVALID, HOST_NUMA_CURRENT)
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "invalid location type") // recorded: vmmtest sweep/create-location-invalid, create/host-numa-current
 	}
-	// Recorded: bits the driver does not know are dropped, as is Usage; GPUDirectRDMACapable
-	// reads back as 0 or 1.
+	// Bits the driver does not know are dropped, as is Usage; GPUDirectRDMACapable reads back
+	// as 0 or 1 (recorded: vmmtest sweep/create-handle-type-0x10-properties,
+	// sweep/create-usage-1-properties, sweep/create-gpudirect-rdma-2-properties).
 	p.RequestedHandleTypes &= knownHandleTypes
 	p.Usage = 0
 	p.Win32HandleMetaData = 0
@@ -117,15 +119,15 @@ func (s *Sim) checkProp(size uint64, p cu.MemAllocationProp, flags uint64) (cu.M
 	case t&cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR != 0 && !d.POSIXFD,
 		t&cu.MEM_HANDLE_TYPE_WIN32 != 0 && !d.Win32,
 		t&cu.MEM_HANDLE_TYPE_WIN32_KMT != 0 && !d.Win32KMT:
-		return p, 0, fail(resBadHandleType, "handle type not supported by the device") // recorded for WIN32 on Linux
+		return p, 0, fail(resBadHandleType, "handle type not supported by the device") // recorded for WIN32 on Linux: vmmtest create/handle-type-win32-on-linux
 	case t&cu.MEM_HANDLE_TYPE_FABRIC != 0 && !d.Fabric:
 		return p, 0, fail(resNoFabric, "fabric handles not supported by the device")
 	case t&cu.MEM_HANDLE_TYPE_FABRIC != 0 && !s.cfg.IMEX:
-		return p, 0, fail(resFabricNoIMEX, "no IMEX channel") // recorded
+		return p, 0, fail(resFabricNoIMEX, "no IMEX channel") // recorded: vmmtest fabric/create-without-imex
 	}
 	gran := d.Granularity
 	if size == 0 || size%gran != 0 {
-		return p, 0, fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the granularity") // recorded
+		return p, 0, fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the granularity") // recorded: vmmtest create/zero-size, create/misaligned-size
 	}
 	return p, dev, nil
 }
@@ -148,18 +150,10 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 	if f == nil {
 		f = s.commit(dev, size)
 	}
-	// The handle and the memory in one allocation: a create is the commonest call after a
-	// map, and each allocation costs the garbage collector too.
-	var c *struct {
-		handle
-		phys
-	}
+	var c *memObject
 	var m *phys
 	if f == nil {
-		c = &struct {
-			handle
-			phys
-		}{}
+		c = newMemObject()
 		m = &c.phys
 		m.size, m.prop, m.dev, m.counted = size, p, dev, true
 		m.users = 1 // the handle's reference
@@ -194,7 +188,7 @@ func (s *Sim) commit(dev int, size uint64) *failure {
 		c := used.Load()
 		if limit != 0 && c+size > limit || c+size < c {
 			if dev >= 0 {
-				return fail(cu.ERROR_OUT_OF_MEMORY, "device memory exhausted") // recorded for 1 TiB
+				return fail(cu.ERROR_OUT_OF_MEMORY, "device memory exhausted") // recorded: vmmtest create/larger-than-device, sweep/create-1TiB
 			}
 			return fail(cu.ERROR_OUT_OF_MEMORY, "host memory capacity exhausted")
 		}
@@ -309,7 +303,7 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 	case uint64(hint)%unit != 0:
 		f = fail(cu.ERROR_INVALID_VALUE, "hint is not aligned to the granularity")
 	case uint64(hint) >= 1<<47:
-		f = fail(cu.ERROR_OUT_OF_MEMORY, "hint above the 47-bit address space") // recorded
+		f = fail(cu.ERROR_OUT_OF_MEMORY, "hint above the 47-bit address space") // recorded: vmmtest placement/hint-above-47-bits
 	}
 	var addr uint64
 	if f != nil {

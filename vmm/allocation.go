@@ -2,10 +2,13 @@ package vmm
 
 import (
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 )
 
 // Allocation is physical memory: created, imported or retained. Close releases this
-// reference; memory still mapped stays until its last mapping is closed.
+// reference; memory still mapped stays until its last mapping is closed. Its methods are
+// safe for concurrent use. Only a Manager makes one: a nil or zero Allocation fails every
+// call with ErrInvalid.
 type Allocation struct {
 	m    *Manager
 	h    cu.MemHandle
@@ -15,16 +18,22 @@ type Allocation struct {
 
 // Create allocates size bytes (a multiple of the granularity) of physical memory.
 func (m *Manager) Create(size uint64, p Props) (*Allocation, error) {
+	if !m.usable() {
+		return nil, opErr(errNoBackend, "create", "%s on %v", units.Size(size), p.Location)
+	}
 	d := p.Driver()
 	h, err := m.b.Create(size, &d, 0)
 	if err != nil {
-		return nil, opErr(err, "create", "%s on %v", Size(size), p.Location)
+		return nil, opErr(err, "create", "%s on %v", units.Size(size), p.Location)
 	}
 	return &Allocation{m: m, h: h, size: size}, nil
 }
 
 // Retain returns a new reference to the memory mapped at addr.
 func (m *Manager) Retain(addr cu.DevicePtr) (*Allocation, error) {
+	if !m.usable() {
+		return nil, opErr(errNoBackend, "retain", "%v", addr)
+	}
 	h, err := m.b.Retain(addr)
 	if err != nil {
 		return nil, opErr(err, "retain", "%v", addr)
@@ -42,6 +51,9 @@ func (m *Manager) Retain(addr cu.DevicePtr) (*Allocation, error) {
 // descriptor. The descriptor stays the caller's to close; the import does not need it
 // afterwards. size is the allocation's size, as the exporter says it (the driver does not).
 func (m *Manager) ImportFD(fd int, size uint64) (*Allocation, error) {
+	if !m.usable() {
+		return nil, opErr(errNoBackend, "import", "fd %d", fd)
+	}
 	h, err := m.b.ImportFD(fd)
 	if err != nil {
 		return nil, opErr(err, "import", "fd %d", fd)
@@ -51,6 +63,9 @@ func (m *Manager) ImportFD(fd int, size uint64) (*Allocation, error) {
 
 // ImportFabric imports memory from a fabric handle.
 func (m *Manager) ImportFabric(fh cu.MemFabricHandle, size uint64) (*Allocation, error) {
+	if !m.usable() {
+		return nil, opErr(errNoBackend, "import", "fabric handle")
+	}
 	h, err := m.b.ImportFabric(fh)
 	if err != nil {
 		return nil, opErr(err, "import", "fabric handle")
@@ -58,17 +73,41 @@ func (m *Manager) ImportFabric(fh cu.MemFabricHandle, size uint64) (*Allocation,
 	return &Allocation{m: m, h: h, size: size}, nil
 }
 
-// Handle is the backend's handle value, for calls the typed layer does not cover.
-func (a *Allocation) Handle() cu.MemHandle { return a.h }
+// Handle is the backend's handle value, for calls the typed layer does not cover (0 for a
+// nil Allocation).
+func (a *Allocation) Handle() cu.MemHandle {
+	if a == nil {
+		return 0
+	}
+	return a.h
+}
 
 // Size is the allocation's size in bytes (0 when unknown, for retained memory on a backend
-// that cannot tell).
-func (a *Allocation) Size() uint64 { return a.size }
+// that cannot tell, and for a nil Allocation).
+func (a *Allocation) Size() uint64 {
+	if a == nil {
+		return 0
+	}
+	return a.size
+}
+
+var errNoAllocation = invalid("a nil or zero Allocation (make one with a Manager)")
+
+// enter pins a for one operation: nil when it may go on, or why not.
+func (a *Allocation) enter() error {
+	if a == nil || !a.m.usable() {
+		return errNoAllocation
+	}
+	if !a.l.enter() {
+		return ErrClosed
+	}
+	return nil
+}
 
 // Properties returns what the allocation was created with, as the driver reports it.
 func (a *Allocation) Properties() (cu.MemAllocationProp, error) {
-	if !a.l.enter() {
-		return cu.MemAllocationProp{}, opErr(ErrClosed, "properties", "%v", a.h)
+	if err := a.enter(); err != nil {
+		return cu.MemAllocationProp{}, opErr(err, "properties", "%v", a.Handle())
 	}
 	defer a.l.exit()
 	p, err := a.m.b.Properties(a.h)
@@ -88,8 +127,8 @@ func (a *Allocation) Compressible() (bool, error) {
 // ExportFD exports the allocation as a POSIX file descriptor, which the caller owns and
 // must close. The allocation must have been created with MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR.
 func (a *Allocation) ExportFD() (int, error) {
-	if !a.l.enter() {
-		return -1, opErr(ErrClosed, "export", "%v as fd", a.h)
+	if err := a.enter(); err != nil {
+		return -1, opErr(err, "export", "%v as fd", a.Handle())
 	}
 	defer a.l.exit()
 	fd, err := a.m.b.ExportFD(a.h)
@@ -101,8 +140,8 @@ func (a *Allocation) ExportFD() (int, error) {
 
 // ExportFabric exports the allocation as a fabric handle (MEM_HANDLE_TYPE_FABRIC).
 func (a *Allocation) ExportFabric() (cu.MemFabricHandle, error) {
-	if !a.l.enter() {
-		return cu.MemFabricHandle{}, opErr(ErrClosed, "export", "%v as fabric handle", a.h)
+	if err := a.enter(); err != nil {
+		return cu.MemFabricHandle{}, opErr(err, "export", "%v as fabric handle", a.Handle())
 	}
 	defer a.l.exit()
 	fh, err := a.m.b.ExportFabric(a.h)
@@ -115,6 +154,9 @@ func (a *Allocation) ExportFabric() (cu.MemFabricHandle, error) {
 // Close releases this reference once the operations in flight on the allocation (exports,
 // maps of it) have finished. It is idempotent.
 func (a *Allocation) Close() error {
+	if a == nil || !a.m.usable() {
+		return opErr(errNoAllocation, "release", "%v", a.Handle())
+	}
 	return a.l.close(func() error {
 		if err := a.m.b.Release(a.h); err != nil {
 			return opErr(err, "release", "%v", a.h)

@@ -13,17 +13,28 @@ import (
 // rejects any other value with an error matching cu.ERROR_INVALID_VALUE instead of
 // passing it on (the real driver would crash). Implementations are safe for concurrent use.
 //
+// Each method's doc names the driver calls it makes; backend_test.go checks the names
+// against cu's prototypes and the [CUDA] forwarders, and sim's tests check its operation
+// names (sim.FailNth, Stats.Calls) against the method list.
+//
 // Most programs use the typed layer, [Manager], rather than a Backend directly.
 type Backend interface {
 	// Name is "cuda" for the real driver, "sim" for the simulator.
 	Name() string
-	// DriverVersion is the CUDA version the driver supports (13000 for 13.0).
+	// DriverVersion is the CUDA version the driver supports (13000 for 13.0):
+	// cuDriverGetVersion.
 	DriverVersion() (int, error)
 
+	// DeviceCount is cuDeviceGetCount.
 	DeviceCount() (int, error)
+	// Device describes a device: cuDeviceGetName, cuDeviceGetUuid, cuDeviceGetPCIBusId,
+	// cuDeviceTotalMem and cuDeviceGetAttribute.
 	Device(ordinal int) (DeviceInfo, error)
+	// Attribute is cuDeviceGetAttribute.
 	Attribute(ordinal int, a cu.DeviceAttribute) (int, error)
+	// CanAccessPeer is cuDeviceCanAccessPeer.
 	CanAccessPeer(ordinal, peer int) (bool, error)
+	// P2PAttribute is cuDeviceGetP2PAttribute.
 	P2PAttribute(a cu.P2PAttribute, src, dst int) (int, error)
 
 	// Granularity is cuMemGetAllocationGranularity.
@@ -58,23 +69,38 @@ type Backend interface {
 	// ImportFD is cuMemImportFromShareableHandle for POSIX file descriptors; the descriptor
 	// stays the caller's.
 	ImportFD(fd int) (cu.MemHandle, error)
+	// ExportFabric is cuMemExportToShareableHandle for fabric handles.
 	ExportFabric(h cu.MemHandle) (cu.MemFabricHandle, error)
+	// ImportFabric is cuMemImportFromShareableHandle for fabric handles.
 	ImportFabric(fh cu.MemFabricHandle) (cu.MemHandle, error)
-	// ExportWin32 and ImportWin32 take MEM_HANDLE_TYPE_WIN32 or MEM_HANDLE_TYPE_WIN32_KMT.
+	// ExportWin32 is cuMemExportToShareableHandle for MEM_HANDLE_TYPE_WIN32 or
+	// MEM_HANDLE_TYPE_WIN32_KMT.
 	ExportWin32(h cu.MemHandle, t cu.MemHandleType) (uintptr, error)
+	// ImportWin32 is cuMemImportFromShareableHandle for the same two handle types.
 	ImportWin32(handle uintptr, t cu.MemHandleType) (cu.MemHandle, error)
 
+	// MulticastGranularity is cuMulticastGetGranularity.
 	MulticastGranularity(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) (uint64, error)
+	// MulticastCreate is cuMulticastCreate.
 	MulticastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, error)
+	// MulticastAddDevice is cuMulticastAddDevice.
 	MulticastAddDevice(mc cu.MemHandle, ordinal int) error
+	// MulticastBindMem is cuMulticastBindMem.
 	MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error
+	// MulticastBindAddr is cuMulticastBindAddr.
 	MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error
+	// MulticastUnbind is cuMulticastUnbind.
 	MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) error
 
 	// Synchronous copies and memset, issued from the primary context of device ordinal.
+
+	// CopyHtoD is cuMemcpyHtoD.
 	CopyHtoD(ordinal int, dst cu.DevicePtr, src []byte) error
+	// CopyDtoH is cuMemcpyDtoH.
 	CopyDtoH(ordinal int, dst []byte, src cu.DevicePtr) error
+	// CopyDtoD is cuMemcpyDtoD.
 	CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error
+	// MemsetD8 is cuMemsetD8.
 	MemsetD8(ordinal int, dst cu.DevicePtr, v uint8, n uint64) error
 }
 

@@ -41,8 +41,9 @@ func TestGPUConformance(t *testing.T) {
 	vmmtest.Run(t, func(testing.TB) vmm.Backend { return b }, vmmtest.Capabilities{
 		Fabric:       imexChannel(),
 		CrossProcess: true,
-		// The faulting cases can leave the context unusable: run them in a process of
-		// their own (CUVMM_VMMTEST_DANGEROUS=1 -test.run TestGPUConformance/dangerous).
+		// The faulting cases, and the recorded sequences that copy through mappings
+		// without access, can leave the context unusable: run them in a process of their
+		// own (CUVMM_VMMTEST_DANGEROUS=1 -test.run 'TestGPUConformance/(walk|faults|dangerous)$').
 		Dangerous: os.Getenv("CUVMM_VMMTEST_DANGEROUS") == "1",
 		// Multicast is never exercised on the shared GPU machines.
 	})

@@ -3,6 +3,7 @@ package vmm_test
 import (
 	"errors"
 	"fmt"
+	"log"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/loader"
@@ -10,24 +11,49 @@ import (
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
-// The whole cycle: physical memory, an address range, a mapping, access, data.
+// The whole cycle: physical memory, an address range, a mapping, access, data, teardown.
+// The README shows this body as it is (TestReadmeExample keeps the two the same).
 func Example() {
-	s, _ := sim.New(sim.PresetH200()) // vmm.CUDA() on a machine with a GPU
-	m := vmm.New(s)
-
-	g, _ := m.Granularity(vmm.DeviceProps(0), false)
-	mem, _ := m.Create(4*g, vmm.DeviceProps(0))
-	defer mem.Close()
-	r, _ := m.Reserve(4 * g)
-	defer r.Close()
-	mp, _ := r.Map(0, mem, 0, 4*g)
-	_ = mp.SetAccess(vmm.ReadWrite(0)...)
-
-	_ = m.CopyIn(0, mp.Addr(), []byte("hello, device"))
+	// On a machine with a GPU: b, err := vmm.CUDA() (errors.Is(err, loader.ErrNoDriver)
+	// when there is no driver).
+	b, err := sim.New(sim.PresetH200())
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := vmm.New(b)
+	g, err := m.Granularity(vmm.DeviceProps(0), false)
+	if err != nil {
+		log.Fatal(err)
+	}
+	mem, err := m.Create(4*g, vmm.DeviceProps(0)) // physical memory on device 0
+	if err != nil {
+		log.Fatal(err)
+	}
+	va, err := m.Reserve(4 * g) // virtual addresses
+	if err != nil {
+		log.Fatal(err)
+	}
+	mp, err := va.Map(0, mem, 0, 4*g)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := mp.SetAccess(vmm.ReadWrite(0)...); err != nil {
+		log.Fatal(err)
+	}
+	if err := m.CopyIn(0, mp.Addr(), []byte("hello, device")); err != nil {
+		log.Fatal(err)
+	}
 	out := make([]byte, 13)
-	_ = m.CopyOut(0, out, mp.Addr())
-	fmt.Printf("%s, granularity %s\n", out, vmm.Size(g))
-	// Output: hello, device, granularity 2MiB
+	if err := m.CopyOut(0, out, mp.Addr()); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%s (granularity %d MiB)\n", out, g>>20)
+
+	// Unmap, free the addresses, release the memory.
+	if err := errors.Join(mp.Close(), va.Close(), mem.Close()); err != nil {
+		log.Fatal(err)
+	}
+	// Output: hello, device (granularity 2 MiB)
 }
 
 // Use the real driver when there is one, the simulator otherwise.

@@ -1,6 +1,7 @@
 package vmm
 
 import (
+	"reflect"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -10,15 +11,36 @@ import (
 // Manager is the typed, safe layer over a Backend: physical allocations, reservations and
 // mappings are values with an idempotent Close, and errors name the operation and its
 // arguments. A Manager is safe for concurrent use.
+//
+// Make one with New; a nil or zero Manager, or one over a nil Backend, fails every call with
+// ErrInvalid.
 type Manager struct {
 	b Backend
 }
 
-// New returns a Manager over b.
-func New(b Backend) *Manager { return &Manager{b: b} }
+// New returns a Manager over b. A nil b, or a nil pointer of a Backend type (the result of
+// a constructor whose error was ignored), makes a Manager whose calls fail with ErrInvalid.
+func New(b Backend) *Manager {
+	if b != nil {
+		if v := reflect.ValueOf(b); v.Kind() == reflect.Pointer && v.IsNil() {
+			b = nil
+		}
+	}
+	return &Manager{b: b}
+}
 
-// Backend returns the backend the manager drives.
-func (m *Manager) Backend() Backend { return m.b }
+// Backend returns the backend the manager drives (nil for a nil or zero Manager).
+func (m *Manager) Backend() Backend {
+	if m == nil {
+		return nil
+	}
+	return m.b
+}
+
+// usable reports whether m has a backend to call.
+func (m *Manager) usable() bool { return m != nil && m.b != nil }
+
+var errNoBackend = invalid("a Manager without a backend (use vmm.New)")
 
 // Location says where physical memory lives.
 type Location = cu.MemLocation
@@ -76,6 +98,9 @@ func (p Props) Driver() cu.MemAllocationProp {
 // Granularity returns the minimum (or recommended) size and alignment of allocations with
 // props p.
 func (m *Manager) Granularity(p Props, recommended bool) (uint64, error) {
+	if !m.usable() {
+		return 0, opErr(errNoBackend, "granularity", "%v recommended=%v", p.Location, recommended)
+	}
 	opt := cu.MEM_ALLOC_GRANULARITY_MINIMUM
 	if recommended {
 		opt = cu.MEM_ALLOC_GRANULARITY_RECOMMENDED
@@ -105,22 +130,6 @@ func access(f cu.MemAccessFlags, devs []int) []cu.MemAccessDesc {
 		d[i] = cu.MemAccessDesc{Location: OnDevice(dev), Flags: f}
 	}
 	return d
-}
-
-// CopyIn writes src at device address dst, from device dev's context.
-func (m *Manager) CopyIn(dev int, dst cu.DevicePtr, src []byte) error {
-	if err := m.b.CopyHtoD(dev, dst, src); err != nil {
-		return opErr(err, "copy in", "%v+%s device %d", dst, Size(uint64(len(src))), dev)
-	}
-	return nil
-}
-
-// CopyOut reads len(dst) bytes at device address src, from device dev's context.
-func (m *Manager) CopyOut(dev int, dst []byte, src cu.DevicePtr) error {
-	if err := m.b.CopyDtoH(dev, dst, src); err != nil {
-		return opErr(err, "copy out", "%v+%s device %d", src, Size(uint64(len(dst))), dev)
-	}
-	return nil
 }
 
 // life is what an Allocation, Reservation or Mapping shares with the calls on it:

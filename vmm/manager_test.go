@@ -93,14 +93,6 @@ func TestManagerErrorsNameTheOperation(t *testing.T) {
 	require.Contains(t, err.Error(), "vmm: reserve 0B")
 }
 
-func TestSize(t *testing.T) {
-	for n, want := range map[uint64]string{0: "0B", 1: "1B", 2 << 20: "2MiB", 3 << 30: "3GiB", 64 << 40: "64TiB", 4097: "4097B", 1536: "1536B"} {
-		require.Equal(t, want, vmm.Size(n))
-	}
-	require.Equal(t, uint64(4<<20), vmm.AlignUp(2<<20+1, 2<<20))
-	require.Equal(t, uint64(0), vmm.AlignUp(0, 2<<20))
-}
-
 // Many goroutines create, map, grant, copy, unmap and release at once; run with -race.
 func TestManagerConcurrent(t *testing.T) {
 	s := newSim(t)

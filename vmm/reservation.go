@@ -1,22 +1,30 @@
 package vmm
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 )
 
 // Reservation is a range of virtual addresses. Close unmaps whatever is still mapped in it
-// and frees it.
+// and frees it. Its methods are safe for concurrent use: maps of different ranges, and
+// operations on different mappings, run in parallel; Unmap of a range waits for the Maps in
+// flight. Only a Manager makes one: a nil or zero Reservation fails every call with
+// ErrInvalid.
 type Reservation struct {
 	m    *Manager
 	base cu.DevicePtr
 	size uint64
 	l    life
 
-	mu   sync.Mutex // guards maps
-	maps map[*Mapping]struct{}
+	// ranges is held shared by Map and exclusively by Unmap, so that a range unmapped in
+	// one driver call cannot lose a mapping made inside it meanwhile.
+	ranges sync.RWMutex
+	mu     sync.Mutex // guards maps
+	maps   []*Mapping // open mappings, by address
 }
 
 // ReserveOption adjusts Reserve.
@@ -37,73 +45,219 @@ func At(addr cu.DevicePtr) ReserveOption { return func(o *reserveOpts) { o.hint 
 func (m *Manager) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
 	var o reserveOpts
 	for _, f := range opts {
-		f(&o)
+		if f != nil {
+			f(&o)
+		}
+	}
+	if !m.usable() {
+		return nil, opErr(errNoBackend, "reserve", "%s alignment %d hint %v", units.Size(size), o.align, o.hint)
 	}
 	va, err := m.b.Reserve(size, o.align, o.hint, 0)
 	if err != nil {
-		return nil, opErr(err, "reserve", "%s alignment %d hint %v", Size(size), o.align, o.hint)
+		return nil, opErr(err, "reserve", "%s alignment %d hint %v", units.Size(size), o.align, o.hint)
 	}
-	return &Reservation{m: m, base: va, size: size, maps: map[*Mapping]struct{}{}}, nil
+	return &Reservation{m: m, base: va, size: size}, nil
 }
 
-// Base is the first address of the reservation.
-func (r *Reservation) Base() cu.DevicePtr { return r.base }
+// Base is the first address of the reservation (0 for a nil Reservation).
+func (r *Reservation) Base() cu.DevicePtr {
+	if r == nil {
+		return 0
+	}
+	return r.base
+}
 
-// Size is the reservation's size in bytes.
-func (r *Reservation) Size() uint64 { return r.size }
+// Size is the reservation's size in bytes (0 for a nil Reservation).
+func (r *Reservation) Size() uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.size
+}
 
-// Map maps size bytes of a, from allocOffset, at offset off of the reservation.
+// Contains reports whether the n bytes at addr lie in the reservation.
+func (r *Reservation) Contains(addr cu.DevicePtr, n uint64) bool {
+	off := uint64(addr - r.Base())
+	return addr >= r.Base() && off <= r.Size() && n <= r.Size()-off
+}
+
+var errNoReservation = invalid("a nil or zero Reservation (make one with a Manager)")
+
+func (r *Reservation) usable() bool { return r != nil && r.m.usable() }
+
+// enter pins r for one operation on [off, off+size): nil when it may go on, or why not.
+func (r *Reservation) enter(off, size uint64) error {
+	if !r.usable() {
+		return errNoReservation
+	}
+	if !r.l.enter() {
+		return ErrClosed
+	}
+	if off > r.size || size > r.size-off {
+		r.l.exit()
+		return ErrOutOfRange
+	}
+	return nil
+}
+
+func rangeArgs(addr cu.DevicePtr, size uint64) string { return addr.String() + "+" + units.Size(size) }
+
+// Map maps size bytes of a, from allocOffset, at offset off of the reservation. The driver
+// maps whole allocations only: allocOffset 0 and size a.Size().
 func (r *Reservation) Map(off uint64, a *Allocation, allocOffset, size uint64) (*Mapping, error) {
-	addr := r.base + cu.DevicePtr(off)
+	addr := r.Base() + cu.DevicePtr(off)
 	args := func() string {
-		return addr.String() + "+" + Size(size) + " offset " + strconv.FormatUint(allocOffset, 10)
+		return rangeArgs(addr, size) + " offset " + strconv.FormatUint(allocOffset, 10)
 	}
 	// Both stay pinned until the mapping is recorded: a Close of the reservation waits and
 	// then unmaps it, and a Close of the allocation cannot release it mid-map.
-	if !r.l.enter() {
-		return nil, &Error{Op: "map", Args: args(), Err: ErrClosed}
+	if err := r.enter(off, size); err != nil {
+		return nil, &Error{Op: "map", Args: args(), Err: err}
 	}
 	defer r.l.exit()
-	if !a.l.enter() {
-		return nil, &Error{Op: "map", Args: args(), Err: ErrClosed}
+	if err := a.enter(); err != nil {
+		return nil, &Error{Op: "map", Args: args(), Err: err}
 	}
 	defer a.l.exit()
-	if off > r.size || size > r.size-off {
-		return nil, &Error{Op: "map", Args: args(), Err: ErrOutOfRange}
-	}
-	if err := r.m.b.Map(addr, size, allocOffset, a.h, 0); err != nil {
+	return r.mapHandle(addr, a.h, allocOffset, size, args)
+}
+
+// mapHandle maps h, which the caller keeps pinned, and records the mapping.
+func (r *Reservation) mapHandle(addr cu.DevicePtr, h cu.MemHandle, offset, size uint64, args func() string) (*Mapping, error) {
+	r.ranges.RLock()
+	defer r.ranges.RUnlock()
+	if err := r.m.b.Map(addr, size, offset, h, 0); err != nil {
 		return nil, &Error{Op: "map", Args: args(), Err: err}
 	}
 	mp := &Mapping{r: r, addr: addr, size: size}
 	r.mu.Lock()
-	r.maps[mp] = struct{}{}
+	i, _ := slices.BinarySearchFunc(r.maps, addr, byAddr)
+	r.maps = slices.Insert(r.maps, i, mp)
 	r.mu.Unlock()
 	return mp, nil
 }
 
-// Close unmaps every mapping still open in the reservation and frees it, once the Maps in
-// flight have finished. It is idempotent.
+func byAddr(mp *Mapping, addr cu.DevicePtr) int {
+	switch {
+	case mp.addr < addr:
+		return -1
+	case mp.addr > addr:
+		return 1
+	}
+	return 0
+}
+
+// SetAccess sets the access of each descriptor's location to the size bytes at offset off,
+// in one driver call: the range must start and end with whole mappings and may span
+// several (gaps between them are allowed).
+func (r *Reservation) SetAccess(off, size uint64, desc ...cu.MemAccessDesc) error {
+	addr := r.Base() + cu.DevicePtr(off)
+	if err := r.enter(off, size); err != nil {
+		return &Error{Op: "set access", Args: rangeArgs(addr, size), Err: err}
+	}
+	defer r.l.exit()
+	if err := r.m.b.SetAccess(addr, size, desc); err != nil {
+		return opErr(err, "set access", "%s %v", rangeArgs(addr, size), desc)
+	}
+	return nil
+}
+
+// Unmap unmaps every mapping in the size bytes at offset off, in one driver call, and
+// closes their Mapping values. The range may hold gaps; it must not split a mapping.
+func (r *Reservation) Unmap(off, size uint64) error {
+	addr := r.Base() + cu.DevicePtr(off)
+	if err := r.enter(off, size); err != nil {
+		return &Error{Op: "unmap", Args: rangeArgs(addr, size), Err: err}
+	}
+	defer r.l.exit()
+	r.ranges.Lock()
+	defer r.ranges.Unlock()
+	r.mu.Lock()
+	lo, _ := slices.BinarySearchFunc(r.maps, addr, byAddr)
+	hi := lo
+	for hi < len(r.maps) && r.maps[hi].addr < addr+cu.DevicePtr(size) {
+		hi++
+	}
+	split := lo > 0 && r.maps[lo-1].end() > addr || hi > lo && r.maps[hi-1].end() > addr+cu.DevicePtr(size)
+	victims := slices.Clone(r.maps[lo:hi])
+	r.mu.Unlock()
+	if split {
+		return &Error{Op: "unmap", Args: rangeArgs(addr, size), Err: invalid("the range splits a mapping")}
+	}
+	if err := r.unmapAll(addr, size, victims); err != nil {
+		return opErr(err, "unmap", "%s", rangeArgs(addr, size))
+	}
+	return nil
+}
+
+// unmapAll unmaps [addr, addr+size) in one driver call once the operations in flight on
+// the mappings in it (victims) have finished, and closes them; on failure they stay open.
+func (r *Reservation) unmapAll(addr cu.DevicePtr, size uint64, victims []*Mapping) error {
+	held := victims[:0:0]
+	for _, mp := range victims {
+		mp.l.mu.Lock()
+		if mp.l.g.Drain() {
+			held = append(held, mp)
+		} else {
+			mp.l.mu.Unlock() // closed meanwhile
+		}
+	}
+	var err error
+	if len(held) > 0 {
+		err = r.m.b.Unmap(addr, size)
+	}
+	for _, mp := range held {
+		if err != nil {
+			mp.l.g.Reopen()
+		} else {
+			mp.l.g.Retire()
+		}
+		mp.l.mu.Unlock()
+	}
+	if err == nil && len(held) > 0 {
+		r.forget()
+	}
+	return err
+}
+
+// forget drops closed mappings from r's list.
+func (r *Reservation) forget() {
+	r.mu.Lock()
+	r.maps = slices.DeleteFunc(r.maps, func(mp *Mapping) bool { return mp.l.closed() })
+	r.mu.Unlock()
+}
+
+// forgetOne drops mp, just closed, from r's list.
+func (r *Reservation) forgetOne(mp *Mapping) {
+	r.mu.Lock()
+	if i, ok := slices.BinarySearchFunc(r.maps, mp.addr, byAddr); ok && r.maps[i] == mp {
+		r.maps = slices.Delete(r.maps, i, i+1)
+	}
+	r.mu.Unlock()
+}
+
+// Close unmaps every mapping still open in the reservation (in one driver call) and frees
+// it, once the operations in flight on it have finished. It is idempotent.
 func (r *Reservation) Close() error {
+	if !r.usable() {
+		return opErr(errNoReservation, "free", "%s", rangeArgs(r.Base(), r.Size()))
+	}
 	return r.l.close(func() error {
 		r.mu.Lock()
-		open := make([]*Mapping, 0, len(r.maps))
-		for mp := range r.maps {
-			open = append(open, mp)
-		}
+		open := slices.Clone(r.maps)
 		r.mu.Unlock()
-		for _, mp := range open {
-			if err := mp.Close(); err != nil {
-				return err
-			}
+		if err := r.unmapAll(r.base, r.size, open); err != nil {
+			return opErr(err, "unmap", "%s", rangeArgs(r.base, r.size))
 		}
 		if err := r.m.b.Free(r.base, r.size); err != nil {
-			return opErr(err, "free", "%v+%s", r.base, Size(r.size))
+			return opErr(err, "free", "%s", rangeArgs(r.base, r.size))
 		}
 		return nil
 	})
 }
 
-// Mapping is a mapped range. Close unmaps it.
+// Mapping is a mapped range. Close unmaps it. Its methods are safe for concurrent use.
+// Only a Reservation makes one: a nil or zero Mapping fails every call with ErrInvalid.
 type Mapping struct {
 	r    *Reservation
 	addr cu.DevicePtr
@@ -111,29 +265,54 @@ type Mapping struct {
 	l    life
 }
 
-// Addr is the mapping's first address.
-func (mp *Mapping) Addr() cu.DevicePtr { return mp.addr }
+// Addr is the mapping's first address (0 for a nil Mapping).
+func (mp *Mapping) Addr() cu.DevicePtr {
+	if mp == nil {
+		return 0
+	}
+	return mp.addr
+}
 
-// Size is the mapping's size.
-func (mp *Mapping) Size() uint64 { return mp.size }
+// Size is the mapping's size (0 for a nil Mapping).
+func (mp *Mapping) Size() uint64 {
+	if mp == nil {
+		return 0
+	}
+	return mp.size
+}
+
+func (mp *Mapping) end() cu.DevicePtr { return mp.addr + cu.DevicePtr(mp.size) }
+
+var errNoMapping = invalid("a nil or zero Mapping (make one with Reservation.Map)")
+
+// enter pins mp for one operation: nil when it may go on, or why not.
+func (mp *Mapping) enter() error {
+	if mp == nil || !mp.r.usable() {
+		return errNoMapping
+	}
+	if !mp.l.enter() {
+		return ErrClosed
+	}
+	return nil
+}
 
 // SetAccess sets the access of each descriptor's location to the whole mapping, in one
 // driver call (see ReadWrite, ReadOnly, NoAccess).
 func (mp *Mapping) SetAccess(desc ...cu.MemAccessDesc) error {
-	if !mp.l.enter() {
-		return opErr(ErrClosed, "set access", "%v+%s", mp.addr, Size(mp.size))
+	if err := mp.enter(); err != nil {
+		return opErr(err, "set access", "%s", rangeArgs(mp.Addr(), mp.Size()))
 	}
 	defer mp.l.exit()
 	if err := mp.r.m.b.SetAccess(mp.addr, mp.size, desc); err != nil {
-		return opErr(err, "set access", "%v+%s %v", mp.addr, Size(mp.size), desc)
+		return opErr(err, "set access", "%s %v", rangeArgs(mp.addr, mp.size), desc)
 	}
 	return nil
 }
 
 // Access returns the access device dev has to the mapping.
 func (mp *Mapping) Access(dev int) (cu.MemAccessFlags, error) {
-	if !mp.l.enter() {
-		return 0, opErr(ErrClosed, "get access", "%v device %d", mp.addr, dev)
+	if err := mp.enter(); err != nil {
+		return 0, opErr(err, "get access", "%v device %d", mp.Addr(), dev)
 	}
 	defer mp.l.exit()
 	f, err := mp.r.m.b.GetAccess(OnDevice(dev), mp.addr)
@@ -146,13 +325,17 @@ func (mp *Mapping) Access(dev int) (cu.MemAccessFlags, error) {
 // Close unmaps the mapping once the operations in flight on it have finished. It is
 // idempotent.
 func (mp *Mapping) Close() error {
-	return mp.l.close(func() error {
+	if mp == nil || !mp.r.usable() {
+		return opErr(errNoMapping, "unmap", "%s", rangeArgs(mp.Addr(), mp.Size()))
+	}
+	err := mp.l.close(func() error {
 		if err := mp.r.m.b.Unmap(mp.addr, mp.size); err != nil {
-			return opErr(err, "unmap", "%v+%s", mp.addr, Size(mp.size))
+			return opErr(err, "unmap", "%s", rangeArgs(mp.addr, mp.size))
 		}
-		mp.r.mu.Lock()
-		delete(mp.r.maps, mp)
-		mp.r.mu.Unlock()
 		return nil
 	})
+	if err == nil {
+		mp.r.forgetOne(mp)
+	}
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 )
@@ -32,18 +33,44 @@ type simOptions struct {
 	refuseHints bool
 }
 
-func openDevice(backend string, ordinal int, so simOptions) (*device, error) {
+func openDevice(kind string, ordinal int, so simOptions) (*device, error) {
 	if ordinal < 0 {
 		return nil, usageError{fmt.Errorf("-device %d: must be 0 or more", ordinal)}
 	}
-	d := &device{ordinal: ordinal}
-	var be vmm.Backend
-	switch backend {
-	case "cuda":
-		b, err := vmm.CUDA()
-		if err != nil {
-			return nil, fmt.Errorf("cuda backend: %w", err)
+	// parseFlags has checked the flags and filled in the default preset, which only the
+	// simulator takes.
+	choice := backend.Choice{Kind: kind}
+	if kind != backend.CUDA {
+		choice.Preset = so.preset
+	}
+	if err := choice.Check(); err != nil {
+		return nil, usageError{err}
+	}
+	// The device ordinal and the simulated memory are checked against the preset before
+	// the simulator is built.
+	tune := func(cfg *sim.Config) error {
+		if ordinal >= len(cfg.Devices) {
+			return usageError{fmt.Errorf("-device %d: preset %s has %d device(s)", ordinal, cfg.Name, len(cfg.Devices))}
 		}
+		if so.mem != 0 {
+			cfg.Devices[ordinal].TotalMem = so.mem
+		}
+		cfg.RefuseHints = so.refuseHints
+		return nil
+	}
+	op, err := backend.Opener{Tune: tune}.Open(choice, backend.FallbackUnusable)
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("%s backend: %w", choice.Kind, err)
+	}
+	d := &device{ordinal: ordinal}
+	be := op.Backend
+	if op.Sim != nil {
+		d.sim, d.simMem = op.Sim, op.Config.Devices[ordinal].TotalMem
+	} else {
 		cd, err := cu.DeviceGet(ordinal)
 		if err != nil {
 			return nil, fmt.Errorf("device %d: %w", ordinal, err)
@@ -51,27 +78,6 @@ func openDevice(backend string, ordinal int, so simOptions) (*device, error) {
 		if d.ctx, err = cd.Primary(); err != nil {
 			return nil, fmt.Errorf("device %d: primary context: %w", ordinal, err)
 		}
-		be = b
-	case "sim":
-		cfg, ok := sim.Preset(so.preset)
-		if !ok {
-			return nil, usageError{fmt.Errorf("-preset %q: no such preset (have %v)", so.preset, sim.Presets())}
-		}
-		if ordinal >= len(cfg.Devices) {
-			return nil, usageError{fmt.Errorf("-device %d: preset %s has %d device(s)", ordinal, so.preset, len(cfg.Devices))}
-		}
-		if so.mem != 0 {
-			cfg.Devices[ordinal].TotalMem = so.mem
-		}
-		cfg.RefuseHints = so.refuseHints
-		s, err := sim.New(cfg)
-		if err != nil {
-			return nil, fmt.Errorf("sim backend: %w", err)
-		}
-		d.sim, d.simMem = s, cfg.Devices[ordinal].TotalMem
-		be = s
-	default:
-		return nil, usageError{fmt.Errorf("-backend %q: want cuda or sim", backend)}
 	}
 	d.be = &countingBackend{Backend: be}
 
@@ -85,6 +91,9 @@ func openDevice(backend string, ordinal int, so simOptions) (*device, error) {
 	}
 	d.desc = fmt.Sprintf("backend %s, device %d: %s, %s, driver API %d.%d",
 		be.Name(), ordinal, info.Name, gib(info.TotalMem), ver/1000, ver%1000/10)
+	if op.FellBack != nil {
+		d.desc += fmt.Sprintf(" (--backend=auto: no usable CUDA driver, so sim preset %s)", op.Config.Name)
+	}
 	if so.refuseHints && d.sim != nil {
 		d.desc += ", hints refused"
 	}

@@ -35,8 +35,9 @@ import (
 	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/loader"
-	"github.com/cuvmm/cuvmm/vmm"
 )
 
 func main() {
@@ -59,7 +60,7 @@ type runSpec struct {
 	total, step uint64
 }
 
-func (r runSpec) label() string { return vmm.Size(r.total) + "/" + vmm.Size(r.step) }
+func (r runSpec) label() string { return units.Size(r.total) + "/" + units.Size(r.step) }
 
 func (r runSpec) steps() int { return int(r.total / r.step) }
 
@@ -106,12 +107,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, r := range cfg.runs {
 		if r.step%d.gran != 0 {
-			fmt.Fprintf(stderr, "grow: run %s: the step must be a multiple of the allocation granularity, %s\n", r.label(), vmm.Size(d.gran))
+			fmt.Fprintf(stderr, "grow: run %s: the step must be a multiple of the allocation granularity, %s\n", r.label(), units.Size(d.gran))
 			return exitUsage
 		}
 	}
 	if cfg.capacity && cfg.capStep%d.gran != 0 {
-		fmt.Fprintf(stderr, "grow: -capacity-step %s: must be a multiple of the allocation granularity, %s\n", vmm.Size(cfg.capStep), vmm.Size(d.gran))
+		fmt.Fprintf(stderr, "grow: -capacity-step %s: must be a multiple of the allocation granularity, %s\n", units.Size(cfg.capStep), units.Size(d.gran))
 		return exitUsage
 	}
 	// Open the output files before spending minutes of GPU time.
@@ -138,7 +139,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return exitFailed
 		}
 	}
-	fmt.Fprintf(stdout, "%s, allocation granularity %s\n", d.desc, vmm.Size(d.gran))
+	fmt.Fprintf(stdout, "%s, allocation granularity %s\n", d.desc, units.Size(d.gran))
 	var results []*result
 	failed := false
 	for _, r := range cfg.runs {
@@ -192,9 +193,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs := flag.NewFlagSet("grow", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	backend := fs.String("backend", "cuda", "`cuda` (the real driver) or sim (the simulator: cuMemAlloc strategies skipped)")
+	var choice backend.Choice
+	choice.Register(fs, backend.CUDA, "h100") // on sim the cuMemAlloc strategies are skipped
 	device := fs.Int("device", 0, "device `ordinal`")
-	preset := fs.String("preset", "h100", "sim: the simulated machine (`name` of a sim preset)")
 	simMem := fs.String("sim-mem", "", "sim: the device memory (`size`; default the preset's)")
 	refuse := fs.Bool("sim-refuse-hints", false, "sim: refuse every fixed-address hint (vmm_doubling then remaps every time)")
 	total := fs.String("total", "16GiB", "grow to this `size`")
@@ -218,12 +219,15 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q (every setting is a flag; -h lists them)", fs.Args())
 	}
+	if err := choice.Check(); err != nil {
+		return nil, err
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 
-	cfg := &config{backend: *backend, device: *device, meminfo: *meminfo, warmup: *warmup, capacity: *capacity,
+	cfg := &config{backend: choice.Kind, device: *device, meminfo: *meminfo, warmup: *warmup, capacity: *capacity,
 		csvPath: *csvPath, sumPath: *sumPath}
-	cfg.sim = simOptions{preset: *preset, refuseHints: *refuse}
+	cfg.sim = simOptions{preset: choice.Preset, refuseHints: *refuse}
 	var err error
 	if *simMem != "" {
 		if cfg.sim.mem, err = parseSize(*simMem); err != nil {
@@ -503,7 +507,7 @@ func runStrategy(d *device, st strategy, r runSpec, cfg *config, capacity bool) 
 		h.sw.stop()
 		h.sample()
 		if err != nil {
-			stepErr = fmt.Errorf("step %d (to %s): %w", i+1, vmm.Size(uint64(i+1)*r.step), err)
+			stepErr = fmt.Errorf("step %d (to %s): %w", i+1, units.Size(uint64(i+1)*r.step), err)
 			break
 		}
 		res.series = append(res.series, point{size: uint64(i+1) * r.step, elapsed: h.sw.total,
@@ -552,7 +556,7 @@ func runCapacity(d *device, cfg *config) ([]*result, error) {
 	// Steps enough to pass the device's memory: the driver stops the growth first.
 	n := total/cfg.capStep + 2
 	if n > maxSteps {
-		return nil, fmt.Errorf("-capacity-step %s: %d steps to pass %s of device memory, more than %d", vmm.Size(cfg.capStep), n, gib(total), maxSteps)
+		return nil, fmt.Errorf("-capacity-step %s: %d steps to pass %s of device memory, more than %d", units.Size(cfg.capStep), n, gib(total), maxSteps)
 	}
 	r := runSpec{total: n * cfg.capStep, step: cfg.capStep}
 	c := *cfg
@@ -562,7 +566,7 @@ func runCapacity(d *device, cfg *config) ([]*result, error) {
 		st, _ := findStrategy(name)
 		res := runStrategy(d, st, r, &c, true)
 		if res.err == nil && res.skipped == "" && res.stoppedBy == nil {
-			res.err = fmt.Errorf("grew to %s without running out of memory", vmm.Size(res.reached))
+			res.err = fmt.Errorf("grew to %s without running out of memory", units.Size(res.reached))
 		}
 		out = append(out, res)
 	}
@@ -610,7 +614,7 @@ func printCapacity(w io.Writer, rs []*result) {
 	if len(rs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\ncapacity: grow in %s steps until out of memory\n", vmm.Size(rs[0].spec.step))
+	fmt.Fprintf(w, "\ncapacity: grow in %s steps until out of memory\n", units.Size(rs[0].spec.step))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\treached GiB\tdevice GiB\tfree GiB\tof device\tof free\tgrow ms\t")
 	var notes []string

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/backend"
 )
 
 // readCSV returns the rows of a CSV file as maps keyed by the header.
@@ -249,8 +250,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-total", "x"}, "whole number"},
 		{[]string{"--backend=sim", "-total", "3MiB", "-step", "3MiB"}, "multiple of the allocation granularity"},
 		{[]string{"--backend=sim", "-capacity", "-capacity-step", "1MiB", "-runs", ""}, "multiple of the allocation granularity"},
-		{[]string{"--backend=opencl"}, "want cuda or sim"},
-		{[]string{"--backend=sim", "-preset", "tpu"}, "no such preset"},
+		{[]string{"--backend=opencl"}, "want auto, cuda or sim"},
+		{[]string{"--backend=sim", "-preset", "tpu"}, "no such sim preset"},
 		{[]string{"--backend=sim", "-device", "3"}, "has 1 device"},
 		{[]string{"--backend=sim", "-device", "-1"}, "0 or more"},
 		{[]string{"-strategies", "vmm_reserved,magic"}, `unknown strategy "magic"`},
@@ -319,4 +320,15 @@ func openErr(t *testing.T, path string, flag int) string {
 		t.Fatalf("opening %s: %v, want an error saying it does not exist", path, err)
 	}
 	return pe.Err.Error()
+}
+
+// TestDefaultBackendIsNotAUsageError: the default (the real driver) with no flags gets as
+// far as opening the driver; here, without one, that fails as a missing driver, not as a
+// misuse of --preset (the default preset belongs to the simulator only).
+func TestDefaultBackendIsNotAUsageError(t *testing.T) {
+	_, err := openDevice(backend.CUDA, 0, simOptions{preset: "h100"})
+	var ue usageError
+	if errors.As(err, &ue) {
+		t.Fatalf("openDevice(cuda) = %v: a usage error", err)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
 )
@@ -113,21 +114,21 @@ func (g *vmmReserved) step(i int) error {
 		g.total = uint64(h.steps) * step
 		base, err := be.Reserve(g.total, 0, 0, 0)
 		if err != nil {
-			return fmt.Errorf("cuMemAddressReserve %s: %w", vmm.Size(g.total), err)
+			return fmt.Errorf("cuMemAddressReserve %s: %w", units.Size(g.total), err)
 		}
 		g.base = base
 	}
 	hd, err := be.Create(step, &h.d.prop, 0)
 	if err != nil {
-		return fmt.Errorf("cuMemCreate %s: %w", vmm.Size(step), err)
+		return fmt.Errorf("cuMemCreate %s: %w", units.Size(step), err)
 	}
 	g.hs = append(g.hs, hd)
 	va := g.base + cu.DevicePtr(uint64(i)*step)
 	if err := be.Map(va, step, 0, hd, 0); err != nil {
-		return fmt.Errorf("cuMemMap %v+%s: %w", va, vmm.Size(step), err)
+		return fmt.Errorf("cuMemMap %v+%s: %w", va, units.Size(step), err)
 	}
 	if err := be.SetAccess(va, step, h.d.access); err != nil {
-		return fmt.Errorf("cuMemSetAccess %v+%s: %w", va, vmm.Size(step), err)
+		return fmt.Errorf("cuMemSetAccess %v+%s: %w", va, units.Size(step), err)
 	}
 	return nil
 }
@@ -202,7 +203,7 @@ func (g *vmmDoubling) step(i int) error {
 			}
 			nb, err := be.Reserve(want, 0, 0, 0)
 			if err != nil {
-				return fmt.Errorf("cuMemAddressReserve %s: %w", vmm.Size(want), err)
+				return fmt.Errorf("cuMemAddressReserve %s: %w", units.Size(want), err)
 			}
 			// The new range joins the ranges teardown frees at once; the old ones leave
 			// that list once they are freed.
@@ -210,24 +211,24 @@ func (g *vmmDoubling) step(i int) error {
 			g.vas = append(old[:len(old):len(old)], span{nb, want})
 			if g.used != 0 {
 				if err := be.Unmap(g.base, g.used); err != nil {
-					return fmt.Errorf("cuMemUnmap %v+%s: %w", g.base, vmm.Size(g.used), err)
+					return fmt.Errorf("cuMemUnmap %v+%s: %w", g.base, units.Size(g.used), err)
 				}
 				g.base, g.used = nb, 0
 				for j := 0; j < i; j++ {
 					va := nb + cu.DevicePtr(uint64(j)*step)
 					if err := be.Map(va, step, 0, g.hs[j], 0); err != nil {
-						return fmt.Errorf("cuMemMap %v+%s: %w", va, vmm.Size(step), err)
+						return fmt.Errorf("cuMemMap %v+%s: %w", va, units.Size(step), err)
 					}
 					g.used += step
 				}
 				if err := be.SetAccess(nb, g.used, h.d.access); err != nil {
-					return fmt.Errorf("cuMemSetAccess %v+%s: %w", nb, vmm.Size(g.used), err)
+					return fmt.Errorf("cuMemSetAccess %v+%s: %w", nb, units.Size(g.used), err)
 				}
 			}
 			var errs []error
 			for _, s := range old {
 				if err := be.Free(s.va, s.size); err != nil {
-					errs = append(errs, fmt.Errorf("cuMemAddressFree %v+%s: %w", s.va, vmm.Size(s.size), err))
+					errs = append(errs, fmt.Errorf("cuMemAddressFree %v+%s: %w", s.va, units.Size(s.size), err))
 				}
 			}
 			g.vas = g.vas[len(old):]
@@ -240,16 +241,16 @@ func (g *vmmDoubling) step(i int) error {
 	}
 	hd, err := be.Create(step, &h.d.prop, 0)
 	if err != nil {
-		return fmt.Errorf("cuMemCreate %s: %w", vmm.Size(step), err)
+		return fmt.Errorf("cuMemCreate %s: %w", units.Size(step), err)
 	}
 	g.hs = append(g.hs, hd)
 	va := g.base + cu.DevicePtr(g.used)
 	if err := be.Map(va, step, 0, hd, 0); err != nil {
-		return fmt.Errorf("cuMemMap %v+%s: %w", va, vmm.Size(step), err)
+		return fmt.Errorf("cuMemMap %v+%s: %w", va, units.Size(step), err)
 	}
 	g.used += step
 	if err := be.SetAccess(va, step, h.d.access); err != nil {
-		return fmt.Errorf("cuMemSetAccess %v+%s: %w", va, vmm.Size(step), err)
+		return fmt.Errorf("cuMemSetAccess %v+%s: %w", va, units.Size(step), err)
 	}
 	return nil
 }

@@ -2,10 +2,9 @@ package main
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/loader"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
@@ -14,42 +13,18 @@ import (
 // defaultPreset is the sim preset of --backend=sim without --preset, and of auto's fallback.
 const defaultPreset = "h200"
 
-// Backend kinds of --backend.
-const (
-	backendAuto = "auto"
-	backendCUDA = "cuda"
-	backendSim  = "sim"
-)
-
-// openers open the backends; tests replace cuda to act out a machine without a driver.
-type openers struct {
-	cuda func() (vmm.Backend, error)
-	sim  func(preset string) (vmm.Backend, sim.Config, error)
-}
-
-var defaultOpeners = openers{cuda: vmm.CUDA, sim: openSim}
-
-// errUnknownPreset is a --preset that sim does not know (a usage error).
-var errUnknownPreset = errors.New("unknown sim preset")
-
-func openSim(preset string) (vmm.Backend, sim.Config, error) {
-	cfg, ok := sim.Preset(preset)
-	if !ok {
-		return nil, sim.Config{}, fmt.Errorf("%w %q (known: %s)", errUnknownPreset, preset, strings.Join(sim.Presets(), ", "))
-	}
-	s, err := sim.New(cfg)
-	if err != nil {
-		return nil, sim.Config{}, err
-	}
-	return s, cfg, nil
-}
-
-// selection is an opened backend with what the report says about it.
-type selection struct {
+// opened is the backend vmmprobe runs on, with what the report says about it. Backend is
+// nil when the driver loaded but could not be initialized (initErr): the report then
+// carries what can be known without it.
+type opened struct {
 	b    vmm.Backend
 	info backendInfo
 	// childSpec is how a child process opens the same backend.
 	childSpec string
+	// cfg is the simulated machine (Name "" for the real driver).
+	cfg sim.Config
+	// initErr is why the driver, which loaded, could not be used (cuInit's error).
+	initErr error
 }
 
 // openError is a backend that could not be opened, with the exit code it means.
@@ -61,76 +36,49 @@ type openError struct {
 func (e *openError) Error() string { return e.err.Error() }
 func (e *openError) Unwrap() error { return e.err }
 
-// open selects the backend: kind is auto, cuda or sim; preset names the sim preset ("" for
-// the default); fallback allows auto to fall back to sim when the driver does not load
-// (the table output only). notice receives the one-line fallback notice.
-func (o openers) open(kind, preset string, fallback bool, notice func(string)) (*selection, error) {
-	if kind == backendSim {
-		return o.openSim(preset, "")
+// open opens the backend c names. fallback lets auto fall back to sim when the driver
+// library does not load (the table output only). A driver that loads and then refuses
+// (cuInit fails: Fabric Manager down is CUDA_ERROR_SYSTEM_NOT_READY) is not an error here:
+// the report is still written, with the reason, because the node picture says why.
+func open(o backend.Opener, c backend.Choice, fallback bool) (*opened, error) {
+	fb := backend.NoFallback
+	if fallback {
+		fb = backend.FallbackNoDriver
 	}
-	b, err := o.cuda()
-	if err == nil {
-		return &selection{b: b, childSpec: backendCUDA,
-			info: backendInfo{Name: b.Name(), LibraryPath: cu.LibraryPath()}}, nil
-	}
-	code := exitNoDriver
-	if errors.Is(err, cu.ErrNoDevice) {
-		// The driver loaded and says there is no device: that is this node's answer.
-		code = exitNoDevice
-	}
-	if kind == backendAuto && fallback && code == exitNoDriver {
-		sel, serr := o.openSim(preset, errText(err))
-		if serr != nil {
-			return nil, serr
+	op, err := o.Open(c, fb)
+	switch {
+	case err == nil:
+	case backend.IsNoDriver(err):
+		return nil, &openError{code: exitNoDriver, err: err}
+	case errors.Is(err, cu.ERROR_NO_DEVICE):
+		return nil, &openError{code: exitNoDevice, err: err}
+	default:
+		var ue *backend.UsageError
+		if errors.As(err, &ue) {
+			return nil, &openError{code: exitUsage, err: err}
 		}
-		notice(fmt.Sprintf("no CUDA driver (%s); showing the simulated %q preset instead", oneLine(errText(err)), sel.info.Preset))
+		// cuInit (or the simulator standing in for it) refused.
+		sel := &opened{initErr: err, childSpec: backend.CUDA, info: backendInfo{Name: backend.CUDA, InitError: errText(err)}}
+		if c.Kind == backend.Sim {
+			cfg, _ := sim.Preset(c.Preset)
+			sel.cfg = cfg
+			sel.childSpec = backend.Sim + ":" + cfg.Name
+			sel.info = backendInfo{Name: backend.Sim, Simulated: true, Preset: cfg.Name, InitError: errText(err)}
+		} else {
+			sel.info.LibraryPath = cu.LibraryPath()
+		}
 		return sel, nil
 	}
-	return nil, &openError{code: code, err: err}
-}
-
-func (o openers) openSim(preset, fallbackReason string) (*selection, error) {
-	if preset == "" {
-		preset = defaultPreset
-	}
-	b, cfg, err := o.sim(preset)
-	if err != nil {
-		code := exitNoDriver
-		if errors.Is(err, errUnknownPreset) {
-			code = exitUsage
+	sel := &opened{b: op.Backend, childSpec: op.Spec(), cfg: op.Config}
+	if op.Simulated() {
+		sel.info = backendInfo{Name: op.Backend.Name(), Simulated: true, Preset: op.Config.Name}
+		if op.FellBack != nil {
+			sel.info.Fallback = driverReason(op.FellBack)
 		}
-		return nil, &openError{code: code, err: err}
-	}
-	return &selection{b: b, childSpec: backendSim + ":" + cfg.Name,
-		info: backendInfo{Name: b.Name(), Simulated: true, Preset: cfg.Name, Fallback: fallbackReason}}, nil
-}
-
-// openSpec opens the backend a child spec names: "cuda" or "sim:PRESET".
-func (o openers) openSpec(spec string) (vmm.Backend, error) {
-	if spec == backendCUDA {
-		return o.cuda()
-	}
-	if preset, ok := strings.CutPrefix(spec, backendSim+":"); ok {
-		b, _, err := o.sim(preset)
-		return b, err
-	}
-	return nil, fmt.Errorf("unknown backend %q", spec)
-}
-
-// simIMEX is the IMEX state a simulator's configuration gives (nil for other backends).
-func simIMEX(b vmm.Backend) *imexState {
-	s, ok := b.(*sim.Sim)
-	if !ok {
-		return nil
-	}
-	st := &imexState{Source: "sim", Ready: s.Config().IMEX, Channels: []imexChannel{}}
-	if st.Ready {
-		st.Diagnosis = "simulated: the machine has an IMEX channel"
 	} else {
-		st.Diagnosis = "simulated: the machine has no IMEX channel"
-		st.Remedy = imexCreateRemedy(imexMajorUnknown)
+		sel.info = backendInfo{Name: op.Backend.Name(), LibraryPath: cu.LibraryPath()}
 	}
-	return st
+	return sel, nil
 }
 
 // simSymbols says which driver entry points a simulator provides: those whose ABI version
@@ -148,9 +96,4 @@ func simSymbols(b vmm.Backend) symbolResolver {
 		}
 		return nil
 	}
-}
-
-// oneLine flattens a multi-line error for a one-line notice.
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -73,7 +73,7 @@ func runChecks(b vmm.Backend, doc *document, opts checkOptions) {
 		if !c.basic(d) {
 			// Every other check allocates too: say so once, not once per check.
 			noVMM[d.Index] = true
-			for _, name := range []string{"posix-fd-export", "posix-fd-ipc", "fabric", "compression", "gpudirect-rdma", "host", "host-numa"} {
+			for _, name := range []string{"posix-fd-export", "posix-fd-ipc", "fabric", "fabric-ipc", "compression", "gpudirect-rdma", "host", "host-numa"} {
 				c.add(skipped(name, d.Index, skipNoVMM))
 			}
 			continue
@@ -331,136 +331,6 @@ func indexOf(list []string, s string) int {
 	return len(list)
 }
 
-// posixFD exports memory as a POSIX file descriptor, then has a child process import it
-// over SCM_RIGHTS, map it and check the bytes (and write bytes this process checks).
-func (c *checker) posixFD(d deviceInfo) {
-	dev := d.Index
-	const seed = 0x5a
-	p := vmm.DeviceProps(dev)
-	p.HandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	sz := size(d)
-	t, stage, err := c.openTrial(p, sz, []int{dev}, [][2]int{{dev, dev}}, 0, seed, nil)
-	if t != nil {
-		defer t.close()
-	}
-	var fd = -1
-	if err == nil {
-		fd, err = t.mem.ExportFD()
-		stage = "export"
-	}
-	r := result("posix-fd-export", dev, err, d.HandleTypes.PosixFD, "")
-	if err != nil {
-		r.Detail = stage + " failed"
-		if !d.HandleTypes.PosixFD {
-			r.Detail = "the device does not support POSIX file descriptor handles (" + stage + " failed)"
-		}
-	} else {
-		r.Detail = fmt.Sprintf("exported %s as a file descriptor", vmm.Size(sz))
-	}
-	r.Remedy = c.remedy("posix-fd-export", r, d)
-	c.add(r)
-
-	if err != nil {
-		c.add(skipped("posix-fd-ipc", dev, "the export failed"))
-		return
-	}
-	ierr := c.runIPC(fd, dev, sz, seed)
-	os.NewFile(uintptr(fd), "exported").Close()
-	if ierr == nil {
-		// The child wrote pattern(seed+1) over the first 4 KiB: read it back here.
-		got := make([]byte, 4096)
-		if ierr = c.m.CopyOut(dev, got, t.mp.Addr()); ierr == nil {
-			ierr = compare(got, pattern(seed+1, 4096))
-		}
-		if ierr != nil {
-			ierr = fmt.Errorf("the child's write, read back here: %w", ierr)
-		}
-	}
-	switch {
-	case errors.Is(ierr, errIPCUnsupported):
-		r = checkResult{Check: "posix-fd-ipc", Device: intp(dev), Status: statusUnsupported,
-			Detail: "passing file descriptors to a child process over SCM_RIGHTS needs Linux"}
-		r.Remedy = c.remedy("posix-fd-ipc", r, d)
-		c.add(r)
-		return
-	case ierr == nil:
-		c.add(checkResult{Check: "posix-fd-ipc", Device: intp(dev), Status: statusOK,
-			Detail: "a child process imported the descriptor, mapped it, read this process's bytes and wrote its own"})
-		return
-	}
-	r = result("posix-fd-ipc", dev, ierr, true, "")
-	var ce *childError
-	if errors.As(ierr, &ce) {
-		r.Result = ce.Result
-		r.Detail = "the child process failed at " + ce.Step
-	}
-	r.Remedy = c.remedy("posix-fd-ipc", r, d)
-	c.add(r)
-}
-
-// runIPC has the child process import fd and check its bytes, starting the child first if
-// needed. A child that is gone or could not open its backend is dropped, so the next device
-// starts a new one.
-func (c *checker) runIPC(fd, dev int, size uint64, seed byte) error {
-	if c.ipc == nil {
-		ch, err := startIPCChild(c.opts.childSpec)
-		if errors.Is(err, errIPCUnsupported) {
-			return err
-		}
-		if err != nil {
-			return &childError{Step: "start", Msg: err.Error()}
-		}
-		c.ipc = ch
-	}
-	err := c.ipc.run(fd, dev, size, seed)
-	var ce *childError
-	if errors.As(err, &ce) && (ce.Step == "exchange" || ce.Step == "open backend") {
-		c.ipc.close()
-		c.ipc = nil
-	}
-	return err
-}
-
-// fabric creates memory exportable as a fabric handle and exports it. Without an IMEX
-// channel the driver refuses with CUDA_ERROR_NOT_PERMITTED although the device attribute
-// says fabric handles are supported; that is reported as unsupported, with the IMEX
-// diagnosis and its remedy.
-func (c *checker) fabric(d deviceInfo) {
-	dev := d.Index
-	p := vmm.DeviceProps(dev)
-	p.HandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
-	mem, err := c.m.Create(size(d), p)
-	stage := "create"
-	if err == nil {
-		_, err = mem.ExportFabric()
-		stage = "export"
-		if cerr := mem.Close(); err == nil && cerr != nil {
-			err, stage = cerr, "release"
-		}
-	}
-	r := result("fabric", dev, err, d.HandleTypes.Fabric, "")
-	imex := c.doc.IMEX
-	switch {
-	case err == nil:
-		r.Detail = "created and exported a fabric handle"
-	case !d.HandleTypes.Fabric:
-		r.Detail = "the device does not support fabric handles (" + stage + " failed)"
-	case errors.Is(err, cu.ErrNotPermitted) && imex != nil && !imex.Ready:
-		r.Status = statusUnsupported
-		r.Detail = "the device attribute says fabric handles are supported, but " + stage +
-			" is not permitted: " + imex.Diagnosis
-		r.Remedy = imex.Remedy
-	case errors.Is(err, cu.ErrNotPermitted) && imex != nil:
-		r.Detail = stage + " is not permitted although an IMEX channel is accessible"
-	default:
-		r.Detail = stage + " failed"
-	}
-	if r.Remedy == "" {
-		r.Remedy = c.remedy("fabric", r, d)
-	}
-	c.add(r)
-}
-
 // compression asks for generically compressible memory and reads back whether the driver
 // made it so (asking is only a hint), then maps it and copies through it.
 func (c *checker) compression(d deviceInfo) {
@@ -589,7 +459,7 @@ func (c *checker) multicastCheck() {
 		c.add(r)
 		return
 	}
-	step, err := exerciseMulticast(c.b, c.m, c.doc.Devices, devs)
+	step, err := exerciseMulticast(c.m, c.doc.Devices, devs)
 	if err == nil {
 		r.Status = statusOK
 		r.Detail = fmt.Sprintf("created a multicast object, added devices %s, bound memory of each, unbound and released it", joinInts(devs))
@@ -605,55 +475,59 @@ func (c *checker) multicastCheck() {
 
 // exerciseMulticast creates a multicast object over devs, adds each device, binds memory
 // of each, then unbinds and releases everything. It returns the step that failed.
-func exerciseMulticast(b vmm.Backend, m *vmm.Manager, all []deviceInfo, devs []int) (string, error) {
-	prop := cu.MulticastObjectProp{NumDevices: uint32(len(devs)), Size: size(all[devs[0]])}
-	g, err := b.MulticastGranularity(&prop, cu.MULTICAST_GRANULARITY_MINIMUM)
+func exerciseMulticast(m *vmm.Manager, all []deviceInfo, devs []int) (string, error) {
+	props := vmm.MulticastProps{Devices: len(devs), Size: size(all[devs[0]])}
+	g, err := m.MulticastGranularity(props, false)
 	if err != nil {
 		return "granularity", err
 	}
-	prop.Size = vmm.AlignUp(prop.Size, g)
-	for _, i := range devs {
-		prop.Size = vmm.AlignUp(prop.Size, size(all[i]))
+	var ok bool
+	for _, align := range append([]uint64{g}, sizesOf(all, devs)...) {
+		if props.Size, ok = units.AlignUp(props.Size, align); !ok {
+			return "granularity", fmt.Errorf("%w: multicast size overflows", vmm.ErrTooLarge)
+		}
 	}
-	mc, err := b.MulticastCreate(&prop)
+	mc, err := m.CreateMulticast(props)
 	if err != nil {
 		return "create", err
 	}
 	var mems []*vmm.Allocation
-	var bound []int
 	step, err := func() (string, error) {
 		for _, i := range devs {
-			if err := b.MulticastAddDevice(mc, i); err != nil {
+			if err := mc.AddDevice(i); err != nil {
 				return fmt.Sprintf("add device %d", i), err
 			}
 		}
 		for _, i := range devs {
-			mem, err := m.Create(prop.Size, vmm.DeviceProps(i))
+			mem, err := m.Create(props.Size, vmm.DeviceProps(i))
 			if err != nil {
 				return fmt.Sprintf("create memory on device %d", i), err
 			}
 			mems = append(mems, mem)
-			if err := b.MulticastBindMem(mc, 0, mem.Handle(), 0, prop.Size, 0); err != nil {
+			if err := mc.Bind(0, mem, 0, props.Size); err != nil {
 				return fmt.Sprintf("bind memory of device %d", i), err
 			}
-			bound = append(bound, i)
 		}
 		return "", nil
 	}()
-	for _, i := range bound {
-		if uerr := b.MulticastUnbind(mc, i, 0, prop.Size); uerr != nil && err == nil {
-			step, err = fmt.Sprintf("unbind device %d", i), uerr
-		}
+	// Close unbinds what was bound, then releases the object.
+	if cerr := mc.Close(); cerr != nil && err == nil {
+		step, err = "unbind and release", cerr
 	}
 	for _, mem := range mems {
 		if cerr := mem.Close(); cerr != nil && err == nil {
 			step, err = "release memory", cerr
 		}
 	}
-	if rerr := b.Release(mc); rerr != nil && err == nil {
-		step, err = "release", rerr
-	}
 	return step, err
+}
+
+func sizesOf(all []deviceInfo, devs []int) []uint64 {
+	out := make([]uint64, len(devs))
+	for k, i := range devs {
+		out[k] = size(all[i])
+	}
+	return out
 }
 
 func joinInts(v []int) string {
@@ -663,12 +537,3 @@ func joinInts(v []int) string {
 	}
 	return strings.Join(s, ",")
 }
-
-// childError is the failure a child process reported for the cross-process check.
-type childError struct {
-	Step   string `json:"step"`
-	Result string `json:"result,omitempty"`
-	Msg    string `json:"error"`
-}
-
-func (e *childError) Error() string { return "child process: " + e.Step + ": " + e.Msg }

@@ -1,46 +1,39 @@
 package main
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"time"
 
-	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
 	"golang.org/x/sys/unix"
 )
 
-// envChild marks a re-executed vmmprobe as the child of the cross-process check; its value
-// names the backend the child opens ("cuda" or "sim:PRESET").
-const envChild = "CUVMM_VMMPROBE_CHILD"
-
-// childTimeout bounds each exchange with the child (the first one includes loading the
-// driver and creating a context).
-const childTimeout = 2 * time.Minute
-
-// errIPCUnsupported is returned where descriptors cannot be passed to a child (not Linux).
-var errIPCUnsupported = errors.New("cross-process file descriptor passing is not supported here")
-
-// ipcSupported says whether the cross-process check can run here.
+// ipcSupported says whether the cross-process checks can run here.
 const ipcSupported = true
 
 // The parent and the child talk over a SOCK_SEQPACKET socket pair, the child's end as its
-// fd 3. Each request is a 24-byte message {size, seed, device} carrying one descriptor
-// (SCM_RIGHTS); each reply a JSON childError, Step "done" on success. The child exits when
-// the parent closes its end.
-const requestSize = 24
+// descriptor 3, so that each message arrives whole. Each exchange is a JSON childRequest,
+// then, for a POSIX descriptor, the message package vmm/ipc sends (ipc.Send: its header and
+// the descriptor), so the check runs the code users run; the child answers with a JSON
+// childError, Step "done" on success. The child exits when the parent closes its end.
 
-// ipcChild is this executable running again as the child of the cross-process check. One
+// maxChildMessage bounds a request or a reply read from the other process.
+const maxChildMessage = 64 << 10
+
+// ipcChild is this executable running again as the child of the cross-process checks. One
 // child serves every device of a check run, so the driver is loaded once.
 type ipcChild struct {
 	cmd    *exec.Cmd
-	sock   int
+	conn   *net.UnixConn
 	stderr *limitedBuffer
 	done   chan error
 }
@@ -55,49 +48,73 @@ func startIPCChild(spec string) (*ipcChild, error) {
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
 	}
-	tv := unix.NsecToTimeval(childTimeout.Nanoseconds())
-	if err := unix.SetsockoptTimeval(pair[0], unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
-		unix.Close(pair[0])
+	conn, err := unixConn(pair[0], "vmmprobe-parent")
+	if err != nil {
 		unix.Close(pair[1])
-		return nil, fmt.Errorf("socket timeout: %w", err)
+		return nil, err
 	}
 	childEnd := os.NewFile(uintptr(pair[1]), "vmmprobe-child")
-	c := &ipcChild{cmd: reexec.Command(exe), sock: pair[0], stderr: &limitedBuffer{max: 4096}, done: make(chan error, 1)}
+	c := &ipcChild{cmd: reexec.Command(exe), conn: conn, stderr: &limitedBuffer{max: 4096}, done: make(chan error, 1)}
 	c.cmd.Env = append(os.Environ(), envChild+"="+spec)
-	c.cmd.ExtraFiles = []*os.File{childEnd} // fd 3 in the child
+	c.cmd.ExtraFiles = []*os.File{childEnd} // descriptor 3 in the child
 	c.cmd.Stdout, c.cmd.Stderr = c.stderr, c.stderr
 	err = c.cmd.Start()
 	childEnd.Close()
 	if err != nil {
-		unix.Close(c.sock)
+		conn.Close()
 		return nil, fmt.Errorf("start child: %w", err)
 	}
 	go func() { c.done <- c.cmd.Wait() }()
 	return c, nil
 }
 
-// run has the child import fd (size bytes of device dev holding pattern(seed)), map it,
-// check the bytes and write pattern(seed+1) over the first 4 KiB. A *childError is a
-// failure the child reported; any other error means the child is gone.
-func (c *ipcChild) run(fd, dev int, size uint64, seed byte) error {
-	req := make([]byte, requestSize)
-	binary.LittleEndian.PutUint64(req, size)
-	binary.LittleEndian.PutUint64(req[8:], uint64(seed))
-	binary.LittleEndian.PutUint64(req[16:], uint64(dev))
-	if err := sendmsg(c.sock, req, unix.UnixRights(fd), nil, 0); err != nil {
-		return c.gone(fmt.Errorf("sendmsg: %w", err))
-	}
-	buf := make([]byte, 64<<10)
-	n, _, _, _, err := recvmsg(c.sock, buf, nil, 0)
+// unixConn makes a *net.UnixConn of a socket descriptor, which it takes over.
+func unixConn(fd int, name string) (*net.UnixConn, error) {
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close() // net.FileConn duplicates it
+	c, err := net.FileConn(f)
 	if err != nil {
-		return c.gone(fmt.Errorf("recvmsg: %w", err))
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("socket: %T is not a Unix socket", c)
+	}
+	return uc, nil
+}
+
+// run sends req (and, for a POSIX descriptor, exp through ipc.Send) and waits for the
+// child's answer. A *childError is a failure the child reported; a childError with Step
+// "exchange" means the child is gone.
+func (c *ipcChild) run(req childRequest, exp *ipc.Exported) error {
+	// Every exchange is bounded: a child stuck in the driver must not hang vmmprobe.
+	if err := c.conn.SetDeadline(time.Now().Add(childTimeout)); err != nil {
+		return c.gone(err)
+	}
+	msg, err := json.Marshal(req)
+	if err != nil {
+		return c.gone(err)
+	}
+	if _, err := c.conn.Write(msg); err != nil {
+		return c.gone(fmt.Errorf("send request: %w", err))
+	}
+	if exp != nil {
+		if err := ipc.Send(c.conn, exp); err != nil {
+			return c.gone(err)
+		}
+	}
+	buf := make([]byte, maxChildMessage)
+	n, err := c.conn.Read(buf)
+	if err != nil {
+		return c.gone(fmt.Errorf("read reply: %w", err))
 	}
 	if n == 0 {
 		return c.gone(errors.New("the child exited"))
 	}
 	var r childError
-	if err := json.Unmarshal(buf[:n], &r); err != nil {
-		return c.gone(fmt.Errorf("reply %q: %w", buf[:n], err))
+	if err := json.Unmarshal(buf[:n], &r); err != nil || r.Step == "" {
+		return c.gone(fmt.Errorf("reply %q is not a child's answer", clip(buf[:n], 200)))
 	}
 	if r.Step != "done" {
 		return &r
@@ -105,7 +122,7 @@ func (c *ipcChild) run(fd, dev int, size uint64, seed byte) error {
 	return nil
 }
 
-// gone kills the child and returns err with what it wrote on stderr.
+// gone ends the child and returns err with what it wrote on stderr.
 func (c *ipcChild) gone(err error) error {
 	c.close()
 	if msg := strings.TrimSpace(c.stderr.String()); msg != "" {
@@ -114,13 +131,13 @@ func (c *ipcChild) gone(err error) error {
 	return &childError{Step: "exchange", Msg: err.Error()}
 }
 
-// close ends the child: closing the socket makes it exit.
+// close ends the child: closing the socket makes it exit; one that does not is killed.
 func (c *ipcChild) close() {
-	if c.sock < 0 {
+	if c.conn == nil {
 		return
 	}
-	unix.Close(c.sock)
-	c.sock = -1
+	c.conn.Close()
+	c.conn = nil
 	select {
 	case <-c.done:
 	case <-time.After(childTimeout):
@@ -129,169 +146,120 @@ func (c *ipcChild) close() {
 	}
 }
 
-// runChildIfRequested acts as the child of the cross-process check when this process was
+// runChildIfRequested acts as the child of the cross-process checks when this process was
 // started as one, and returns its exit status and true; otherwise it returns false at once.
-func runChildIfRequested(open func(spec string) (vmm.Backend, error)) (int, bool) {
+func runChildIfRequested(o backend.Opener) (int, bool) {
 	spec, ok := os.LookupEnv(envChild)
 	if !ok {
 		return 0, false
 	}
-	if err := serveChild(spec, open); err != nil {
+	conn, err := unixConn(3, "vmmprobe-child")
+	if err == nil {
+		err = serveChild(conn, spec, o)
+		conn.Close()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "vmmprobe child:", err)
 		return 1, true
 	}
 	return 0, true
 }
 
-// serveChild answers the parent's requests on fd 3 until it closes its end.
-func serveChild(spec string, open func(string) (vmm.Backend, error)) error {
-	const sock = 3
-	reply := func(r childError) error {
-		out, _ := json.Marshal(r)
-		return sendmsg(sock, out, nil, nil, 0)
+// serveChild answers the parent's requests on conn until it closes its end. Requests
+// that make no sense are answered with why, and serving goes on.
+func serveChild(conn *net.UnixConn, spec string, o backend.Opener) error {
+	var m *vmm.Manager
+	op, openErr := o.OpenSpec(spec)
+	if openErr == nil {
+		m = vmm.New(op.Backend)
 	}
-	b, err := open(spec)
-	if err != nil {
-		// Answer the first request with the reason, so the parent can report it.
-		buf := make([]byte, requestSize)
-		oob := make([]byte, unix.CmsgSpace(4))
-		if _, oobn, _, _, rerr := recvmsg(sock, buf, oob, 0); rerr == nil {
-			closeRights(oob[:oobn])
-		}
-		_ = reply(failure("open backend", err))
-		return err
-	}
-	m := vmm.New(b)
+	buf := make([]byte, maxChildMessage)
 	for {
-		buf := make([]byte, requestSize)
-		oob := make([]byte, unix.CmsgSpace(4))
-		n, oobn, _, _, err := recvmsg(sock, buf, oob, 0)
-		if err != nil {
-			return fmt.Errorf("recvmsg: %w", err)
+		n, err := conn.Read(buf)
+		if n == 0 || err != nil {
+			return nil // the parent is done (or gone)
 		}
-		if n == 0 {
-			return nil // the parent is done
-		}
-		fds := rights(oob[:oobn])
+		var req childRequest
 		var r childError
-		switch {
-		case n != requestSize:
-			r = failure("recvmsg", fmt.Errorf("request of %d bytes", n))
-		case len(fds) != 1:
-			r = failure("recvmsg", fmt.Errorf("%d descriptors", len(fds)))
-		default:
-			r = importAndCheck(m, fds[0], binary.LittleEndian.Uint64(buf), byte(binary.LittleEndian.Uint64(buf[8:])),
-				int(binary.LittleEndian.Uint64(buf[16:])))
+		if err := json.Unmarshal(buf[:n], &req); err != nil {
+			r = childError{Step: "request", Msg: fmt.Sprintf("request %q: %v", clip(buf[:n], 200), err)}
+		} else if openErr != nil {
+			drain(conn, req)
+			r = failure("open backend", openErr)
+		} else {
+			r = importAndCheck(conn, m, req)
 		}
-		for _, fd := range fds {
-			unix.Close(fd)
+		out, _ := json.Marshal(r)
+		if _, err := conn.Write(out); err != nil {
+			return fmt.Errorf("send reply: %w", err)
 		}
-		if err := reply(r); err != nil {
-			return fmt.Errorf("sendmsg: %w", err)
+		if openErr != nil {
+			return openErr
 		}
 	}
 }
 
-// rights returns the descriptors a control message carries.
-func rights(oob []byte) []int {
-	msgs, err := unix.ParseSocketControlMessage(oob)
+// drain takes the descriptor message of a request that will not be served, so that its
+// descriptor is closed and the next request is read from the right place.
+func drain(conn *net.UnixConn, req childRequest) {
+	if req.Kind != kindPosixFD {
+		return
+	}
+	if rcv, err := ipc.Receive(conn); err == nil {
+		rcv.Close()
+	}
+}
+
+// importAndCheck imports what the request names through package vmm/ipc (the descriptor
+// that follows, or the fabric handle it carries), maps it for its device, checks the
+// parent's bytes and writes its own over the first 4 KiB.
+func importAndCheck(conn *net.UnixConn, m *vmm.Manager, req childRequest) childError {
+	var imp *ipc.Imported
+	var err error
+	switch req.Kind {
+	case kindPosixFD:
+		imp, err = ipc.ReceiveAndImport(conn, m, []int{req.Device})
+	case kindFabric:
+		var h ipc.FabricHandle
+		if err = h.UnmarshalText([]byte(req.Fabric)); err == nil {
+			imp, err = ipc.ImportFabric(m, []ipc.FabricHandle{h}, []int{req.Device})
+		}
+	default:
+		return childError{Step: "request", Msg: fmt.Sprintf("unknown kind %q", req.Kind)}
+	}
 	if err != nil {
-		return nil
+		return failure("import", err)
 	}
-	var fds []int
-	for i := range msgs {
-		if f, err := unix.ParseUnixRights(&msgs[i]); err == nil {
-			fds = append(fds, f...)
-		}
-	}
-	return fds
-}
-
-// closeRights closes the descriptors a control message carries.
-func closeRights(oob []byte) {
-	for _, fd := range rights(oob) {
-		unix.Close(fd)
-	}
-}
-
-func failure(step string, err error) childError {
-	r := childError{Step: step, Msg: err.Error()}
-	if res, ok := cu.ResultOf(err); ok {
-		r.Result = res.Name()
+	r := verifyImported(imp, req)
+	if err := imp.Close(); err != nil && r.Step == "done" {
+		r = failure("teardown", err)
 	}
 	return r
 }
 
-// importAndCheck imports fd, maps it for device dev, checks the parent's bytes and writes
-// its own over the first 4 KiB.
-func importAndCheck(m *vmm.Manager, fd int, size uint64, seed byte, dev int) childError {
-	mem, err := m.ImportFD(fd, size)
-	if err != nil {
-		return failure("import", err)
+// verifyImported reads the whole of the imported memory and checks it holds the parent's
+// pattern, then writes the child's over the first 4 KiB.
+func verifyImported(imp *ipc.Imported, req childRequest) childError {
+	if imp.Size() != req.Size || req.Size > maxCheckSize {
+		return childError{Step: "import", Msg: fmt.Sprintf("imported %d bytes, the request says %d", imp.Size(), req.Size)}
 	}
-	defer mem.Close()
-	va, err := m.Reserve(size)
-	if err != nil {
-		return failure("reserve", err)
-	}
-	defer va.Close()
-	mp, err := va.Map(0, mem, 0, size)
-	if err != nil {
-		return failure("map", err)
-	}
-	if err := mp.SetAccess(vmm.ReadWrite(dev)...); err != nil {
-		return failure("set-access", err)
-	}
-	got := make([]byte, size)
-	if err := m.CopyOut(dev, got, mp.Addr()); err != nil {
+	got := make([]byte, req.Size)
+	if _, err := imp.ReadAt(got, 0); err != nil {
 		return failure("copy out", err)
 	}
-	if err := compare(got, pattern(seed, int(size))); err != nil {
+	if err := compare(got, pattern(req.Seed, int(req.Size))); err != nil {
 		return failure("data check", err)
 	}
-	if err := m.CopyIn(dev, mp.Addr(), pattern(seed+1, 4096)); err != nil {
+	if _, err := imp.WriteAt(pattern(req.Seed+1, childWrite), 0); err != nil {
 		return failure("copy in", err)
-	}
-	if err := va.Close(); err != nil {
-		return failure("teardown", err)
-	}
-	if err := mem.Close(); err != nil {
-		return failure("teardown", err)
 	}
 	return childError{Step: "done"}
 }
 
-// limitedBuffer keeps the first max bytes written to it.
-type limitedBuffer struct {
-	max int
-	b   []byte
-}
-
-func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if room := l.max - len(l.b); room > 0 {
-		l.b = append(l.b, p[:min(room, len(p))]...)
+// clip shortens what another process sent for an error message.
+func clip(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "..."
 	}
-	return len(p), nil
-}
-
-func (l *limitedBuffer) String() string { return string(l.b) }
-
-// recvmsg is unix.Recvmsg, retried when a signal (the Go runtime's preemption among them)
-// interrupts it.
-func recvmsg(fd int, p, oob []byte, flags int) (n, oobn, recvflags int, from unix.Sockaddr, err error) {
-	for {
-		n, oobn, recvflags, from, err = unix.Recvmsg(fd, p, oob, flags)
-		if err != unix.EINTR {
-			return n, oobn, recvflags, from, err
-		}
-	}
-}
-
-// sendmsg is unix.Sendmsg, retried when a signal interrupts it.
-func sendmsg(fd int, p, oob []byte, to unix.Sockaddr, flags int) error {
-	for {
-		if err := unix.Sendmsg(fd, p, oob, to, flags); err != unix.EINTR {
-			return err
-		}
-	}
+	return string(b)
 }

@@ -3,26 +3,22 @@
 package main
 
 import (
-	"errors"
-
-	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
 )
 
-// errIPCUnsupported is returned where descriptors cannot be passed to a child (not Linux).
-var errIPCUnsupported = errors.New("cross-process file descriptor passing needs Linux")
-
-// ipcSupported says whether the cross-process check can run here.
+// ipcSupported says whether the cross-process checks can run here.
 const ipcSupported = false
 
 // ipcChild is never started here.
 type ipcChild struct{}
 
-// startIPCChild is unsupported here: passing descriptors over SCM_RIGHTS needs Linux.
+// startIPCChild is unsupported here.
 func startIPCChild(spec string) (*ipcChild, error) { return nil, errIPCUnsupported }
 
-func (*ipcChild) run(fd, dev int, size uint64, seed byte) error { return errIPCUnsupported }
+func (*ipcChild) run(req childRequest, exp *ipc.Exported) error { return errIPCUnsupported }
 
 func (*ipcChild) close() {}
 
 // runChildIfRequested never acts as a child here.
-func runChildIfRequested(open func(spec string) (vmm.Backend, error)) (int, bool) { return 0, false }
+func runChildIfRequested(o backend.Opener) (int, bool) { return 0, false }

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"strings"
-
-	"github.com/cuvmm/cuvmm/vmm"
 )
 
 // imexChannelDir is where the nvidia module's IMEX channel device files live. Creating or
@@ -18,8 +16,8 @@ const imexProcName = "nvidia-caps-imex-channels"
 
 // imexState is what this node offers for IMEX channels.
 type imexState struct {
-	// Source is "host" (read from this machine's /proc, /sys and /dev) or "sim" (the
-	// simulator's configuration: only Ready is meaningful).
+	// Source is "host" (read from this machine's /proc, /sys and /dev) or "sim" (read from
+	// the files of the simulated node, sim.Config.Node and IMEX).
 	Source string `json:"source"`
 	// Major is the character device major number of nvidia-caps-imex-channels in
 	// /proc/devices; 0 when it is not listed.
@@ -56,17 +54,9 @@ type imexChannel struct {
 
 const maxListedChannels = 16
 
-// imexOf returns the IMEX state that applies to b: the host's for the real driver (on
-// Linux; nil elsewhere), the configuration's for the simulator.
-func imexOf(b vmm.Backend) *imexState {
-	if b.Name() == "cuda" {
-		return hostIMEX()
-	}
-	return simIMEX(b)
-}
-
-// diagnose fills Ready, Diagnosis and Remedy from what was read.
-func (s *imexState) diagnose() {
+// diagnose fills Ready, Diagnosis and Remedy from what was read; on a simulated node the
+// remedy names no command.
+func (s *imexState) diagnose(simulated bool) {
 	s.Ready = false
 	for _, c := range s.Channels {
 		if c.Accessible {
@@ -80,39 +70,43 @@ func (s *imexState) diagnose() {
 	if s.Major > 0 {
 		major = fmt.Sprint(s.Major)
 	}
+	var f fix
 	switch {
 	case s.ChannelCount != nil && *s.ChannelCount == 0:
 		s.Diagnosis = "IMEX channels are disabled: the nvidia module was loaded with NVreg_ImexChannelCount=0"
-		s.Remedy = "reload the nvidia module without NVreg_ImexChannelCount=0 (the default is 2048), then " + imexCreateRemedy(major)
+		f = fix{do: "reload the nvidia module without NVreg_ImexChannelCount=0 (the default is 2048), then " + imexCreateFix.do, cmd: imexCreateCmd(major)}
 	case s.Major == 0:
 		s.Diagnosis = "/proc/devices does not list " + imexProcName + ": the loaded nvidia module has no IMEX channel support"
-		s.Remedy = "install an NVIDIA driver with IMEX channels (R550 or newer) and load its nvidia module, then " + imexCreateRemedy(major)
+		f = fix{do: "install an NVIDIA driver with IMEX channels (R550 or newer) and load its nvidia module, then " + imexCreateFix.do, cmd: imexCreateCmd(major)}
 	case !s.DirPresent:
 		s.Diagnosis = fmt.Sprintf("no IMEX channel: %s (major %d) is registered but %s does not exist", imexProcName, s.Major, imexChannelDir)
-		s.Remedy = imexCreateRemedy(major)
+		f = fix{do: imexCreateFix.do, cmd: imexCreateCmd(major)}
 	case s.ChannelFiles == 0:
 		s.Diagnosis = fmt.Sprintf("no IMEX channel: %s has no channel files", imexChannelDir)
-		s.Remedy = imexCreateRemedy(major)
+		f = fix{do: imexCreateFix.do, cmd: imexCreateCmd(major)}
 	default:
 		var probs []string
 		for _, c := range s.Channels {
 			probs = append(probs, c.Name+": "+c.Problem)
 		}
 		s.Diagnosis = "no usable IMEX channel: " + strings.Join(probs, "; ")
-		s.Remedy = fmt.Sprintf("give this user read-write access to a channel file (chmod/chgrp %s/channel0), "+
+		f = fix{do: fmt.Sprintf("give this user read-write access to a channel file ({cmd}), "+
 			"or make sure it is a character device with major %s; in a container, pass the device "+
-			"(--device %s/channel0)", imexChannelDir, major, imexChannelDir)
+			"(--device %s/channel0)", major, imexChannelDir), cmd: "chmod/chgrp " + imexChannelDir + "/channel0"}
 	}
+	s.Remedy = f.text(simulated)
 }
 
 // imexMajorUnknown stands for the major number in a command when it is not known here.
 const imexMajorUnknown = "$(awk '/" + imexProcName + "/{print $1}' /proc/devices)"
 
-// imexCreateRemedy says how to give the node an IMEX channel, major being the registered
-// major number (or a command that prints it).
-func imexCreateRemedy(major string) string {
-	return fmt.Sprintf("create channel 0 (sudo mkdir -p %[1]s && sudo mknod -m 666 %[1]s/channel0 c %[2]s 0), "+
-		"or load the nvidia module with NVreg_CreateImexChannel0=1; in Kubernetes, request a channel "+
-		"through the NVIDIA DRA driver (ComputeDomain); sharing across nodes also needs the nvidia-imex daemon",
-		imexChannelDir, major)
+// imexCreateFix says how to give the node an IMEX channel; its command is imexCreateCmd.
+var imexCreateFix = fix{do: "create channel 0 ({cmd}), " +
+	"or load the nvidia module with NVreg_CreateImexChannel0=1; in Kubernetes, request a channel " +
+	"through the NVIDIA DRA driver (ComputeDomain); sharing across nodes also needs the nvidia-imex daemon"}
+
+// imexCreateCmd creates channel 0, major being the registered major number (or a command
+// that prints it).
+func imexCreateCmd(major string) string {
+	return fmt.Sprintf("sudo mkdir -p %[1]s && sudo mknod -m 666 %[1]s/channel0 c %[2]s 0", imexChannelDir, major)
 }

@@ -1,100 +1,87 @@
 // Command vmmprobe tells an operator what the CUDA driver's virtual memory management,
 // shareable handles (POSIX file descriptors, fabric) and multicast can really do on this
-// node, and with `vmmprobe check` proves it by doing each operation.
+// node, and why not: the node's NVLink fabric (NVML, NVSwitches, Fabric Manager, IMEX) is
+// part of the report. `vmmprobe check` proves each feature by doing it; `vmmprobe env`
+// prints the settings a job on the node should use; `vmmprobe ready` gives an exit code a
+// Kubernetes probe or a CI step can gate on.
 //
-// See docs/vmmprobe.md for the output formats and the JSON schema, and --help for flags
-// and exit codes.
+// See docs/vmmprobe.md for the output formats, the JSON schema and the decision rules, and
+// --help for flags and exit codes.
 package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"strings"
+	"time"
 
-	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/cuvmm/cuvmm/internal/buildinfo"
 )
 
 // Exit codes, documented in --help, the README and docs/vmmprobe.md.
 const (
 	exitOK          = 0
-	exitFailure     = 1
+	exitFailure     = 1 // a runtime failure: the output could not be written
 	exitUsage       = 2
-	exitNoDriver    = 3
+	exitNoDriver    = 3 // no CUDA driver could be loaded, or it did not initialize
 	exitNoDevice    = 4
-	exitCheckFailed = 5
+	exitCheckFailed = 5 // check and env: a check failed
+	exitNotReady    = 6 // ready: a requirement is not met
 )
 
-// Output formats of -o.
-const (
-	formatTable  = "table"
-	formatJSON   = "json"
-	formatLabels = "labels"
-)
+// deps are what run reaches outside itself; tests replace them.
+type deps struct {
+	open backend.Opener
+	// host is the node this process runs on (hostSystem); a simulated backend brings its
+	// own.
+	host func() system
+	now  func() time.Time
+	// build is what the toolchain recorded of this binary (--version, the documents).
+	build buildinfo.Info
+	// signals starts watching for the signals that end the daemon: the channel is closed
+	// when one arrives; release stops watching.
+	signals func() (stop <-chan struct{}, release func())
+	// ticker ticks every d (time.NewTicker; tests tick by hand).
+	ticker func(d time.Duration) (tick <-chan time.Time, stop func())
+}
 
-// Commands.
-const (
-	cmdReport = "report"
-	cmdCheck  = "check"
-)
+func defaultDeps() deps {
+	return deps{
+		open:    backend.Opener{},
+		host:    func() system { return newHostSystem() },
+		now:     time.Now,
+		build:   buildinfo.Read(),
+		signals: watchSignals,
+		ticker: func(d time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(d)
+			return t.C, t.Stop
+		},
+	}
+}
 
 func main() {
-	if code, ok := runChildIfRequested(defaultOpeners.openSpec); ok {
+	if code, ok := runChildIfRequested(backend.Opener{}); ok {
 		os.Exit(code)
 	}
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, defaultOpeners))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, defaultDeps()))
 }
 
-const usageText = `Usage: vmmprobe [check] [flags]
-
-vmmprobe reports what the CUDA driver's virtual memory management (VMM), shareable
-handles and multicast support on this node, per device: the driver's attributes,
-granularities, IMEX channel state (Linux), peer access and the driver symbols.
-
-  vmmprobe          the report (default)
-  vmmprobe check    also exercise each feature for real, per device: create, reserve,
-                    map, set access, copy round trip, teardown; POSIX file descriptor
-                    export and import in a child process; fabric handles (with an IMEX
-                    diagnosis); compression; GPUDirect RDMA; host and host-NUMA memory;
-                    peer mapping for every device pair. Each result is ok, unsupported,
-                    failed or skipped, with the driver error and a remedy.
-
-Backends: --backend=auto (the default) uses the real driver when it loads; when it does
-not, the table output falls back to a simulated machine (sim preset %[1]q) with a notice
-on stderr and SIMULATED at the top, while -o json and -o labels exit 3 instead.
---backend=sim always simulates (presets: %[2]s).
-
-Exit codes:
-  0  ok (the report was written; with check, no check failed)
-  1  the output could not be written
-  2  usage error
-  3  no CUDA driver could be loaded (or it could not be initialized)
-  4  no CUDA device
-  5  a check failed (check only; the output is still written)
-
-Flags:
-`
-
-// options are the parsed command line.
-type options struct {
-	command    string
-	format     string
-	outputFile string
-	backend    string
-	preset     string
-	multicast  bool
-}
-
-func run(args []string, stdout, stderr io.Writer, o openers) int {
-	opts, code := parseArgs(args, stderr)
+func run(args []string, stdout, stderr io.Writer, d deps) int {
+	opts, code := parseArgs(args, stdout, stderr)
 	if code >= 0 {
 		return code
 	}
 	warn := func(msg string) { fmt.Fprintln(stderr, "vmmprobe:", msg) }
-
-	sel, err := o.open(opts.backend, opts.preset, opts.format == formatTable, warn)
+	if opts.showVersion {
+		if _, err := fmt.Fprintln(stdout, "vmmprobe "+d.build.String()); err != nil {
+			warn("standard output: " + err.Error())
+			return exitFailure
+		}
+		return exitOK
+	}
+	sel, err := open(d.open, opts.backend, opts.format == formatTable && opts.command != cmdReady)
 	if err != nil {
 		var oe *openError
 		code := exitNoDriver
@@ -105,158 +92,109 @@ func run(args []string, stdout, stderr io.Writer, o openers) int {
 		case exitNoDevice:
 			warn("no CUDA device: " + errText(err))
 		case exitNoDriver:
-			warn("no CUDA driver: " + errText(err))
+			warn("no CUDA driver: " + driverReason(err))
 		default:
 			warn(errText(err))
 		}
 		return code
 	}
-	doc, err := gather(sel.b, sel.info, opts.command)
+	if sel.info.Fallback != "" {
+		warn(fmt.Sprintf("no CUDA driver (%s); showing the simulated %q preset instead", sel.info.Fallback, sel.info.Preset))
+	}
+	if opts.interval > 0 {
+		return runDaemon(sel, opts, d, warn)
+	}
+	doc, code := probe(sel, opts, d, warn)
+	if doc == nil {
+		return code
+	}
+	if err := emit(doc, opts, d, stdout); err != nil {
+		warn(err.Error())
+		return exitFailure
+	}
+	return code
+}
+
+// probe builds the document the command asks for and the exit code it means; the
+// document is nil when there is nothing to write (no device).
+func probe(sel *opened, opts options, d deps, warn func(string)) (*document, int) {
+	var sys system
+	if sel.info.Simulated {
+		sys = simSystem(sel.cfg)
+	} else {
+		sys = d.host()
+	}
+	doc, err := gather(sel, sys, opts.command, programInfo{Version: d.build.Version, Revision: d.build.Revision}, d.now())
 	if err != nil {
 		warn(errText(err))
 		if errors.Is(err, errNoDevice) {
-			return exitNoDevice
+			return nil, exitNoDevice
 		}
-		return exitNoDriver
+		return nil, exitNoDriver
 	}
 	for _, e := range doc.Errors {
 		warn(e)
 	}
-	for _, d := range doc.Devices {
-		for _, e := range d.Errors {
-			warn(fmt.Sprintf("device %d: %s", d.Index, e))
+	for _, dv := range doc.Devices {
+		for _, e := range dv.Errors {
+			warn(fmt.Sprintf("device %d: %s", dv.Index, e))
 		}
 	}
-	if opts.command == cmdCheck {
+	if sel.b != nil && opts.command != cmdReport {
 		runChecks(sel.b, doc, checkOptions{childSpec: sel.childSpec, multicast: opts.multicast})
 	}
+	doc.NVLS = decideNVLS(doc)
+	switch opts.command {
+	case cmdEnv:
+		doc.Settings = decideSettings(doc)
+	case cmdReady:
+		doc.Readiness = judgeReadiness(doc, opts.require)
+	}
+	switch {
+	case sel.initErr != nil:
+		warn("the CUDA driver did not initialize: " + oneLine(errText(sel.initErr)))
+		return doc, exitNoDriver
+	case doc.Readiness != nil && !doc.Readiness.Ready:
+		return doc, exitNotReady
+	case doc.Readiness != nil:
+		return doc, exitOK
+	case doc.Summary != nil && doc.Summary.Failed > 0:
+		warn(fmt.Sprintf("%d check(s) failed", doc.Summary.Failed))
+		return doc, exitCheckFailed
+	}
+	return doc, exitOK
+}
 
-	var out []byte
+// render is the document in the format asked for.
+func render(doc *document, opts options, d deps) ([]byte, error) {
 	switch opts.format {
 	case formatJSON:
-		out, err = renderJSON(doc)
+		return renderJSON(doc)
 	case formatLabels:
-		out = renderLabels(doc)
-	default:
-		out = renderTable(doc)
+		return renderLabels(doc, opts.labelTTL, d.now()), nil
+	case formatPrometheus:
+		return renderPrometheus(doc), nil
+	case formatShell:
+		return renderShell(doc), nil
 	}
+	if doc.Readiness != nil {
+		return renderReadiness(doc), nil
+	}
+	return renderTable(doc), nil
+}
+
+// emit renders the document and writes it to the output file or stdout; the error names
+// where it could not be written.
+func emit(doc *document, opts options, d deps, stdout io.Writer) error {
+	out, err := render(doc, opts, d)
 	if err != nil {
-		warn(err.Error())
-		return exitUsage
+		return err
 	}
 	if opts.outputFile != "" {
-		if err := writeOutput(opts.outputFile, out); err != nil {
-			warn(err.Error())
-			return exitFailure
-		}
-	} else if _, err := stdout.Write(out); err != nil {
-		warn("standard output: " + err.Error())
-		return exitFailure
+		return writeOutput(opts.outputFile, out)
 	}
-	if doc.Summary != nil && doc.Summary.Failed > 0 {
-		warn(fmt.Sprintf("%d check(s) failed", doc.Summary.Failed))
-		return exitCheckFailed
+	if _, err := stdout.Write(out); err != nil {
+		return fmt.Errorf("standard output: %w", err)
 	}
-	return exitOK
-}
-
-// parseArgs parses the command line; code is -1 to go on, or the exit code to return.
-// Flags may come before or after the command.
-func parseArgs(args []string, stderr io.Writer) (opts options, code int) {
-	opts = options{command: cmdReport}
-	fs := flag.NewFlagSet("vmmprobe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.StringVar(&opts.format, "o", formatTable, "output `format`: table, json or labels")
-	fs.StringVar(&opts.format, "output", formatTable, "output `format` (same as -o)")
-	fs.StringVar(&opts.outputFile, "output-file", "", "write the output to `path` instead of stdout: a regular file is replaced atomically\n(through a temporary file and a rename), a device or pipe is written in place")
-	fs.StringVar(&opts.backend, "backend", backendAuto, "`backend`: auto, cuda or sim")
-	fs.StringVar(&opts.preset, "preset", "", "sim `preset` (default "+defaultPreset+"): "+strings.Join(sim.Presets(), ", "))
-	fs.BoolVar(&opts.multicast, "unsafe-multicast", false, "check only: create a real multicast object (cuMulticastCreate) over the\n"+
-		"multicast-capable devices. UNSAFE ON SHARED MACHINES: it takes NVSwitch multicast\n"+
-		"resources other tenants may be using. Without it multicast is reported from the\n"+
-		"device attributes and marked as not exercised.")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, usageText, defaultPreset, strings.Join(sim.Presets(), ", "))
-		printFlags(stderr, fs)
-	}
-	usage := func(format string, a ...any) (options, int) {
-		fmt.Fprintf(stderr, "vmmprobe: "+format+"\n", a...)
-		fmt.Fprintln(stderr, "Run vmmprobe --help for usage.")
-		return opts, exitUsage
-	}
-	parse := func(a []string) int {
-		if err := fs.Parse(a); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return exitOK
-			}
-			return exitUsage
-		}
-		return -1
-	}
-	if code := parse(args); code >= 0 {
-		return opts, code
-	}
-	if rest := fs.Args(); len(rest) > 0 {
-		switch rest[0] {
-		case cmdCheck, cmdReport:
-			opts.command = rest[0]
-		case "help":
-			fs.Usage()
-			return opts, exitOK
-		default:
-			return usage("unknown command %q", rest[0])
-		}
-		if code := parse(rest[1:]); code >= 0 {
-			return opts, code
-		}
-		if fs.NArg() > 0 {
-			return usage("unexpected argument %q", fs.Arg(0))
-		}
-	}
-	switch opts.format {
-	case formatTable, formatJSON, formatLabels:
-	default:
-		return usage("unknown output format %q (table, json or labels)", opts.format)
-	}
-	switch opts.backend {
-	case backendAuto, backendCUDA, backendSim:
-	default:
-		return usage("unknown backend %q (auto, cuda or sim)", opts.backend)
-	}
-	if opts.preset != "" {
-		if opts.backend == backendCUDA {
-			return usage("--preset applies to the sim backend, not --backend=cuda")
-		}
-		if _, ok := sim.Preset(opts.preset); !ok {
-			return usage("unknown sim preset %q (known: %s)", opts.preset, strings.Join(sim.Presets(), ", "))
-		}
-	}
-	if opts.multicast && opts.command != cmdCheck {
-		return usage("--unsafe-multicast applies to vmmprobe check only")
-	}
-	return opts, -1
-}
-
-// printFlags lists the flags GNU style (--name), -o and --output as one.
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		if f.Name == "o" {
-			return
-		}
-		arg, usage := flag.UnquoteUsage(f)
-		name := "  --" + f.Name
-		if f.Name == "output" {
-			name, usage = "  -o, --output", "output format: table, json or labels"
-		}
-		if arg != "" {
-			name += " " + arg
-		}
-		fmt.Fprintln(w, name)
-		for _, line := range strings.Split(usage, "\n") {
-			fmt.Fprintln(w, "        "+line)
-		}
-		if f.DefValue != "" && f.DefValue != "false" {
-			fmt.Fprintf(w, "        (default %s)\n", f.DefValue)
-		}
-	})
+	return nil
 }

@@ -9,10 +9,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/cuvmm/cuvmm/internal/buildinfo"
 	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/loader"
+	"github.com/cuvmm/cuvmm/nvml"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/stretchr/testify/assert"
@@ -25,7 +29,7 @@ const envTestMain = "CUVMM_VMMPROBE_TEST_MAIN"
 
 func TestMain(m *testing.M) {
 	// The cross-process check re-executes this binary (os.Executable) as its child.
-	if code, ok := runChildIfRequested(defaultOpeners.openSpec); ok {
+	if code, ok := runChildIfRequested(backend.Opener{}); ok {
 		os.Exit(code)
 	}
 	if os.Getenv(envTestMain) != "" {
@@ -40,17 +44,15 @@ func TestMain(m *testing.M) {
 }
 
 // noDriver acts out a machine without a CUDA driver, whatever this one has.
-var noDriver = openers{
-	cuda: func() (vmm.Backend, error) {
-		return nil, &loader.LoadError{Tried: []string{"libcuda.so.1"}, Reasons: []string{"cannot open shared object file"}}
+var noDriver = backend.Opener{
+	CUDA: func() (vmm.Backend, error) {
+		return nil, &loader.LoadError{Tried: []string{"libcuda.so.1"}, Reasons: []string{"libcuda.so.1: cannot open shared object file"}}
 	},
-	sim: openSim,
 }
 
 // noDevice acts out a driver that loads but finds no device (cuInit's CUDA_ERROR_NO_DEVICE).
-var noDevice = openers{
-	cuda: func() (vmm.Backend, error) { return nil, &cu.Error{Op: "cuInit", Err: cu.ERROR_NO_DEVICE} },
-	sim:  openSim,
+var noDevice = backend.Opener{
+	CUDA: func() (vmm.Backend, error) { return nil, &cu.Error{Op: "cuInit", Err: cu.ERROR_NO_DEVICE} },
 }
 
 // zeroDevices is a backend whose device count is 0.
@@ -58,47 +60,104 @@ type zeroDevices struct{ vmm.Backend }
 
 func (zeroDevices) DeviceCount() (int, error) { return 0, nil }
 
+// testHost is the node the tests run on as vmmprobe would see it with the real driver: a
+// Linux machine where nothing of the NVLink fabric is present. The tests never read the
+// machine they run on.
+func testHost() system {
+	h := newMemSystem(false)
+	h.nvml = nvml.Node{Unavailable: "NVML unavailable: test host"}
+	return h
+}
+
+// testDeps are run's dependencies for tests: o opens the backends, the clock stands
+// still, and the daemon's signal and ticks come from the test.
+func testDeps(o backend.Opener) deps {
+	return deps{
+		open:    o,
+		host:    testHost,
+		now:     func() time.Time { return testNow },
+		build:   buildinfo.Info{Version: "test", GoVersion: "go1.99", GOOS: "plan9", GOARCH: "mips"},
+		signals: func() (<-chan struct{}, func()) { return make(chan struct{}), func() {} },
+		ticker:  func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
+	}
+}
+
 type outcome struct {
 	code           int
 	stdout, stderr string
 }
 
-func runWith(t *testing.T, o openers, args ...string) outcome {
+func runWith(t *testing.T, o backend.Opener, args ...string) outcome {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(args, &out, &errb, o)
+	code := run(args, &out, &errb, testDeps(o))
 	return outcome{code, out.String(), errb.String()}
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"-h"}, {"check", "--help"}, {"help"}} {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"check", "--help"}, {"help"}, {"ready", "-h"}} {
 		r := runWith(t, noDriver, args...)
 		assert.Equal(t, exitOK, r.code, "%v", args)
-		assert.Empty(t, r.stdout)
-		for _, want := range []string{"Exit codes:", "0  ok", "1  the output could not be written", "2  usage error", "3  no CUDA driver", "4  no CUDA device",
-			"5  a check failed", "--unsafe-multicast", "UNSAFE ON SHARED MACHINES", "-output-file", "-backend", "-preset", "hgx8"} {
-			assert.Contains(t, r.stderr, want, "%v", args)
+		assert.Empty(t, r.stderr, "%v: help goes to stdout", args)
+		for _, want := range []string{"Exit codes:", "0  ok", "1  a runtime failure", "2  usage error", "3  no CUDA driver", "4  no CUDA device",
+			"5  check, env: a check failed", "6  ready: a requirement is not met", "vmmprobe env", "vmmprobe ready",
+			"--unsafe-multicast", "UNSAFE ON SHARED MACHINES", "--output-file", "--backend", "--preset", "hgx8-fm-down",
+			"--interval", "--label-ttl", "--require", "--version", "prometheus"} {
+			assert.Contains(t, r.stdout, want, "%v", args)
 		}
 	}
 }
 
-func TestUsageErrors(t *testing.T) {
-	for _, args := range [][]string{
-		{"--bogus"},
-		{"-o", "yaml"},
-		{"--backend", "rocm"},
-		{"--backend=sim", "--preset", "a100"},
-		{"--backend=cuda", "--preset", "h100"},
-		{"--unsafe-multicast"},
-		{"report", "--unsafe-multicast"},
-		{"frobnicate"},
-		{"check", "extra"},
-		{"--backend=sim", "-o", "json", "check", "-o"},
-	} {
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}, {"check", "--version"}} {
 		r := runWith(t, noDriver, args...)
-		assert.Equal(t, exitUsage, r.code, "%v: %s", args, r.stderr)
-		assert.Empty(t, r.stdout, "%v", args)
-		assert.NotEmpty(t, r.stderr, "%v", args)
+		require.Equal(t, exitOK, r.code, "%v: %s", args, r.stderr)
+		assert.Equal(t, "vmmprobe test go1.99 plan9/mips\n", r.stdout, "%v", args)
+	}
+	var errb bytes.Buffer
+	assert.Equal(t, exitFailure, run([]string{"--version"}, errWriter{}, &errb, testDeps(noDriver)))
+	assert.Contains(t, errb.String(), "standard output: ")
+}
+
+// TestUsageErrors: every usage error has one shape: nothing on stdout, two lines on
+// stderr ("vmmprobe: WHAT" and where to read more), exit 2.
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"-o", "yaml"}, `-o "yaml": report writes table, json, labels, prometheus`},
+		{[]string{"env", "-o", "labels"}, `-o "labels": env writes shell, json`},
+		{[]string{"ready", "-o", "prometheus"}, `-o "prometheus": ready writes table, json`},
+		{[]string{"--backend", "rocm"}, `--backend "rocm": want auto, cuda or sim`},
+		{[]string{"--backend=sim", "--preset", "a100"}, `--preset "a100": no such sim preset`},
+		{[]string{"--backend=cuda", "--preset", "h100"}, `--preset "h100": applies to --backend=sim`},
+		{[]string{"--unsafe-multicast"}, "--unsafe-multicast applies to check, env and ready"},
+		{[]string{"report", "--unsafe-multicast"}, "--unsafe-multicast applies to check, env and ready"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+		{[]string{"check", "extra"}, `unexpected argument "extra"`},
+		{[]string{"--backend=sim", "-o", "json", "check", "-o"}, "flag needs an argument: -o"},
+		{[]string{"check", "--require=vmm"}, "--require applies to ready only"},
+		{[]string{"ready", "--require=vmm,warp-drive"}, `unknown requirement "warp-drive"`},
+		{[]string{"ready", "--require="}, `unknown requirement ""`},
+		{[]string{"--interval=5m"}, "--interval needs --output-file"},
+		{[]string{"env", "--interval=5m", "--output-file=x"}, "--interval applies to report and check"},
+		{[]string{"--interval=-1s", "--output-file=x"}, "must be positive"},
+		{[]string{"--interval=1ms", "--output-file=x"}, "at least 1s"},
+		{[]string{"--interval=often", "--output-file=x"}, `invalid value "often" for flag -interval`},
+		{[]string{"-o", "json", "--label-ttl=1h"}, "--label-ttl applies to -o labels"},
+		{[]string{"-o", "labels", "--label-ttl=-1h"}, "must not be negative"},
+	} {
+		r := runWith(t, noDriver, tc.args...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", tc.args, r.stderr)
+		assert.Empty(t, r.stdout, "%v", tc.args)
+		lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+		if assert.Len(t, lines, 2, "%v: %q", tc.args, r.stderr) {
+			assert.True(t, strings.HasPrefix(lines[0], "vmmprobe: "), "%v: %q", tc.args, lines[0])
+			assert.Contains(t, lines[0], tc.want, "%v", tc.args)
+			assert.Equal(t, "Run 'vmmprobe --help' for usage.", lines[1])
+		}
 	}
 }
 
@@ -139,6 +198,16 @@ func TestNoDriver(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(r.stderr, "\n"), "one-line notice: %q", r.stderr)
 		assert.Contains(t, r.stderr, "cannot open shared object file")
 		assert.Contains(t, r.stderr, `simulated "`+defaultPreset+`" preset`)
+		// The reason is printed once, on stderr, and names each library once.
+		assert.NotContains(t, r.stdout, "cannot open shared object file")
+		assert.Equal(t, 1, strings.Count(r.stderr, "libcuda.so.1"), r.stderr)
+	})
+	t.Run("env-and-ready-never-fall-back", func(t *testing.T) {
+		for _, args := range [][]string{{"env"}, {"ready"}, {"ready", "-o", "json"}, {"env", "-o", "json"}, {"-o", "prometheus"}} {
+			r := runWith(t, noDriver, args...)
+			assert.Equal(t, exitNoDriver, r.code, "%v", args)
+			assert.Empty(t, r.stdout, "%v: a simulated node must not pass a gate or set a job's environment", args)
+		}
 	})
 	t.Run("auto-table-fallback-preset", func(t *testing.T) {
 		r := runWith(t, noDriver, "--preset", "hgx8")
@@ -159,9 +228,9 @@ func TestNoDevice(t *testing.T) {
 		assert.Empty(t, r.stdout, "%v: no fallback when the driver loads", args)
 		assert.Contains(t, r.stderr, "no CUDA device")
 	}
-	zero := openers{cuda: noDriver.cuda, sim: func(p string) (vmm.Backend, sim.Config, error) {
-		b, cfg, err := openSim(p)
-		return zeroDevices{b}, cfg, err
+	zero := backend.Opener{CUDA: noDriver.CUDA, Sim: func(cfg sim.Config) (vmm.Backend, error) {
+		s, err := sim.New(cfg)
+		return zeroDevices{s}, err
 	}}
 	for _, args := range [][]string{{"--backend=sim"}, {"--backend=sim", "check", "-o", "json"}} {
 		r := runWith(t, zero, args...)
@@ -171,13 +240,13 @@ func TestNoDevice(t *testing.T) {
 }
 
 // failing opens a sim preset with a fault armed, so that a check fails.
-func failing(op string, n int, res cu.Result) openers {
-	return openers{cuda: noDriver.cuda, sim: func(p string) (vmm.Backend, sim.Config, error) {
-		b, cfg, err := openSim(p)
+func failing(op string, n int, res cu.Result) backend.Opener {
+	return backend.Opener{CUDA: noDriver.CUDA, Sim: func(cfg sim.Config) (vmm.Backend, error) {
+		s, err := sim.New(cfg)
 		if err == nil {
-			err = b.(*sim.Sim).FailNth(op, n, res)
+			err = s.FailNth(op, n, res)
 		}
-		return b, cfg, err
+		return s, err
 	}}
 }
 
@@ -269,6 +338,10 @@ func TestProcess(t *testing.T) {
 		{[]string{"--nope"}, exitUsage, ""},
 		{[]string{}, exitOK, "SIMULATED"},
 		{[]string{"--backend=sim", "--preset=workstation", "check", "-o", "labels"}, exitOK, "cuvmm.io/check.posix-fd-ipc="},
+		{[]string{"--version"}, exitOK, "vmmprobe "},
+		{[]string{"--help"}, exitOK, "Usage: vmmprobe"},
+		{[]string{"ready"}, exitNoDriver, ""},
+		{[]string{"--backend=sim", "--preset=hgx8-fm-down", "-o", "json"}, exitNoDriver, `"init_error"`},
 	} {
 		cmd := reexec.Command(exe, tc.args...)
 		cmd.Env = append(os.Environ(), envTestMain+"=1", loader.EnvPath+"="+filepath.Join(t.TempDir(), "libcuda.so.1"))
@@ -299,7 +372,7 @@ func (errWriter) Write([]byte) (int, error) { return 0, errors.New("no space lef
 
 func TestStdoutWriteFailure(t *testing.T) {
 	var errb bytes.Buffer
-	code := run([]string{"--backend=sim", "-o", "json"}, errWriter{}, &errb, noDriver)
+	code := run([]string{"--backend=sim", "-o", "json"}, errWriter{}, &errb, testDeps(noDriver))
 	assert.Equal(t, exitFailure, code, errb.String())
 	assert.Contains(t, errb.String(), "standard output: no space left on device")
 }

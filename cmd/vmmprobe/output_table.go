@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/internal/units"
 )
 
 // renderTable renders the document for people: the report, and with check the results.
@@ -19,7 +19,8 @@ func renderTable(doc *document) []byte {
 	if bi.Simulated {
 		w("SIMULATED: sim preset %q, not a real machine; nothing below was measured on this node\n", bi.Preset)
 		if bi.Fallback != "" {
-			w("(no CUDA driver could be loaded: %s)\n", oneLine(bi.Fallback))
+			// The reason is in the notice on stderr: printed once.
+			w("(no CUDA driver could be loaded; the reason is on stderr)\n")
 		}
 		w("\n")
 	}
@@ -34,13 +35,17 @@ func renderTable(doc *document) []byte {
 	if bi.CUDAVersion != "" {
 		kv(0, "driver", "CUDA %s (%d)", bi.CUDAVersion, bi.DriverVersion)
 	}
+	if bi.InitError != "" {
+		kv(0, "cuInit", "FAILED: %s", oneLine(bi.InitError))
+	}
 	kv(0, "devices", "%d", len(doc.Devices))
 
-	if doc.Command == cmdCheck {
+	if doc.Command != cmdReport {
 		for _, d := range doc.Devices {
 			kv(2, fmt.Sprintf("device %d", d.Index), "%s, %s, compute %s, %s", d.Name, d.UUID, d.ComputeCapability, gib(d.TotalMemory))
 		}
 		tableChecks(&b, doc)
+		tableNodeProblems(&b, doc)
 		return []byte(b.String())
 	}
 
@@ -55,7 +60,7 @@ func renderTable(doc *document) []byte {
 			yn(d.HandleTypes.PosixFD), yn(d.HandleTypes.Win32), yn(d.HandleTypes.Win32KMT), yn(d.HandleTypes.Fabric))
 		if d.Multicast.Supported && d.Multicast.GranularityMin > 0 {
 			kv(2, "multicast", "yes (granularity %s, recommended %s)",
-				vmm.Size(d.Multicast.GranularityMin), vmm.Size(d.Multicast.GranularityRecommended))
+				units.Size(d.Multicast.GranularityMin), units.Size(d.Multicast.GranularityRecommended))
 		} else {
 			kv(2, "multicast", "%s", yn(d.Multicast.Supported))
 		}
@@ -68,7 +73,7 @@ func renderTable(doc *document) []byte {
 			kv(2, "host numa vmm", "%s", yn(d.HostNUMAVMM))
 		}
 		if d.Granularity.Min > 0 {
-			kv(2, "granularity", "%s (recommended %s)", vmm.Size(d.Granularity.Min), vmm.Size(d.Granularity.Recommended))
+			kv(2, "granularity", "%s (recommended %s)", units.Size(d.Granularity.Min), units.Size(d.Granularity.Recommended))
 		} else {
 			kv(2, "granularity", "-")
 		}
@@ -78,10 +83,8 @@ func renderTable(doc *document) []byte {
 	}
 
 	if x := doc.IMEX; x != nil {
-		if x.Source == "sim" {
-			w("\nimex channels (simulated)\n")
-		} else {
-			w("\nimex channels\n")
+		w("\nimex channels\n")
+		{
 			if x.Major > 0 {
 				kv(2, "/proc/devices", "%s, major %d", imexProcName, x.Major)
 			} else {
@@ -109,6 +112,8 @@ func renderTable(doc *document) []byte {
 			kv(2, "remedy", "%s", x.Remedy)
 		}
 	}
+
+	tableNode(&b, doc)
 
 	if len(doc.Devices) > 1 {
 		w("\npeer access (row device can access column device's memory)\n")
@@ -164,6 +169,9 @@ func renderTable(doc *document) []byte {
 // tableChecks writes the check results: one row each, with the error and remedy of
 // unsupported and failed checks on the lines below.
 func tableChecks(b *strings.Builder, doc *document) {
+	if len(doc.Checks) == 0 {
+		return
+	}
 	type row struct{ where, check, status, detail string }
 	rows := make([]row, 0, len(doc.Checks))
 	wWhere, wCheck, wStatus := len("DEVICE"), len("CHECK"), len("STATUS")
@@ -222,4 +230,96 @@ func optBool(p *bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// kvLine writes one key-value line of the table.
+func kvLine(b *strings.Builder, indent int, key, value string) {
+	fmt.Fprintf(b, "%s%-*s %s\n", strings.Repeat(" ", indent), 26-indent, key, value)
+}
+
+// partLine is a part of the fabric picture: its state and diagnosis, and its remedy
+// below when it has one that the line before did not already give (eight GPUs that no
+// Fabric Manager registered have one remedy).
+func partLine(b *strings.Builder, name string, p part, lastRemedy *string) {
+	kvLine(b, 2, name, stateWord(p.State)+": "+oneLine(p.Diagnosis))
+	if p.Remedy != "" && p.State != stateOK && p.State != stateNotNeeded {
+		if p.Remedy == *lastRemedy {
+			kvLine(b, 4, "remedy", "the same")
+			return
+		}
+		kvLine(b, 4, "remedy", oneLine(p.Remedy))
+		*lastRemedy = p.Remedy
+	}
+}
+
+func stateWord(s string) string { return strings.ReplaceAll(s, "-", " ") }
+
+// tableNode writes the fabric picture and the NVLS verdict.
+func tableNode(b *strings.Builder, doc *document) {
+	n := doc.Node
+	if n == nil {
+		return
+	}
+	b.WriteString("\nnvlink fabric\n")
+	nv := n.NVML
+	var last string
+	partLine(b, "nvml", nv.part, &last)
+	if nv.Library != "" && nv.Available {
+		kvLine(b, 4, "library", nv.Library)
+	}
+	partLine(b, "nvswitch", n.NVSwitch.part, &last)
+	partLine(b, "fabric manager", n.FabricManager.part, &last)
+	partLine(b, "imex daemon", n.IMEXDaemon.part, &last)
+	for _, p := range n.Problems {
+		if p.Part == "imex_channels" {
+			partLine(b, "imex channels", part{State: p.State, Diagnosis: p.Diagnosis, Remedy: p.Remedy}, &last)
+		}
+	}
+	for _, g := range n.GPUs {
+		name := fmt.Sprintf("gpu %d", g.Index)
+		if g.CUDADevice != nil && *g.CUDADevice != g.Index {
+			name += fmt.Sprintf(" (device %d)", *g.CUDADevice)
+		}
+		partLine(b, name, g.part, &last)
+		var facts []string
+		if g.FabricState != "" {
+			facts = append(facts, "state "+g.FabricState)
+		}
+		if g.Status != "" {
+			facts = append(facts, "status "+g.Status)
+		}
+		if g.Summary != "" {
+			facts = append(facts, "health "+g.Summary)
+		}
+		if g.LinksTotal != nil {
+			facts = append(facts, fmt.Sprintf("%d/%d nvlinks active", *g.LinksActive, *g.LinksTotal))
+		}
+		if len(facts) > 0 {
+			kvLine(b, 4, "fabric", strings.Join(facts, ", "))
+		}
+	}
+	if v := doc.NVLS; v != nil {
+		b.WriteString("\n")
+		kvLine(b, 0, "nvls", v.Verdict+": "+oneLine(v.Detail))
+	}
+}
+
+// tableNodeProblems writes, below the checks, what is wrong with the node and the NVLS
+// verdict: the short form of tableNode.
+func tableNodeProblems(b *strings.Builder, doc *document) {
+	if n := doc.Node; n != nil {
+		b.WriteString("\n")
+		if len(n.Problems) == 0 {
+			kvLine(b, 0, "nvlink fabric", "no problem ("+oneLine(n.FabricManager.Diagnosis)+")")
+		} else {
+			kvLine(b, 0, "nvlink fabric", fmt.Sprintf("%d problem(s)", len(n.Problems)))
+		}
+		var last string
+		for _, p := range n.Problems {
+			partLine(b, strings.ReplaceAll(p.Part, "_", " "), part{State: p.State, Diagnosis: p.Diagnosis, Remedy: p.Remedy}, &last)
+		}
+	}
+	if v := doc.NVLS; v != nil {
+		kvLine(b, 0, "nvls", v.Verdict+": "+oneLine(v.Detail))
+	}
 }

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/loader"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -16,18 +19,35 @@ const schemaVersion = 1
 // document is everything vmmprobe reports; every output format renders one. The JSON field
 // names are the stable schema.
 type document struct {
-	SchemaVersion int           `json:"schema_version"`
-	Command       string        `json:"command"` // "report" or "check"
-	Backend       backendInfo   `json:"backend"`
-	Devices       []deviceInfo  `json:"devices"`
-	Peers         []peerInfo    `json:"peers,omitempty"`
-	IMEX          *imexState    `json:"imex,omitempty"`
-	Symbols       *symbolReport `json:"symbols,omitempty"`
-	Checks        []checkResult `json:"checks,omitempty"`
-	Summary       *summary      `json:"summary,omitempty"`
+	SchemaVersion int    `json:"schema_version"`
+	Command       string `json:"command"` // "report", "check", "env" or "ready"
+	// Vmmprobe is the program that wrote the document, GeneratedAt when (RFC 3339, UTC).
+	Vmmprobe    programInfo   `json:"vmmprobe"`
+	GeneratedAt string        `json:"generated_at"`
+	Backend     backendInfo   `json:"backend"`
+	Devices     []deviceInfo  `json:"devices"`
+	Peers       []peerInfo    `json:"peers,omitempty"`
+	IMEX        *imexState    `json:"imex,omitempty"`
+	Node        *nodeReport   `json:"node,omitempty"`
+	Symbols     *symbolReport `json:"symbols,omitempty"`
+	Checks      []checkResult `json:"checks,omitempty"`
+	Summary     *summary      `json:"summary,omitempty"`
+	// NVLS is whether NVLink SHARP would work here, from the fabric state and the
+	// attributes (and, with --unsafe-multicast, the multicast check).
+	NVLS *nvlsVerdict `json:"nvls,omitempty"`
+	// Settings are what a job on this node should set (env).
+	Settings []setting `json:"settings,omitempty"`
+	// Readiness is the verdict of ready.
+	Readiness *readiness `json:"readiness,omitempty"`
 	// Errors are queries that failed while building the report (the report is still
 	// printed; what could not be read is shown as unsupported).
 	Errors []string `json:"errors,omitempty"`
+}
+
+// programInfo names the vmmprobe that wrote a document (package internal/buildinfo).
+type programInfo struct {
+	Version  string `json:"version"`
+	Revision string `json:"revision,omitempty"`
 }
 
 // backendInfo says what answered: the real driver or the simulator.
@@ -40,6 +60,9 @@ type backendInfo struct {
 	// table output ever falls back, so JSON never carries it; it is here for the table.
 	Fallback    string `json:"-"`
 	LibraryPath string `json:"library_path,omitempty"`
+	// InitError is why the driver, which loaded, could not be initialized (cuInit's error,
+	// such as CUDA_ERROR_SYSTEM_NOT_READY while Fabric Manager is down).
+	InitError string `json:"init_error,omitempty"`
 	// DriverVersion is the CUDA version the driver supports, 1000*major + 10*minor.
 	DriverVersion int    `json:"driver_version"`
 	CUDAVersion   string `json:"cuda_version"` // "13.0"
@@ -100,10 +123,45 @@ type peerInfo struct {
 	PerformanceRank int `json:"performance_rank"`
 }
 
-// gather builds the report of b: backend, devices, peers, IMEX and symbols. It fails only
-// when there is no device to report (errNoDevice) or the device count cannot be read.
-func gather(b vmm.Backend, info backendInfo, command string) (*document, error) {
-	doc := &document{SchemaVersion: schemaVersion, Command: command, Backend: info}
+// gather builds the report of the opened backend and of the node sys describes. It fails
+// only when there is no device to report (errNoDevice) or the device count cannot be read;
+// a driver that refused to initialize (sel.initErr) gives a report without devices.
+func gather(sel *opened, sys system, command string, meta programInfo, now time.Time) (*document, error) {
+	doc := newDocument(command, sel.info, meta, now)
+	if sel.b != nil {
+		if err := gatherDevices(sel.b, doc); err != nil {
+			return nil, err
+		}
+	} else {
+		driverVersion(sel, doc)
+	}
+	doc.IMEX = readIMEX(sys)
+	doc.Node = readNode(sys, doc.IMEX, doc.Devices, sel.initErr)
+	return doc, nil
+}
+
+func newDocument(command string, info backendInfo, meta programInfo, now time.Time) *document {
+	return &document{SchemaVersion: schemaVersion, Command: command, Vmmprobe: meta,
+		GeneratedAt: now.UTC().Format(time.RFC3339), Backend: info, Devices: []deviceInfo{}}
+}
+
+// driverVersion fills the driver version of a driver that did not initialize: the real
+// one answers without cuInit; a simulated one is its configuration's.
+func driverVersion(sel *opened, doc *document) {
+	v, err := sel.cfg.DriverVersion, error(nil)
+	if !sel.info.Simulated {
+		v, err = cu.DriverVersion()
+	}
+	if err != nil {
+		doc.Errors = append(doc.Errors, "driver version: "+errText(err))
+		return
+	}
+	doc.Backend.DriverVersion = v
+	doc.Backend.CUDAVersion = cudaVersion(v)
+}
+
+// gatherDevices reads the driver, devices, peers and symbols of b into doc.
+func gatherDevices(b vmm.Backend, doc *document) error {
 	if v, err := b.DriverVersion(); err != nil {
 		doc.Errors = append(doc.Errors, "driver version: "+errText(err))
 	} else {
@@ -112,13 +170,13 @@ func gather(b vmm.Backend, info backendInfo, command string) (*document, error) 
 	}
 	n, err := b.DeviceCount()
 	if err != nil {
-		if errors.Is(err, cu.ErrNoDevice) {
-			return nil, fmt.Errorf("%w: %s", errNoDevice, errText(err))
+		if errors.Is(err, cu.ERROR_NO_DEVICE) {
+			return fmt.Errorf("%w: %s", errNoDevice, errText(err))
 		}
-		return nil, fmt.Errorf("device count: %w", err)
+		return fmt.Errorf("device count: %w", err)
 	}
 	if n == 0 {
-		return nil, errNoDevice
+		return errNoDevice
 	}
 	for i := range n {
 		doc.Devices = append(doc.Devices, deviceReport(b, i))
@@ -131,9 +189,8 @@ func gather(b vmm.Backend, info backendInfo, command string) (*document, error) 
 			}
 		}
 	}
-	doc.IMEX = imexOf(b)
 	doc.Symbols = symbolsOf(b)
-	return doc, nil
+	return nil
 }
 
 var errNoDevice = errors.New("no CUDA device")
@@ -249,6 +306,29 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// driverReason is why the driver did not load, for people: the loader's error with each
+// path named once (dlerror already starts with the path the loader passed it).
+func driverReason(err error) string {
+	var le *loader.LoadError
+	if !errors.As(err, &le) || le.Platform != "" || len(le.Tried) != len(le.Reasons) {
+		return oneLine(errText(err))
+	}
+	what := "the CUDA driver"
+	if le.Library != "" {
+		what = "the " + le.Library
+	}
+	parts := make([]string, len(le.Tried))
+	for i, p := range le.Tried {
+		parts[i] = p + ": " + strings.TrimPrefix(le.Reasons[i], p+": ")
+	}
+	return oneLine("cannot load " + what + ": " + strings.Join(parts, "; "))
+}
+
+// oneLine flattens a multi-line message for a one-line notice.
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // resultName is the CUDA_ERROR_ name a driver error carries, or "".

@@ -32,9 +32,13 @@ type missingSymbol struct {
 // complete reports whether every symbol of the set resolved.
 func (s symbolSet) complete() bool { return len(s.Missing) == 0 }
 
-// symbolKind sorts a driver entry point into "vmm", "multicast" or "" (neither).
+// symbolKind sorts a driver entry point into "vmm", "multicast" or "" (neither). dma-buf
+// export (cuMemGetHandleForAddressRange, CUDA 11.7) is not part of VMM itself: a driver
+// without it still does everything else, so it does not make the VMM set incomplete.
 func symbolKind(s loader.Symbol) string {
 	switch {
+	case s.Name == "cuMemGetHandleForAddressRange":
+		return ""
 	case strings.HasPrefix(s.Name, "cuMulticast"):
 		return "multicast"
 	case strings.HasPrefix(s.Name, "cuMem") && s.Version >= 10020:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/examples/internal/run"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
 )
@@ -63,7 +64,7 @@ func verify(r *run.Report, be vmm.Backend, total uint64) {
 	step := uint64(3*mib + 4096)
 	for size := step; size <= total; size += step {
 		if err := b.Grow(size); err != nil {
-			r.Fail("grow to %s: %v", vmm.Size(size), err)
+			r.Fail("grow to %s: %v", units.Size(size), err)
 			return
 		}
 		part := run.Pattern(byte(len(want)/int(step)), int(size)-len(want))
@@ -76,7 +77,7 @@ func verify(r *run.Report, be vmm.Backend, total uint64) {
 	st := b.Stats()
 	if b.Base() == base || st.Remaps > 0 {
 		r.OK("grew to %s in %d steps: %d chunks, %d reservation extensions, %d remaps, %d driver calls",
-			vmm.Size(st.Size), len(want)/int(step), st.Chunks, st.Extends, st.Remaps, st.Calls)
+			units.Size(st.Size), len(want)/int(step), st.Chunks, st.Extends, st.Remaps, st.Calls)
 	} else {
 		r.Fail("base moved from %v to %v without a remap", base, b.Base())
 	}
@@ -122,10 +123,10 @@ func verify(r *run.Report, be vmm.Backend, total uint64) {
 	// Shrink releases tail chunks; growing back reuses the reservation.
 	half := uint64(len(want) / 2)
 	before := b.Base()
-	if r.Check(b.Shrink(half), "shrink to %s (%d chunks released)", vmm.Size(half), st2.Chunks-b.Stats().Chunks) {
+	if r.Check(b.Shrink(half), "shrink to %s (%d chunks released)", units.Size(half), st2.Chunks-b.Stats().Chunks) {
 		check(r, b, want[:half], "the first half survives the shrink")
 	}
-	if r.Check(b.Grow(total), "grow back to %s", vmm.Size(total)) {
+	if r.Check(b.Grow(total), "grow back to %s", units.Size(total)) {
 		if b.Base() == before {
 			r.OK("grew back in place")
 		} else {
@@ -145,7 +146,7 @@ func check(r *run.Report, b *buffer.Buffer, want []byte, what string) {
 		r.Fail("%s: byte %d of %d differs", what, i, len(want))
 		return
 	}
-	r.OK("%s (%s)", what, vmm.Size(uint64(len(want))))
+	r.OK("%s (%s)", what, units.Size(uint64(len(want))))
 }
 
 func firstDiff(a, b []byte) int {

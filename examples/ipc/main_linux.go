@@ -10,6 +10,7 @@ import (
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/examples/internal/run"
 	"github.com/cuvmm/cuvmm/internal/reexec"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
@@ -68,18 +69,33 @@ func parent(r *run.Report, be vmm.Backend, f run.Flags, d devices) {
 	r.OK("parent: the child's write (from device %d) shows through the parent's own mapping on device %d", d.child, d.parent)
 }
 
+// export exports b's chunks: each is retained by its address, exported as a descriptor and
+// closed again (the buffer keeps the memory; the descriptor is the parent's own).
+func export(m *vmm.Manager, b *buffer.Buffer) (*ipc.Exported, error) {
+	var allocs []*vmm.Allocation
+	defer func() {
+		for _, a := range allocs {
+			_ = a.Close()
+		}
+	}()
+	for _, c := range b.Chunks() {
+		a, err := m.Retain(b.Base() + cu.DevicePtr(c.Offset))
+		if err != nil {
+			return nil, err
+		}
+		allocs = append(allocs, a)
+	}
+	return ipc.Export(m, allocs...)
+}
+
 // exchange exports b's chunks, starts the child and sends them; it reports whether the
 // child verified them.
 func exchange(r *run.Report, m *vmm.Manager, b *buffer.Buffer, f run.Flags, d devices) bool {
-	var hs []cu.MemHandle
-	var sizes []uint64
-	for _, c := range b.Chunks() {
-		hs, sizes = append(hs, c.Handle), append(sizes, c.Size)
-	}
-	e, err := ipc.ExportHandles(m, hs, sizes)
-	if !r.Check(err, "parent: exported %d chunks as descriptors", len(hs)) {
+	e, err := export(m, b)
+	if !r.Check(err, "parent: exported %d chunks as descriptors", len(b.Chunks())) {
 		return false
 	}
+	sizes := e.Header.Sizes
 	defer func() { r.Check(e.Close(), "parent: close the exported descriptors (the parent's own)") }()
 
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
@@ -105,9 +121,9 @@ func exchange(r *run.Report, m *vmm.Manager, b *buffer.Buffer, f run.Flags, d de
 		return false
 	}
 	// The child uses the backend the parent ended up with, never a fallback of its own.
-	args := []string{"--child", "--backend=" + m.Backend().Name(),
+	args := []string{"--child", "--backend=" + m.Name(),
 		fmt.Sprintf("--device=%d", d.parent), fmt.Sprintf("--child-device=%d", d.child)}
-	if m.Backend().Name() == "sim" {
+	if m.Name() == "sim" {
 		args = append(args, "--preset="+f.Preset)
 	}
 	cmd := reexec.Command(self, args...)
@@ -137,7 +153,7 @@ func childMain(f run.Flags, d devices, stdout, stderr io.Writer) int {
 	r := &run.Report{W: stdout}
 	func() {
 		be, _, err := run.Open("ipc child", f, stderr)
-		if !r.Check(err, "child: opened backend %s", f.Backend) {
+		if !r.Check(err, "child: opened backend %s", f.Kind) {
 			return
 		}
 		// Checked again here: the child's view of the devices is its own (it could differ,
@@ -177,10 +193,10 @@ func childMain(f run.Flags, d devices, stdout, stderr io.Writer) int {
 		defer func() { r.Check(imp.Close(), "child: unmapped and released the imported memory") }()
 		got := make([]byte, imp.Size())
 		if _, err := imp.ReadAt(got, 0); err != nil || !bytes.Equal(got, run.Pattern(seed, len(got))) {
-			r.Fail("child: the parent's %s do not match (%v)", vmm.Size(uint64(len(got))), err)
+			r.Fail("child: the parent's %s do not match (%v)", units.Size(uint64(len(got))), err)
 			return
 		}
-		r.OK("child: all %s the parent wrote on device %d read back at %v from device %d", vmm.Size(imp.Size()), d.parent, imp.Base(), d.child)
+		r.OK("child: all %s the parent wrote on device %d read back at %v from device %d", units.Size(imp.Size()), d.parent, imp.Base(), d.child)
 		_, err = imp.WriteAt(run.Pattern(replySeed, 4096), int64(imp.Size())-4096)
 		r.Check(err, "child: wrote a reply in the last 4 KiB from device %d", d.child)
 	}()

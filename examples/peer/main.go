@@ -18,6 +18,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/examples/internal/run"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/peer"
 )
@@ -56,20 +57,20 @@ func stripe(r *run.Report, m *vmm.Manager, n int) {
 	}
 	size := uint64(n) * 6 * mib
 	st, err := peer.Stripe(m, size, devs, peer.StripeOptions{})
-	if !r.Check(err, "stripe %s over devices %v, every device granted read-write in one call", vmm.Size(size), devs) {
+	if !r.Check(err, "stripe %s over devices %v, every device granted read-write in one call", units.Size(size), devs) {
 		return
 	}
 	defer func() { r.Check(st.Close(), "close the striped range") }()
 	for _, s := range st.Stripes() {
-		r.Note("stripe at +%s: %s on device %d", vmm.Size(s.Offset), vmm.Size(s.Size), s.Device)
+		r.Note("stripe at +%s: %s on device %d", units.Size(s.Offset), units.Size(s.Size), s.Device)
 	}
 	want := run.Pattern(1, int(st.Size()))
-	if !r.Check(st.CopyIn(n-1, 0, want), "device %d writes the whole range", n-1) {
+	if _, err := st.From(n-1).WriteAt(want, 0); !r.Check(err, "device %d writes the whole range", n-1) {
 		return
 	}
 	for _, d := range devs {
 		got := make([]byte, len(want))
-		if err := st.CopyOut(d, got, 0); err != nil || !bytes.Equal(want, got) {
+		if _, err := st.From(d).ReadAt(got, 0); err != nil || !bytes.Equal(want, got) {
 			r.Fail("device %d reads the whole range back: %v", d, err)
 			continue
 		}
@@ -84,7 +85,7 @@ func share(r *run.Report, m *vmm.Manager, be vmm.Backend, n int) {
 	}
 	defer func() { r.Check(p.Close(), "close the shared memory") }()
 	want := run.Pattern(2, 4*mib)
-	if !r.Check(p.CopyIn(0, 0, want), "device 0 writes it") {
+	if _, err := p.WriteAt(want, 0); !r.Check(err, "device 0 writes it") {
 		return
 	}
 	if n < 2 {
@@ -110,7 +111,7 @@ func share(r *run.Report, m *vmm.Manager, be vmm.Backend, n int) {
 	}
 	got := make([]byte, len(want))
 	for d := 1; d < n; d++ {
-		if err := p.CopyOut(d, got, 0); err != nil || !bytes.Equal(want, got) {
+		if _, err := p.From(d).ReadAt(got, 0); err != nil || !bytes.Equal(want, got) {
 			r.Fail("device %d reads device 0's memory: %v", d, err)
 		} else {
 			r.OK("device %d reads device 0's memory at the same address %v", d, p.Base())
@@ -124,8 +125,8 @@ func share(r *run.Report, m *vmm.Manager, be vmm.Backend, n int) {
 			r.Fail("device %d access is %d, want %d (%v)", d, f, wantF, err)
 		}
 	}
-	if r.Check(p.CopyIn(rw[0], 0, []byte("peer write")), "device %d (read-write) writes", rw[0]) {
-		_ = p.CopyOut(0, got[:10], 0)
+	if _, err := p.From(rw[0]).WriteAt([]byte("peer write"), 0); r.Check(err, "device %d (read-write) writes", rw[0]) {
+		_, _ = p.ReadAt(got[:10], 0)
 		if string(got[:10]) == "peer write" {
 			r.OK("device 0 sees device %d's write", rw[0])
 		} else {
@@ -133,14 +134,14 @@ func share(r *run.Report, m *vmm.Manager, be vmm.Backend, n int) {
 		}
 	}
 	if len(ro) > 0 {
-		if err := p.CopyIn(ro[0], 0, []byte("x")); err != nil {
+		if _, err := p.From(ro[0]).WriteAt([]byte("x"), 0); err != nil {
 			r.OK("device %d (read-only) may not write: %s", ro[0], resultName(err))
 		} else {
 			r.Fail("device %d wrote read-only memory", ro[0])
 		}
 	}
 	if r.Check(p.Revoke(rw...), "revoke %v", rw) {
-		if err := p.CopyOut(rw[0], got, 0); err != nil {
+		if _, err := p.From(rw[0]).ReadAt(got, 0); err != nil {
 			r.OK("device %d may no longer read", rw[0])
 		} else {
 			r.Fail("device %d still reads after revoke", rw[0])

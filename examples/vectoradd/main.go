@@ -20,6 +20,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/examples/internal/run"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
 )
@@ -165,12 +166,12 @@ func verify(r *run.Report, be vmm.Backend, dev, n int) {
 	for i, name := range []string{"a", "b", "c"} {
 		b, err := buffer.New(m, size, buffer.Options{Device: dev})
 		if err != nil {
-			r.Fail("%s: buffer of %s on device %d: %v", name, vmm.Size(size), dev, err)
+			r.Fail("%s: buffer of %s on device %d: %v", name, units.Size(size), dev, err)
 			return
 		}
 		st := b.Stats()
 		r.OK("%s: %s buffer at %v: %s of device %d memory created, mapped and made accessible (%d chunk(s))",
-			name, vmm.Size(size), b.Base(), vmm.Size(st.Committed), dev, st.Chunks)
+			name, units.Size(size), b.Base(), units.Size(st.Committed), dev, st.Chunks)
 		defer func() { r.Check(b.Close(), "%s: unmapped, released and freed", name) }()
 		bufs[i] = b
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -125,27 +126,29 @@ type world struct {
 	// meanwhile is dropped with the ones the call removed.
 	rawMu sync.RWMutex
 
-	mu       sync.Mutex // guards the pools below
-	allocs   []*vmm.Allocation
-	resvs    []*vmm.Reservation
-	maps     []*vmm.Mapping
-	bufs     []*buffer.Buffer
-	arrays   []*sparse.Array
-	mems     []*peer.Memory
-	stripes  []*peer.Striped
-	exported []*ipc.Exported
-	imported []*ipc.Imported
-	fabric   []ipc.FabricHandle
-	handles  []sized // raw, on s
-	mcs      []sized // raw multicast objects, on s
-	ranges   []span  // raw reservations, on s
-	rmaps    []span  // raw mappings, on s
-	fds      []int
-	closers  []io.Closer    // objects the nil cases made
-	fBefore  sim.Stats      // the foreign Sim when the run began
-	known    map[string]int // known bugs hit, by case
-	rollback []string       // constructors whose undo failed (see check)
-	errs     int
+	mu         sync.Mutex // guards the pools below
+	allocs     []*vmm.Allocation
+	resvs      []*vmm.Reservation
+	maps       []*vmm.Mapping
+	bufs       []*buffer.Buffer
+	arrays     []*sparse.Array
+	mems       []*peer.Memory
+	multicasts []*vmm.Multicast
+	pending    vmm.Pending // the releases the rollbacks of tx could not do
+	stripes    []*peer.Striped
+	exported   []*ipc.Exported
+	imported   []*ipc.Imported
+	fabric     []ipc.FabricHandle
+	handles    []sized // raw, on s
+	mcs        []sized // raw multicast objects, on s
+	ranges     []span  // raw reservations, on s
+	rmaps      []span  // raw mappings, on s
+	fds        []int
+	closers    []io.Closer    // objects the nil cases made
+	fBefore    sim.Stats      // the foreign Sim when the run began
+	known      map[string]int // known bugs hit, by case
+	rollback   []string       // constructors whose undo failed (see check)
+	errs       int
 }
 
 func newWorld(t testing.TB, p program) *world {
@@ -276,9 +279,9 @@ func (w *world) check(call string, err error, words ...string) {
 		w.errorf("%s: %q does not say which package failed", call, msg)
 		return
 	}
-	if constructors[call] && strings.Contains(msg, "\n") {
-		// The undo of a failed constructor failed too (errors.Join: one line per failed
-		// step), and what it could not undo is lost: see the teardown.
+	if constructors[call] && joined(err) {
+		// The undo of a failed constructor failed too (its error joins the cause and each
+		// failed step), and what it could not undo is lost: see the teardown.
 		w.mu.Lock()
 		w.rollback = append(w.rollback, call+": "+msg)
 		w.mu.Unlock()
@@ -301,6 +304,17 @@ var constructors = map[string]bool{
 }
 
 const rollbackBug = "constructors lose what a failed undo leaves (buffer.New, peer.New, peer.Stripe, ipc imports): no object is returned to retry the release on"
+
+// joined reports whether err holds several errors (errors.Join) anywhere in its chain.
+func joined(err error) bool {
+	switch e := err.(type) {
+	case interface{ Unwrap() []error }:
+		return len(e.Unwrap()) > 1 || slices.ContainsFunc(e.Unwrap(), joined)
+	case interface{ Unwrap() error }:
+		return e.Unwrap() != nil && joined(e.Unwrap())
+	}
+	return false
+}
 
 func hasPrefix(s string, ps []string) bool {
 	for _, p := range ps {
@@ -402,6 +416,10 @@ func (w *world) teardown() {
 	for _, x := range w.resvs {
 		must("reservation close", x.Close())
 	}
+	for _, x := range w.multicasts {
+		must("multicast close", x.Close())
+	}
+	must("pending retry", w.pending.Retry())
 	for _, x := range w.allocs {
 		must("allocation close", x.Close())
 	}

@@ -1,6 +1,7 @@
 package vmmfuzz_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -42,6 +43,12 @@ var ops = []op{
 	{"Mapping.SetAccess", (*world).setAccess},
 	{"Mapping.Access", (*world).getAccess},
 	{"Mapping.Close", (*world).mappingClose},
+	{"Manager queries", (*world).managerQuery},
+	{"Reservation copies, access, unmaps", (*world).resvOps},
+	{"Manager.CreateMulticast", (*world).multicastCreate},
+	{"Multicast ops", (*world).multicastOps},
+	{"Multicast ops", (*world).multicastOps},
+	{"Tx", (*world).tx},
 	// The building blocks.
 	{"buffer.New", (*world).bufNew},
 	{"Buffer.Grow/Shrink", (*world).bufResize},
@@ -272,10 +279,44 @@ func (w *world) granularity(a *args) {
 
 func (w *world) managerCopy(a *args) {
 	m, dev, addr, b := w.mgr(a), a.dev(w.devs), w.anyAddr(a), a.buf()
-	if a.bit() {
+	switch a.n(4) {
+	case 0:
 		w.check("Manager.CopyIn", m.CopyIn(dev, addr, b), "copy in")
-	} else {
+	case 1:
 		w.check("Manager.CopyOut", m.CopyOut(dev, b, addr), "copy out")
+	case 2:
+		w.check("Manager.Copy", m.Copy(dev, addr, w.anyAddr(a), a.count()), "copy")
+	default:
+		w.check("Manager.Fill", m.Fill(dev, addr, a.byte(), a.count()), "fill")
+	}
+}
+
+func (w *world) managerQuery(a *args) {
+	m, dev := w.mgr(a), a.dev(w.devs)
+	var err error
+	switch a.n(8) {
+	case 0:
+		_, err = m.DriverVersion()
+		w.check("Manager.DriverVersion", err, "driver version")
+	case 1:
+		_, err = m.DeviceCount()
+		w.check("Manager.DeviceCount", err, "device count")
+	case 2:
+		_, err = m.Device(dev)
+		w.check("Manager.Device", err, "device")
+	case 3:
+		_, err = m.Attribute(dev, cu.DeviceAttribute(int(a.byte())-8))
+		w.check("Manager.Attribute", err, "attribute")
+	case 4:
+		_, err = m.CanAccessPeer(dev, a.dev(w.devs))
+		w.check("Manager.CanAccessPeer", err, "can access peer")
+	case 5:
+		w.check("Manager.CheckProps", m.CheckProps(a.props(w.devs), dev), "check", "props", "attribute", "unsupported")
+	case 6:
+		_, err = m.MulticastGranularity(w.multicastProps(a), a.bit())
+		w.check("Manager.MulticastGranularity", err, "multicast granularity")
+	default:
+		_, _ = m.Name(), m.Backend()
 	}
 }
 
@@ -383,6 +424,149 @@ func (w *world) getAccess(a *args) {
 	}
 }
 
+func (w *world) resvOps(a *args) {
+	r, ok := pick(w, a, &w.resvs)
+	if !ok {
+		return
+	}
+	off := a.offset(r.Size(), w.gran)
+	switch a.n(6) {
+	case 0:
+		w.check("Reservation.CopyIn", r.CopyIn(a.dev(w.devs), off, a.buf()), "copy in")
+	case 1:
+		w.check("Reservation.CopyOut", r.CopyOut(a.dev(w.devs), a.buf(), off), "copy out")
+	case 2:
+		w.check("Reservation.SetAccess", r.SetAccess(off, a.size(w.gran), a.access(w.devs)...), "set access")
+	case 3, 4:
+		// Closes the Mapping values of what it unmaps (they stay in the pool, closed).
+		w.check("Reservation.Unmap", r.Unmap(off, a.size(w.gran)), "unmap")
+	default:
+		_, _, _ = r.Contains(w.anyAddr(a), a.count()), r.Base(), r.Size()
+	}
+}
+
+// multicastProps are a multicast object's properties: mostly a team of two devices.
+func (w *world) multicastProps(a *args) vmm.MulticastProps {
+	return vmm.MulticastProps{
+		Devices:     of(a, 2, 2, 1, w.devs, 0, w.devs+1, -1),
+		Size:        a.size(w.gran),
+		HandleTypes: of(a, cu.MEM_HANDLE_TYPE_NONE, cu.MEM_HANDLE_TYPE_NONE, cu.MEM_HANDLE_TYPE_FABRIC, 0x40),
+	}
+}
+
+func (w *world) multicastCreate(a *args) {
+	mc, err := w.mgr(a).CreateMulticast(w.multicastProps(a))
+	w.check("Manager.CreateMulticast", err, "create multicast")
+	if err == nil {
+		put(w, &w.multicasts, mc)
+	}
+}
+
+func (w *world) multicastOps(a *args) {
+	mc, ok := pick(w, a, &w.multicasts)
+	if !ok {
+		return
+	}
+	off := a.offset(mc.Size(), w.gran)
+	switch a.n(7) {
+	case 0, 1:
+		w.check("Multicast.AddDevice", mc.AddDevice(a.dev(w.devs)), "multicast add device")
+	case 2:
+		x, ok := w.alloc(a)
+		if !ok {
+			return
+		}
+		memOff := uint64(0)
+		if a.n(8) == 0 {
+			memOff = a.offset(x.Size(), w.gran)
+		}
+		size := x.Size()
+		if a.n(4) == 0 {
+			size = a.size(w.gran)
+		}
+		w.check("Multicast.Bind", mc.Bind(off, x, memOff, size), "multicast bind")
+	case 3:
+		w.check("Multicast.BindAddress", mc.BindAddress(off, w.anyAddr(a), a.dev(w.devs), a.size(w.gran)), "multicast bind")
+	case 4:
+		w.check("Multicast.Unbind", mc.Unbind(a.dev(w.devs), off, a.size(w.gran)), "multicast unbind")
+	case 5:
+		r, ok := pick(w, a, &w.resvs)
+		if !ok {
+			return
+		}
+		mp, err := r.MapMulticast(a.offset(r.Size(), w.gran), mc)
+		w.check("Reservation.MapMulticast", err, "map")
+		if err == nil {
+			put(w, &w.maps, mp)
+		}
+	default:
+		_, _ = mc.Handle(), mc.Size()
+		w.check("Multicast.Close", mc.Close(), "release multicast", "multicast unbind", "close")
+	}
+}
+
+// tx runs a transaction of a few steps on pooled and new objects, then commits or rolls
+// it back; what it makes joins the pools either way (rolled back, it is closed), and the
+// releases a rollback could not do wait in the world's Pending.
+func (w *world) tx(a *args) {
+	m := w.mgr(a)
+	pending := &w.pending
+	if a.n(4) == 0 {
+		pending = nil
+	}
+	t := m.Begin(pending)
+	var err error
+	for range 1 + a.n(3) {
+		switch a.n(3) {
+		case 0:
+			var x *vmm.Allocation
+			if x, err = t.Create(a.size(w.gran), a.props(w.devs)); err == nil {
+				put(w, &w.allocs, x)
+			}
+			w.check("Tx.Create", err, "create")
+		case 1:
+			var r *vmm.Reservation
+			if r, err = t.Reserve(a.size(w.gran)); err == nil {
+				put(w, &w.resvs, r)
+			}
+			w.check("Tx.Reserve", err, "reserve")
+		default:
+			r, ok := pick(w, a, &w.resvs)
+			x, ok2 := w.alloc(a)
+			if !ok || !ok2 {
+				continue
+			}
+			var mp *vmm.Mapping
+			if mp, err = t.Map(r, a.offset(r.Size(), w.gran), x); err == nil {
+				put(w, &w.maps, mp)
+			}
+			w.check("Tx.Map", err, "map")
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil && a.bit() {
+		t.Commit()
+	} else {
+		cause := err
+		if cause == nil {
+			cause = errFuzzRollback
+		}
+		rerr := t.Rollback(cause)
+		if !errors.Is(rerr, cause) {
+			w.errorf("Tx.Rollback(%v) returned %v, which is not its cause", cause, rerr)
+		}
+	}
+	if a.n(4) == 0 {
+		w.check("Pending.Retry", w.pending.Retry(), "release", "free", "unmap", "close")
+		_ = w.pending.Len()
+	}
+}
+
+// errFuzzRollback is the cause of the rollbacks tx asks for.
+var errFuzzRollback = errors.New("vmm: the harness rolls back")
+
 func (w *world) mappingClose(a *args) {
 	if x, ok := pick(w, a, &w.maps); ok {
 		w.check("Mapping.Close", x.Close(), "unmap", "close")
@@ -399,11 +583,20 @@ func (w *world) optProps(a *args) *vmm.Props {
 	return &p
 }
 
+// optAccess is an access list for a block's options: mostly none (the block's default),
+// sometimes one of access's.
+func (w *world) optAccess(a *args) []cu.MemAccessDesc {
+	if a.n(3) == 0 {
+		return a.access(w.devs)
+	}
+	return nil
+}
+
 func (w *world) bufNew(a *args) {
 	opts := buffer.Options{
 		Device:    a.dev(w.devs),
 		Props:     w.optProps(a),
-		Access:    a.devList(w.devs),
+		Access:    w.optAccess(a),
 		Policy:    of(a, buffer.Geometric, buffer.Exact, buffer.Geometric, buffer.Exact, buffer.Geometric, buffer.Exact, buffer.Geometric, buffer.Policy(7)),
 		MinChunk:  of[uint64](a, 0, 0, w.gran, 3*w.gran, 1, 1<<63),
 		MaxChunk:  of[uint64](a, 0, 0, w.gran, 4*w.gran, 1),
@@ -426,6 +619,16 @@ func (w *world) bufResize(a *args) {
 		w.check("Buffer.Grow", x.Grow(a.smallSize(w.gran)), "grow")
 	} else {
 		w.check("Buffer.Shrink", x.Shrink(a.smallSize(w.gran)), "shrink")
+	}
+	if a.n(6) == 0 {
+		c := x.Config()
+		if a.bit() {
+			c.Props = a.props(w.devs)
+		}
+		if a.bit() {
+			c.Access = a.access(w.devs)
+		}
+		w.check("Buffer.SetConfig", x.SetConfig(c), "config")
 	}
 	_, _, _, _, _ = x.Stats(), x.Chunks(), x.Base(), x.Size(), x.Granularity()
 }
@@ -460,7 +663,7 @@ func (w *world) sparseNew(a *args) {
 	opts := sparse.Options{
 		Device:   a.dev(w.devs),
 		Props:    w.optProps(a),
-		Access:   a.devList(w.devs),
+		Access:   w.optAccess(a),
 		PageSize: of[uint64](a, 0, 0, w.gran, 3*w.gran, 1, 1<<63),
 		Zero:     a.bit(),
 	}
@@ -544,12 +747,20 @@ func (w *world) peerCopy(a *args) {
 	if !ok {
 		return
 	}
-	dev, b, off := a.dev(w.devs), a.buf(), a.offset(x.Size(), w.gran)
-	switch a.n(3) {
+	dev, b, off := a.dev(w.devs), a.buf(), a.at(x.Size())
+	switch a.n(5) {
 	case 0:
-		w.check("Memory.CopyIn", x.CopyIn(dev, off, b), "copy in")
+		_, err := x.WriteAt(b, off)
+		w.check("Memory.WriteAt", err, "write")
 	case 1:
-		w.check("Memory.CopyOut", x.CopyOut(dev, b, off), "copy out")
+		_, err := x.ReadAt(b, off)
+		w.check("Memory.ReadAt", err, "read")
+	case 2:
+		_, err := x.From(dev).WriteAt(b, off)
+		w.check("Memory.From.WriteAt", err, "write")
+	case 3:
+		_, err := x.From(dev).ReadAt(b, off)
+		w.check("Memory.From.ReadAt", err, "read")
 	default:
 		_, err := x.Access(dev)
 		w.check("Memory.Access", err, "access")
@@ -576,14 +787,22 @@ func (w *world) stripeOps(a *args) {
 	if !ok {
 		return
 	}
-	dev, b, off := a.dev(w.devs), a.buf(), a.offset(x.Size(), w.gran)
-	switch a.n(4) {
+	dev, b, off := a.dev(w.devs), a.buf(), a.at(x.Size())
+	switch a.n(6) {
 	case 0:
-		w.check("Striped.CopyIn", x.CopyIn(dev, off, b), "copy in")
+		_, err := x.WriteAt(b, off)
+		w.check("Striped.WriteAt", err, "write")
 	case 1:
-		w.check("Striped.CopyOut", x.CopyOut(dev, b, off), "copy out")
+		_, err := x.ReadAt(b, off)
+		w.check("Striped.ReadAt", err, "read")
 	case 2:
-		_, err := x.DeviceAt(off)
+		_, err := x.From(dev).WriteAt(b, off)
+		w.check("Striped.From.WriteAt", err, "write")
+	case 3:
+		_, err := x.From(dev).ReadAt(b, off)
+		w.check("Striped.From.ReadAt", err, "read")
+	case 4:
+		_, err := x.DeviceAt(uint64(off))
 		w.check("Striped.DeviceAt", err, "device at", "stripe")
 		_ = x.Stripes()
 	default:
@@ -605,21 +824,15 @@ func (w *world) ipcExport(a *args) {
 		e, err = ipc.Export(m, as...)
 		w.check("ipc.Export", err, "export")
 	} else {
-		var hs []cu.MemHandle
-		var sizes []uint64
+		// A buffer's chunks, as a program exports a growable buffer.
+		var as []*vmm.Allocation
 		if x, ok := pick(w, a, &w.bufs); ok {
 			for _, c := range x.Chunks() {
-				hs, sizes = append(hs, c.Handle), append(sizes, c.Size)
+				as = append(as, c.Allocation)
 			}
 		}
-		for range a.n(3) {
-			hs, sizes = append(hs, w.anyHandle(a)), append(sizes, a.size(w.gran))
-		}
-		if a.n(4) == 0 && len(sizes) > 0 {
-			sizes = sizes[1:]
-		}
-		e, err = ipc.ExportHandles(m, hs, sizes)
-		w.check("ipc.ExportHandles", err, "export")
+		e, err = ipc.Export(m, as...)
+		w.check("ipc.Export", err, "export")
 	}
 	if err == nil {
 		put(w, &w.exported, e)

@@ -11,19 +11,27 @@
 //     committing up to twice what is used.
 //   - Exact commits what is needed, rounded up to the allocation granularity.
 //
-// Each growth grants access to every device of Options.Access in one cuMemSetAccess call
-// over the new chunk. When the reservation is full, the buffer asks for the range right
-// after it (the fixed-address hint of cuMemAddressReserve) and keeps both reservations; if
-// the driver places the range elsewhere (it may: seen on an H200), the buffer reserves a
-// larger range, maps the same physical chunks there and releases the old range. No data
-// is copied, but the base address changes: Stats.Remaps counts it, and Options.FixedBase
-// makes such a growth fail with ErrWouldMove instead.
+// Each chunk is made as the buffer's Config says: its physical properties (device or host
+// memory, shareable handle types, compression, GPUDirect RDMA) and who may access it, read
+// and write or read only. Options give the first Config and SetConfig changes it for the
+// chunks committed after, so that one buffer can hold, say, read-only and read-write
+// ranges. A property the device says it lacks fails with vmm.ErrUnsupported before anything
+// is allocated. Each growth grants access in one cuMemSetAccess call per reservation the new
+// chunk lies in.
 //
-// Every operation is a transaction: if a driver call fails midway, what the operation
-// created is released and what it undid is restored, so the buffer is unchanged and
-// usable, and nothing leaks. Releases that fail (the driver refusing to free something the
-// buffer owns) are kept and retried by later operations and by Close; Stats.Pending counts
-// them.
+// When the reservation is full, the buffer asks for the range right after it (the
+// fixed-address hint of cuMemAddressReserve) and keeps both reservations; if the driver
+// places the range elsewhere (it may: seen on an H200), the buffer reserves a larger range,
+// maps the same physical chunks there and releases the old range. No data is copied, but
+// the base address changes: Stats.Remaps counts it, and Options.FixedBase makes such a
+// growth fail with vmm.ErrWouldMove instead.
+//
+// Every operation is a vmm.Tx: if a driver call fails midway, what the operation created is
+// released and what it undid is restored, so the buffer is unchanged and usable, and nothing
+// leaks. Releases that fail (the driver refusing to free something the buffer owns) are kept
+// and retried by later operations and by Close; Stats.Pending counts them. Errors are
+// *vmm.Error values of package "buffer" and match vmm's sentinels (vmm.ErrClosed,
+// vmm.ErrInvalid, vmm.ErrOutOfRange, ...) and the driver's results with errors.Is.
 package buffer
 
 import (
@@ -34,6 +42,7 @@ import (
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -64,7 +73,7 @@ func (p Policy) String() string {
 const DefaultReserve = 1 << 30
 
 // Options configure a Buffer. The zero value is a buffer of device 0 memory, accessible
-// from device 0, with the geometric policy.
+// read-write from device 0, with the geometric policy.
 type Options struct {
 	// Device owns the physical memory, unless Props says otherwise. Copies (ReadAt,
 	// WriteAt) are issued from its context.
@@ -72,9 +81,10 @@ type Options struct {
 	// Props, when set, describes the physical memory instead of Device (for example to
 	// ask for shareable handle types, to export the chunks to another process).
 	Props *vmm.Props
-	// Access lists the devices granted read-write access to the buffer. Device is always
-	// included.
-	Access []int
+	// Access lists who may access the chunks, and how: vmm.ReadWrite(0, 1), or
+	// append(vmm.ReadWrite(0), vmm.ReadOnly(1)...). Device gets read-write access unless
+	// the list names it.
+	Access []cu.MemAccessDesc
 	// Policy chooses chunk sizes; see Geometric and Exact.
 	Policy Policy
 	// MinChunk is the smallest chunk committed (rounded up to the granularity): commit
@@ -86,10 +96,20 @@ type Options struct {
 	// Reserve is the virtual address space reserved up front (rounded up to the
 	// granularity; at least the initial size). Zero means DefaultReserve.
 	Reserve uint64
-	// FixedBase makes Grow fail with ErrWouldMove, the buffer unchanged, when the driver
-	// will not extend the reservation in place, instead of remapping the buffer at a new
-	// base address.
+	// FixedBase makes Grow fail with vmm.ErrWouldMove, the buffer unchanged, when the
+	// driver will not extend the reservation in place, instead of remapping the buffer at a
+	// new base address.
 	FixedBase bool
+}
+
+// Config is how a Buffer makes the chunks it commits: their physical memory and who may
+// access them (cuda.core's VirtualMemoryResourceOptions, less what concerns reservations).
+type Config struct {
+	// Props describes the physical memory. A zero Location means memory of
+	// Options.Device.
+	Props vmm.Props
+	// Access lists who may access the chunks, and how, as Options.Access does.
+	Access []cu.MemAccessDesc
 }
 
 // Stats describe a Buffer.
@@ -105,134 +125,118 @@ type Stats struct {
 	Extends      int    // reservations extended in place (hint honoured)
 	HintsRefused int    // extensions the driver placed elsewhere
 	Remaps       int    // times the buffer moved to a larger range (base changed)
-	Calls        int    // driver calls made by New, Grow, Shrink and Close (not copies)
-	Pending      int    // failed releases kept for retry by later operations and Close
+	// Calls counts the driver calls made by New, Grow, Shrink, SetConfig and Close (not
+	// copies, the attribute queries that check a Config, the calls that undo a failed
+	// operation, or retries of a release). A growth inside one reservation makes three:
+	// create, map, set access; a chunk that straddles two reservations is two allocations,
+	// each mapped and given access on its own.
+	Calls   int
+	Pending int // failed releases kept for retry by later operations and Close
 }
 
 // Chunk is one physical allocation of a Buffer, mapped whole at Offset.
 type Chunk struct {
 	Offset uint64
 	Size   uint64
-	Handle cu.MemHandle // owned by the Buffer: valid until it is shrunk away or closed
+	// Allocation is the chunk's memory, to export or bind. It is the Buffer's: valid until
+	// a Shrink releases it or Close, and not to be closed by the caller.
+	Allocation *vmm.Allocation
+	Handle     cu.MemHandle // Allocation.Handle()
+	Props      vmm.Props    // what the chunk was made with (Config.Props at its growth)
 }
 
-// span is one reservation; the spans of a buffer are contiguous, the first at the base.
+// span is one reservation; the spans of a buffer are contiguous, the first at the base, and
+// off is the buffer offset of the reservation's first byte.
 type span struct {
-	base cu.DevicePtr
-	size uint64
+	r   *vmm.Reservation
+	off uint64
 }
 
-// cleanup is one driver call that releases something: an undo step of a transaction, or
-// a release that failed and waits for a retry.
-type cleanup struct {
-	what string
-	do   func() error
-	// restore marks undo steps that put back the buffer's own mappings; if one fails the
-	// buffer is broken, where a failed release only leaks until it is retried.
-	restore bool
+// chunk is one allocation, mapped whole at buffer offset off of the span that holds it.
+type chunk struct {
+	a    *vmm.Allocation
+	off  uint64
+	size uint64
+	cfg  *Config // shared by the chunks made with one Config
 }
 
 // Buffer is a growable device buffer with a stable base address; see the package
 // documentation.
 //
-// A Buffer is safe for concurrent use: Grow, Shrink and Close are serialized (each changes
-// the buffer's chunks and reservations, one driver call after another, and waits for the
-// copies in flight), and ReadAt, WriteAt and the accessors run alongside each other. What the lock cannot cover is
-// device code: a device address taken from Base is valid until a Shrink releases the
-// memory behind it, a Grow moves the buffer (Stats.Remaps; never with FixedBase) or Close,
-// so the caller must not run kernels on the buffer during those.
+// A Buffer is safe for concurrent use: Grow, Shrink, SetConfig and Close are serialized
+// (each changes the buffer's chunks and reservations, one driver call after another, and
+// waits for the copies in flight), and ReadAt, WriteAt and the accessors run alongside each
+// other. What the lock cannot cover is device code: a device address taken from Base is
+// valid until a Shrink releases the memory behind it, a Grow moves the buffer
+// (Stats.Remaps; never with FixedBase) or Close, so the caller must not run kernels on the
+// buffer during those.
+//
+// Only New makes one: a nil or zero Buffer fails every operation with vmm.ErrInvalid.
 type Buffer struct {
 	mu sync.RWMutex
 
-	b      vmm.Backend
-	prop   cu.MemAllocationProp
-	loc    string
-	g      uint64
+	m      *vmm.Manager
 	dev    int
-	access []cu.MemAccessDesc
+	g      uint64
+	cfg    *Config // for the chunks committed next
 	policy Policy
 	minC   uint64
 	maxC   uint64
 	fixed  bool
 
-	spans     []span  // contiguous reservations, spans[0].base is the base
+	spans     []span  // contiguous reservations, spans[0] at the base
 	chunks    []chunk // sorted by offset, contiguous from 0, each inside one span
 	size      uint64
 	committed uint64
 	reserved  uint64
 
-	pending []cleanup
+	pending vmm.Pending
 	broken  error
 	closed  bool
 	st      Stats
 }
 
-type chunk struct {
-	h    cu.MemHandle
-	off  uint64
-	size uint64
+var errNoBuffer = fmt.Errorf("%w: a nil or zero Buffer (make one with New)", vmm.ErrInvalid)
+
+func opErr(op, args string, err error) error {
+	return &vmm.Error{Pkg: "buffer", Op: op, Args: args, Err: err}
 }
 
 // New returns a buffer of size bytes (zero is fine) with the given options.
 func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
-	fail := func(err error) (*Buffer, error) {
-		return nil, &Error{Op: "new", Args: vmm.Size(size), Err: err}
-	}
-	if m == nil || m.Backend() == nil {
-		return fail(fmt.Errorf("%w: nil Manager", ErrInvalid))
-	}
+	fail := func(err error) (*Buffer, error) { return nil, opErr("new", units.Size(size), err) }
 	if opts.Policy != Geometric && opts.Policy != Exact {
-		return fail(fmt.Errorf("%w: policy %v", ErrInvalid, opts.Policy))
+		return fail(fmt.Errorf("%w: policy %v", vmm.ErrInvalid, opts.Policy))
 	}
-	props := vmm.DeviceProps(opts.Device)
+	b := &Buffer{m: m, dev: opts.Device, policy: opts.Policy, fixed: opts.FixedBase}
+	c := Config{Props: vmm.DeviceProps(opts.Device), Access: opts.Access}
 	if opts.Props != nil {
-		props = *opts.Props
+		c.Props = *opts.Props
 	}
-	b := &Buffer{
-		b:      m.Backend(),
-		prop:   props.Driver(),
-		loc:    props.Location.String(),
-		dev:    opts.Device,
-		policy: opts.Policy,
-		fixed:  opts.FixedBase,
-	}
-	devs := []int{opts.Device}
-	for _, d := range opts.Access {
-		if d != opts.Device && !slices.Contains(devs, d) {
-			devs = append(devs, d)
-		}
-	}
-	b.access = vmm.ReadWrite(devs...)
-
-	b.st.Calls++
-	g, err := b.b.Granularity(&b.prop, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
+	cfg, g, err := b.prepare(c)
 	if err != nil {
-		return fail(vmm.Call(err, "granularity of %s", b.loc))
+		return fail(err)
 	}
-	if g == 0 || g&(g-1) != 0 {
-		return fail(fmt.Errorf("%w: driver granularity %d is not a power of two", ErrInvalid, g))
-	}
-	b.g = g
+	b.cfg, b.g = cfg, g
 	var ok bool
-	if b.minC, ok = alignUp(opts.MinChunk, g); !ok {
-		return fail(fmt.Errorf("%w: MinChunk %d", ErrTooLarge, opts.MinChunk))
+	if b.minC, ok = units.AlignUp(opts.MinChunk, g); !ok {
+		return fail(fmt.Errorf("%w: MinChunk %d", vmm.ErrTooLarge, opts.MinChunk))
 	}
-	if b.maxC, ok = alignUp(opts.MaxChunk, g); !ok {
-		return fail(fmt.Errorf("%w: MaxChunk %d", ErrTooLarge, opts.MaxChunk))
+	if b.maxC, ok = units.AlignUp(opts.MaxChunk, g); !ok {
+		return fail(fmt.Errorf("%w: MaxChunk %d", vmm.ErrTooLarge, opts.MaxChunk))
 	}
 	res := opts.Reserve
 	if res == 0 {
 		res = DefaultReserve
 	}
-	res = max(res, size, 1)
-	if res, ok = alignUp(res, g); !ok {
-		return fail(fmt.Errorf("%w: reserve %d", ErrTooLarge, res))
+	if res, ok = units.AlignUp(max(res, size, 1), g); !ok {
+		return fail(fmt.Errorf("%w: reserve %d", vmm.ErrTooLarge, max(opts.Reserve, size)))
 	}
-	base, err := b.reserve(res, 0)
+	r, err := b.reserve(nil, res, 0)
 	if err != nil {
 		return fail(err)
 	}
-	b.spans = []span{{base, res}}
+	b.spans = []span{{r, 0}}
 	b.reserved = res
 	if size > 0 {
 		if err := b.grow(size); err != nil {
@@ -240,6 +244,85 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
 		}
 	}
 	return b, nil
+}
+
+// prepare completes c (a zero Location is memory of the buffer's device, which gets
+// read-write access unless c names it) and checks it before anything is allocated: what the
+// device lacks fails with vmm.ErrUnsupported. It returns the granularity of c's memory:
+// queried in New (b.g is 0) and when the properties change, which then must not need a
+// coarser one than the chunks already laid out.
+func (b *Buffer) prepare(c Config) (*Config, uint64, error) {
+	if c.Props.Location == (vmm.Location{}) {
+		c.Props.Location = vmm.OnDevice(b.dev)
+	}
+	owner := vmm.OnDevice(b.dev)
+	named := false
+	for _, d := range c.Access {
+		if d.Location.Type != cu.MEM_LOCATION_TYPE_DEVICE {
+			return nil, 0, fmt.Errorf("%w: access is granted to devices, not %v", vmm.ErrInvalid, d.Location)
+		}
+		named = named || d.Location == owner
+	}
+	if named {
+		c.Access = slices.Clone(c.Access)
+	} else {
+		c.Access = append(vmm.ReadWrite(b.dev), c.Access...)
+	}
+	if err := b.m.CheckProps(c.Props, b.dev); err != nil {
+		return nil, 0, err
+	}
+	if b.g != 0 && c.Props == b.cfg.Props {
+		return &c, b.g, nil
+	}
+	b.st.Calls++
+	g, err := b.m.Granularity(c.Props, false)
+	if err != nil {
+		return nil, 0, err
+	}
+	if g == 0 || g&(g-1) != 0 {
+		return nil, 0, fmt.Errorf("%w: driver granularity %d is not a power of two", vmm.ErrInvalid, g)
+	}
+	if b.g != 0 && g > b.g {
+		return nil, 0, fmt.Errorf("%w: %v needs a granularity of %s, the buffer's is %s", vmm.ErrInvalid, c.Props.Location, units.Size(g), units.Size(b.g))
+	}
+	return &c, max(g, b.g), nil
+}
+
+// Config returns how the buffer makes the chunks it commits next (nil Access for a nil or
+// zero Buffer).
+func (b *Buffer) Config() Config {
+	if b == nil {
+		return Config{}
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.cfg == nil {
+		return Config{}
+	}
+	return Config{Props: b.cfg.Props, Access: slices.Clone(b.cfg.Access)}
+}
+
+// SetConfig changes how the chunks committed from now on are made: their physical
+// properties and who may access them. Memory already committed keeps its own, including
+// the geometric policy's chunks past Size (Chunks says what each was made with). A request
+// the device says it cannot meet fails with vmm.ErrUnsupported, and properties that need a
+// coarser granularity than the buffer's with vmm.ErrInvalid, before anything is allocated;
+// on error the configuration is unchanged.
+func (b *Buffer) SetConfig(c Config) error {
+	if b == nil {
+		return opErr("set config", "", errNoBuffer)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.usable(); err != nil {
+		return opErr("set config", "", err)
+	}
+	cfg, _, err := b.prepare(c)
+	if err != nil {
+		return opErr("set config", fmt.Sprintf("%v access %v", c.Props.Location, c.Access), err)
+	}
+	b.cfg = cfg
+	return nil
 }
 
 // Base is the buffer's first device address. It changes only when a Grow remaps the
@@ -257,7 +340,7 @@ func (b *Buffer) base() cu.DevicePtr {
 	if len(b.spans) == 0 {
 		return 0
 	}
-	return b.spans[0].base
+	return b.spans[0].r.Base()
 }
 
 // Size is the buffer's size in bytes.
@@ -287,7 +370,7 @@ func (b *Buffer) Stats() Stats {
 	defer b.mu.RUnlock()
 	s := b.st
 	s.Size, s.Committed, s.Reserved, s.Granularity = b.size, b.committed, b.reserved, b.g
-	s.Chunks, s.Reservations, s.Pending = len(b.chunks), len(b.spans), len(b.pending)
+	s.Chunks, s.Reservations, s.Pending = len(b.chunks), len(b.spans), b.pending.Len()
 	return s
 }
 
@@ -301,48 +384,46 @@ func (b *Buffer) Chunks() []Chunk {
 	defer b.mu.RUnlock()
 	out := make([]Chunk, len(b.chunks))
 	for i, c := range b.chunks {
-		out[i] = Chunk{Offset: c.off, Size: c.size, Handle: c.h}
+		out[i] = Chunk{Offset: c.off, Size: c.size, Allocation: c.a, Handle: c.a.Handle(), Props: c.cfg.Props}
 	}
 	return out
 }
 
+// usable says why the buffer cannot be used, or nil.
 func (b *Buffer) usable() error {
-	if b == nil {
-		return fmt.Errorf("%w: nil Buffer", ErrInvalid)
+	switch {
+	case b.m == nil:
+		return errNoBuffer
+	case b.closed:
+		return vmm.ErrClosed
 	}
-	if b.closed {
-		return ErrClosed
-	}
-	if b.broken != nil {
-		return b.broken
-	}
-	return nil
+	return b.broken
 }
 
 // Grow makes the buffer at least n bytes long, committing memory if it needs more than is
 // committed; a smaller n does nothing. The bytes already written keep their addresses and
 // values. On error the buffer is unchanged.
 func (b *Buffer) Grow(n uint64) error {
-	return b.resize("grow", n, b.grow)
+	return b.resize("grow", n, (*Buffer).grow)
 }
 
 // resize runs Grow's or Shrink's work under the lock and names the operation on error,
 // with the size and commitment as they were before it.
-func (b *Buffer) resize(op string, n uint64, do func(uint64) error) error {
+func (b *Buffer) resize(op string, n uint64, do func(*Buffer, uint64) error) error {
 	if b == nil {
-		return &Error{Op: op, Args: "to " + vmm.Size(n), Err: fmt.Errorf("%w: nil Buffer", ErrInvalid)}
+		return opErr(op, "to "+units.Size(n), errNoBuffer)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	size, committed := b.size, b.committed
 	args := func() string {
-		return fmt.Sprintf("to %s (size %s, committed %s)", vmm.Size(n), vmm.Size(size), vmm.Size(committed))
+		return fmt.Sprintf("to %s (size %s, committed %s)", units.Size(n), units.Size(size), units.Size(committed))
 	}
 	if err := b.usable(); err != nil {
-		return &Error{Op: op, Args: args(), Err: err}
+		return opErr(op, args(), err)
 	}
-	if err := do(n); err != nil {
-		return &Error{Op: op, Args: args(), Err: err}
+	if err := do(b, n); err != nil {
+		return opErr(op, args(), err)
 	}
 	return nil
 }
@@ -351,10 +432,10 @@ func (b *Buffer) grow(n uint64) error {
 	if n <= b.size {
 		return nil
 	}
-	b.retryPending()
-	target, ok := alignUp(n, b.g)
+	_ = b.pending.Retry() // what fails again stays counted in Stats.Pending
+	target, ok := units.AlignUp(n, b.g)
 	if !ok {
-		return ErrTooLarge
+		return vmm.ErrTooLarge
 	}
 	if target <= b.committed {
 		b.size = n
@@ -388,7 +469,7 @@ func (b *Buffer) grow(n uint64) error {
 // reservation), extending or moving the reservation first if it is full.
 func (b *Buffer) growBy(c uint64) error {
 	end := b.committed + c
-	t := &tx{b: b}
+	tx := b.m.Begin(&b.pending)
 	spans := b.spans
 	var old []span // reservations to release once the buffer has moved
 	extended, refused := false, false
@@ -399,86 +480,73 @@ func (b *Buffer) growBy(c uint64) error {
 		}
 		ext := want - b.reserved
 		hint := b.base() + cu.DevicePtr(b.reserved)
-		got, err := b.reserve(ext, hint)
+		r, err := b.reserve(nil, ext, hint)
 		if err != nil {
 			return err
 		}
-		if got == hint {
-			t.push(cleanup{what: "free extension", do: func() error { return b.free(got, ext) }})
-			spans = append(spans[:len(spans):len(spans)], span{got, ext})
+		if r.Base() == hint {
+			tx.OnRollback("free extension", r.Close)
+			spans = append(spans[:len(spans):len(spans)], span{r, b.reserved})
 			extended = true
 		} else {
 			refused = true
 			// The range the driver chose is no use: give it back at once. If that fails it
 			// is kept for a retry; it is not the buffer's, so growth goes on.
-			if got != 0 {
-				if err := b.free(got, ext); err != nil {
-					b.pending = append(b.pending, cleanup{what: "free refused extension", do: func() error { return b.free(got, ext) }})
-				}
-			}
+			b.release("free refused extension", 1, r.Close)
 			if b.fixed {
 				b.st.HintsRefused++
-				return fmt.Errorf("%w: the driver placed the extension at %v, not %v", ErrWouldMove, got, hint)
+				return fmt.Errorf("%w: the driver placed the extension at %v, not %v", vmm.ErrWouldMove, r.Base(), hint)
 			}
-			nb, err := b.reserve(want, 0)
+			nr, err := b.reserve(tx, want, 0)
 			if err != nil {
-				return t.fail(err)
+				return tx.Rollback(err)
 			}
-			t.push(cleanup{what: "free new range", do: func() error { return b.free(nb, want) }})
 			// Map the same physical chunks at the new range while the old mappings stay:
 			// the driver maps one allocation at two addresses, and the buffer stays valid
 			// at its old base until everything at the new one is in place.
 			for _, ch := range b.chunks {
-				va := nb + cu.DevicePtr(ch.off)
-				if err := b.mapAt(va, ch.size, ch.h); err != nil {
-					return t.fail(err)
+				if err := b.mapChunk(tx, nr, ch.off, ch.a); err != nil {
+					return tx.Rollback(err)
 				}
-				t.push(cleanup{what: "unmap new range", do: func() error { return b.unmap(va, ch.size) }})
 			}
 			old = b.spans
-			spans = []span{{nb, want}}
+			spans = []span{{nr, 0}}
 		}
 	}
 
 	// The new chunk, split where it crosses from one reservation into the next so that
 	// every mapping lies inside one reservation: then each reservation can be unmapped and
 	// freed on its own (the driver refuses to free a reservation a mapping runs out of).
-	base := spans[0].base
 	var added []chunk
-	for _, seg := range segments(spans, b.committed, end) {
-		h, err := b.create(seg.size)
+	for _, s := range segments(spans, b.committed, end) {
+		b.st.Calls++
+		a, err := tx.Create(s.size, b.cfg.Props)
 		if err != nil {
-			return t.fail(err)
+			return tx.Rollback(err)
 		}
-		t.push(cleanup{what: "release new chunk", do: func() error { return b.release(h) }})
-		va := base + cu.DevicePtr(seg.off)
-		if err := b.mapAt(va, seg.size, h); err != nil {
-			return t.fail(err)
+		sp := spans[s.span]
+		if err := b.mapChunk(tx, sp.r, s.off-sp.off, a); err != nil {
+			return tx.Rollback(err)
 		}
-		t.push(cleanup{what: "unmap new chunk", do: func() error { return b.unmap(va, seg.size) }})
-		added = append(added, chunk{h: h, off: seg.off, size: seg.size})
+		added = append(added, chunk{a: a, off: s.off, size: s.size, cfg: b.cfg})
 	}
-	// Access: one call over everything new, for every device. After a move that is the
-	// whole buffer, every chunk adjacent in one reservation; otherwise the new chunk, whose
-	// pieces may lie in two adjacent reservations. The driver takes one call over adjacent
-	// mappings, also across reservations (recorded on H100 and H200: sim/internal/probe).
-	from := b.committed
+	// Access over everything new: after a move that is the whole buffer.
+	grant := added
 	if old != nil {
-		from = 0
+		grant = append(slices.Clip(b.chunks), added...)
 	}
-	if err := b.setAccess(base+cu.DevicePtr(from), end-from); err != nil {
-		return t.fail(err)
+	if err := b.grant(spans, grant); err != nil {
+		return tx.Rollback(err)
 	}
+	tx.Commit()
 
-	// Commit. Nothing below can leave the buffer inconsistent.
+	// Nothing below can leave the buffer inconsistent.
 	oldCommitted := b.committed
 	b.spans = spans
 	b.chunks = append(b.chunks, added...)
 	b.committed = end
-	b.reserved = 0
-	for _, s := range spans {
-		b.reserved += s.size
-	}
+	last := spans[len(spans)-1]
+	b.reserved = last.off + last.r.Size()
 	if extended {
 		b.st.Extends++
 	}
@@ -487,39 +555,29 @@ func (b *Buffer) growBy(c uint64) error {
 	}
 	if old != nil {
 		b.st.Remaps++
-		b.releaseSpans(old, oldCommitted)
+		b.closeSpans(old, oldCommitted)
 	}
 	return nil
 }
 
-// releaseSpans unmaps the first committed bytes of the contiguous reservations spans and
-// frees them; failures are kept for retry.
-func (b *Buffer) releaseSpans(spans []span, committed uint64) {
-	b.unmapSpans(spans, committed)
-	b.freeSpans(spans)
-}
-
-// unmapSpans unmaps the first committed bytes of the contiguous reservations spans, one
-// call per reservation (the driver unmaps adjacent mappings in one call).
-func (b *Buffer) unmapSpans(spans []span, committed uint64) {
-	if len(spans) == 0 {
-		return
-	}
-	base := spans[0].base
-	for _, seg := range segments(spans, 0, committed) {
-		va, n := base+cu.DevicePtr(seg.off), seg.size
-		if err := b.unmap(va, n); err != nil {
-			b.pending = append(b.pending, cleanup{what: "unmap", do: func() error { return b.unmap(va, n) }})
+// grant sets the access of chunks, which are adjacent, in one call per run of chunks that
+// share a reservation and an access list (the driver takes one call over adjacent
+// mappings).
+func (b *Buffer) grant(spans []span, chunks []chunk) error {
+	for i := 0; i < len(chunks); {
+		sp := spans[spanOf(spans, chunks[i].off)]
+		j := i + 1
+		for j < len(chunks) && chunks[j].off < sp.off+sp.r.Size() && slices.Equal(chunks[j].cfg.Access, chunks[i].cfg.Access) {
+			j++
 		}
-	}
-}
-
-func (b *Buffer) freeSpans(spans []span) {
-	for _, s := range spans {
-		if err := b.free(s.base, s.size); err != nil {
-			b.pending = append(b.pending, cleanup{what: "free", do: func() error { return b.free(s.base, s.size) }})
+		last := chunks[j-1]
+		b.st.Calls++
+		if err := sp.r.SetAccess(chunks[i].off-sp.off, last.off+last.size-chunks[i].off, chunks[i].cfg.Access...); err != nil {
+			return err
 		}
+		i = j
 	}
+	return nil
 }
 
 // Shrink makes the buffer n bytes long if it is longer, and releases the chunks that lie
@@ -527,14 +585,14 @@ func (b *Buffer) freeSpans(spans []span) {
 // reservation is kept, so the buffer can grow back in place. On error the buffer is
 // unchanged.
 func (b *Buffer) Shrink(n uint64) error {
-	return b.resize("shrink", n, b.shrink)
+	return b.resize("shrink", n, (*Buffer).shrink)
 }
 
 func (b *Buffer) shrink(n uint64) error {
 	if n >= b.size {
 		return nil
 	}
-	b.retryPending()
+	_ = b.pending.Retry()
 	k := len(b.chunks)
 	for k > 0 && b.chunks[k-1].off >= n {
 		k--
@@ -544,46 +602,60 @@ func (b *Buffer) shrink(n uint64) error {
 		return nil
 	}
 	from := b.chunks[k].off
-	t := &tx{b: b}
-	base := b.base()
+	tx := b.m.Begin(&b.pending)
 	segs := segments(b.spans, from, b.committed)
 	// One unmap per reservation the tail lies in (the driver unmaps adjacent mappings in one
 	// call), last first; undone by mapping the same chunks back.
 	for i := len(segs) - 1; i >= 0; i-- {
-		seg := segs[i]
-		va := base + cu.DevicePtr(seg.off)
-		if err := b.unmap(va, seg.size); err != nil {
-			return t.fail(err)
+		s := segs[i]
+		sp := b.spans[s.span]
+		b.st.Calls++
+		if err := sp.r.Unmap(s.off-sp.off, s.size); err != nil {
+			return b.rollback(tx, err)
 		}
 		var back []chunk
 		for _, ch := range b.chunks[k:] {
-			if ch.off >= seg.off && ch.off < seg.off+seg.size {
+			if ch.off >= s.off && ch.off < s.off+s.size {
 				back = append(back, ch)
 			}
 		}
-		t.push(cleanup{what: "restore unmapped chunks", restore: true, do: func() error {
-			for j, ch := range back {
-				if err := b.mapAt(base+cu.DevicePtr(ch.off), ch.size, ch.h); err != nil {
-					for _, m := range back[:j] {
-						_ = b.unmap(base+cu.DevicePtr(m.off), m.size)
-					}
-					return err
-				}
-			}
-			return b.setAccess(va, seg.size)
-		}})
+		tx.Restore("map the shrunk chunks back", func() error { return b.mapBack(sp, back) })
 	}
+	tx.Commit()
 	tail := b.chunks[k:]
 	b.chunks = b.chunks[:k:k]
 	b.committed = from
 	b.size = n
 	b.st.Shrinks++
 	for _, ch := range tail {
-		if err := b.release(ch.h); err != nil {
-			b.pending = append(b.pending, cleanup{what: "release shrunk chunk", do: func() error { return b.release(ch.h) }})
-		}
+		b.release("release shrunk chunk", 1, ch.a.Close)
 	}
 	return nil
+}
+
+// mapBack maps chunks, all of span sp, where they were and gives them their access again.
+func (b *Buffer) mapBack(sp span, chunks []chunk) error {
+	var made []*vmm.Mapping
+	for _, ch := range chunks {
+		mp, err := sp.r.Map(ch.off-sp.off, ch.a, 0, ch.size)
+		if err != nil {
+			for _, mp := range made {
+				_ = mp.Close()
+			}
+			return err
+		}
+		made = append(made, mp)
+	}
+	return b.grant([]span{sp}, chunks)
+}
+
+// rollback undoes tx after err; a restore that failed leaves the buffer broken.
+func (b *Buffer) rollback(tx *vmm.Tx, err error) error {
+	err = tx.Rollback(err)
+	if errors.Is(err, vmm.ErrBroken) {
+		b.broken = err
+	}
+	return err
 }
 
 // Close unmaps and releases every chunk and frees the reservations. It is idempotent:
@@ -591,12 +663,15 @@ func (b *Buffer) shrink(n uint64) error {
 // refusing a release), a later Close retries what failed.
 func (b *Buffer) Close() error {
 	if b == nil {
-		return nil
+		return opErr("close", "", errNoBuffer)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.m == nil {
+		return opErr("close", "", errNoBuffer)
+	}
 	if err := b.closeLocked(); err != nil {
-		return &Error{Op: "close", Err: err}
+		return opErr("close", "", err)
 	}
 	return nil
 }
@@ -604,58 +679,51 @@ func (b *Buffer) Close() error {
 func (b *Buffer) closeLocked() error {
 	if !b.closed {
 		b.closed = true
-		// Unmap, release, free: pending keeps this order for the retries, since a
-		// reservation can only be freed once nothing is mapped in it.
-		b.unmapSpans(b.spans, b.committed)
+		b.closeSpans(b.spans, b.committed)
 		for _, ch := range b.chunks {
-			if err := b.release(ch.h); err != nil {
-				b.pending = append(b.pending, cleanup{what: "release", do: func() error { return b.release(ch.h) }})
-			}
+			b.release("release", 1, ch.a.Close)
 		}
-		b.freeSpans(b.spans)
 		b.chunks, b.spans = nil, nil
 		b.size, b.committed, b.reserved = 0, 0, 0
 	}
-	return b.retryPending()
+	return b.pending.Retry()
 }
 
-// retryPending retries the failed releases in order, keeping those that fail again.
-func (b *Buffer) retryPending() error {
-	var errs []error
-	var left []cleanup
-	for _, c := range b.pending {
-		if err := c.do(); err != nil {
-			left = append(left, c)
-			errs = append(errs, fmt.Errorf("%s: %w", c.what, err))
+// closeSpans unmaps and frees spans, of which the first committed bytes are mapped;
+// failures are kept for a retry.
+func (b *Buffer) closeSpans(spans []span, committed uint64) {
+	for _, s := range spans {
+		calls := 1 // free, and unmap where chunks are mapped
+		if committed > s.off {
+			calls++
 		}
+		b.release("unmap and free", calls, s.r.Close)
 	}
-	b.pending = left
-	return errors.Join(errs...)
 }
 
 // ReadAt reads len(p) bytes at offset off of the buffer into p, from the context of
 // Options.Device. It is safe alongside other ReadAt and WriteAt calls.
 func (b *Buffer) ReadAt(p []byte, off int64) (int, error) {
-	return b.copyAt("read", p, off, func(va cu.DevicePtr, q []byte) error { return b.b.CopyDtoH(b.dev, q, va) })
+	return b.copyAt("read", p, off, func(va cu.DevicePtr, q []byte) error { return b.m.CopyOut(b.dev, q, va) })
 }
 
 // WriteAt writes p at offset off of the buffer, from the context of Options.Device.
 func (b *Buffer) WriteAt(p []byte, off int64) (int, error) {
-	return b.copyAt("write", p, off, func(va cu.DevicePtr, q []byte) error { return b.b.CopyHtoD(b.dev, va, q) })
+	return b.copyAt("write", p, off, func(va cu.DevicePtr, q []byte) error { return b.m.CopyIn(b.dev, va, q) })
 }
 
 func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(cu.DevicePtr, []byte) error) (int, error) {
-	args := func() string { return fmt.Sprintf("%s at offset %d", vmm.Size(uint64(len(p))), off) }
+	args := func() string { return fmt.Sprintf("%s at offset %d", units.Size(uint64(len(p))), off) }
 	if b == nil {
-		return 0, &Error{Op: op, Args: args(), Err: fmt.Errorf("%w: nil Buffer", ErrInvalid)}
+		return 0, opErr(op, args(), errNoBuffer)
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if err := b.usable(); err != nil {
-		return 0, &Error{Op: op, Args: args(), Err: err}
+		return 0, opErr(op, args(), err)
 	}
 	if off < 0 || uint64(off) > b.size || uint64(len(p)) > b.size-uint64(off) {
-		return 0, &Error{Op: op, Args: args(), Err: fmt.Errorf("%w: size %s", ErrOutOfRange, vmm.Size(b.size))}
+		return 0, opErr(op, args(), fmt.Errorf("%w: size %s", vmm.ErrOutOfRange, units.Size(b.size)))
 	}
 	// One copy per chunk: each chunk is its own allocation, and whether the driver copies
 	// across two of them in one call is not recorded.
@@ -669,134 +737,66 @@ func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(cu.DevicePtr, []
 			continue
 		}
 		n := min(uint64(len(p)-done), ch.off+ch.size-pos)
-		va := base + cu.DevicePtr(pos)
-		if err := cp(va, p[done:done+int(n)]); err != nil {
-			return done, &Error{Op: op, Args: args(), Err: vmm.Call(err, "copy %v+%s from device %d", va, vmm.Size(n), b.dev)}
+		if err := cp(base+cu.DevicePtr(pos), p[done:done+int(n)]); err != nil {
+			return done, opErr(op, args(), err)
 		}
 		done += int(n)
 	}
 	return done, nil
 }
 
-// tx collects the undo steps of one operation.
-type tx struct {
-	b    *Buffer
-	undo []cleanup
+// seg is a range of buffer offsets inside the span of index span.
+type seg struct {
+	span      int
+	off, size uint64
 }
-
-func (t *tx) push(c cleanup) { t.undo = append(t.undo, c) }
-
-// fail undoes the transaction, last step first, and returns err. An undo step that fails
-// is kept for retry when it releases something, and breaks the buffer when it was
-// restoring the buffer's own mappings.
-func (t *tx) fail(err error) error {
-	for i := len(t.undo) - 1; i >= 0; i-- {
-		c := t.undo[i]
-		if uerr := c.do(); uerr != nil {
-			if c.restore {
-				t.b.broken = fmt.Errorf("%w: %s: %v (after %v)", ErrBroken, c.what, uerr, err)
-				err = errors.Join(err, t.b.broken)
-				continue
-			}
-			t.b.pending = append(t.b.pending, c)
-		}
-	}
-	t.undo = nil
-	return err
-}
-
-// seg is a range of buffer offsets.
-type seg struct{ off, size uint64 }
 
 // segments cuts [from, to) at the boundaries of the contiguous reservations spans.
 func segments(spans []span, from, to uint64) []seg {
 	var out []seg
-	var pos uint64
-	for _, s := range spans {
-		lo, hi := max(from, pos), min(to, pos+s.size)
+	for i, s := range spans {
+		lo, hi := max(from, s.off), min(to, s.off+s.r.Size())
 		if lo < hi {
-			out = append(out, seg{lo, hi - lo})
+			out = append(out, seg{i, lo, hi - lo})
 		}
-		pos += s.size
 	}
 	return out
 }
 
-// The driver calls, counted and named for errors. The names are formatted only when a
-// call fails: growth makes thousands of these calls and most succeed.
-
-func (b *Buffer) reserve(size uint64, hint cu.DevicePtr) (cu.DevicePtr, error) {
-	b.st.Calls++
-	va, err := b.b.Reserve(size, 0, hint, 0)
-	if err != nil {
-		return va, vmm.Call(err, "reserve %s hint %v", vmm.Size(size), hint)
-	}
-	return va, nil
-}
-
-func (b *Buffer) free(va cu.DevicePtr, size uint64) error {
-	b.st.Calls++
-	if err := b.b.Free(va, size); err != nil {
-		return vmm.Call(err, "free %v+%s", va, vmm.Size(size))
-	}
-	return nil
-}
-
-func (b *Buffer) create(size uint64) (cu.MemHandle, error) {
-	b.st.Calls++
-	prop := b.prop
-	h, err := b.b.Create(size, &prop, 0)
-	if err != nil {
-		return h, vmm.Call(err, "create %s on %s", vmm.Size(size), b.loc)
-	}
-	return h, nil
-}
-
-func (b *Buffer) release(h cu.MemHandle) error {
-	b.st.Calls++
-	if err := b.b.Release(h); err != nil {
-		return vmm.Call(err, "release %v", h)
-	}
-	return nil
-}
-
-func (b *Buffer) mapAt(va cu.DevicePtr, size uint64, h cu.MemHandle) error {
-	b.st.Calls++
-	if err := b.b.Map(va, size, 0, h, 0); err != nil {
-		return vmm.Call(err, "map %v+%s %v", va, vmm.Size(size), h)
-	}
-	return nil
-}
-
-func (b *Buffer) unmap(va cu.DevicePtr, size uint64) error {
-	b.st.Calls++
-	if err := b.b.Unmap(va, size); err != nil {
-		return vmm.Call(err, "unmap %v+%s", va, vmm.Size(size))
-	}
-	return nil
-}
-
-func (b *Buffer) setAccess(va cu.DevicePtr, size uint64) error {
-	b.st.Calls++
-	if err := b.b.SetAccess(va, size, b.access); err != nil {
-		return vmm.Call(err, "set access %v+%s %s", va, vmm.Size(size), accessString(b.access))
-	}
-	return nil
-}
-
-// alignUp rounds n up to a multiple of g (a power of two); ok is false on overflow.
-func alignUp(n, g uint64) (uint64, bool) {
-	r := (n + g - 1) &^ (g - 1)
-	return r, r >= n
-}
-
-func accessString(d []cu.MemAccessDesc) string {
-	s := ""
-	for i, a := range d {
-		if i > 0 {
-			s += ","
+// spanOf is the index of the span holding buffer offset off.
+func spanOf(spans []span, off uint64) int {
+	i, _ := slices.BinarySearchFunc(spans, off, func(s span, off uint64) int {
+		switch {
+		case s.off+s.r.Size() <= off:
+			return -1
+		case s.off > off:
+			return 1
 		}
-		s += fmt.Sprintf("rw device %d", a.Location.ID)
+		return 0
+	})
+	return i
+}
+
+// The driver calls, counted for Stats.Calls.
+
+// reserve reserves size bytes at hint (0: anywhere), undone by tx if there is one.
+func (b *Buffer) reserve(tx *vmm.Tx, size uint64, hint cu.DevicePtr) (*vmm.Reservation, error) {
+	b.st.Calls++
+	if tx != nil {
+		return tx.Reserve(size, vmm.At(hint))
 	}
-	return s
+	return b.m.Reserve(size, vmm.At(hint))
+}
+
+// mapChunk maps a at offset off of r, undone by tx.
+func (b *Buffer) mapChunk(tx *vmm.Tx, r *vmm.Reservation, off uint64, a *vmm.Allocation) error {
+	b.st.Calls++
+	_, err := tx.Map(r, off, a)
+	return err
+}
+
+// release runs do, which makes calls driver calls, and keeps it for a retry if it fails.
+func (b *Buffer) release(what string, calls int, do func() error) {
+	b.st.Calls += calls
+	_ = b.pending.Do(what, do)
 }

@@ -203,7 +203,7 @@ func TestFixedBaseRefusesToMove(t *testing.T) {
 	defer unblock()
 	before, lk := b.Stats(), leaksOf(s)
 	err = b.Grow(6 * mib)
-	require.ErrorIs(t, err, buffer.ErrWouldMove)
+	require.ErrorIs(t, err, vmm.ErrWouldMove)
 	require.Contains(t, err.Error(), "buffer: grow to 6MiB")
 	after := b.Stats()
 	require.Equal(t, before.Size, after.Size)
@@ -248,9 +248,9 @@ func TestShrinkReleasesAndGrowsBackInPlace(t *testing.T) {
 func TestClosedAndInvalid(t *testing.T) {
 	_, m := newSim(t)
 	_, err := buffer.New(nil, 0, buffer.Options{})
-	require.ErrorIs(t, err, buffer.ErrInvalid)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
 	_, err = buffer.New(m, 0, buffer.Options{Policy: 7})
-	require.ErrorIs(t, err, buffer.ErrInvalid)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
 	_, err = buffer.New(m, 1<<63+1, buffer.Options{})
 	require.Error(t, err)
 	_, err = buffer.New(m, mib, buffer.Options{Device: 5})
@@ -260,24 +260,35 @@ func TestClosedAndInvalid(t *testing.T) {
 	b, err := buffer.New(m, mib, buffer.Options{})
 	require.NoError(t, err)
 	_, err = b.WriteAt(make([]byte, 2), mib-1)
-	require.ErrorIs(t, err, buffer.ErrOutOfRange)
+	require.ErrorIs(t, err, vmm.ErrOutOfRange)
 	_, err = b.ReadAt(make([]byte, 1), -1)
-	require.ErrorIs(t, err, buffer.ErrOutOfRange)
-	require.ErrorIs(t, b.Grow(^uint64(0)), buffer.ErrTooLarge)
+	require.ErrorIs(t, err, vmm.ErrOutOfRange)
+	require.ErrorIs(t, b.Grow(^uint64(0)), vmm.ErrTooLarge)
 	require.NoError(t, b.Close())
-	require.ErrorIs(t, b.Grow(4*mib), buffer.ErrClosed)
-	require.ErrorIs(t, b.Shrink(0), buffer.ErrClosed)
+	require.ErrorIs(t, b.Grow(4*mib), vmm.ErrClosed)
+	require.ErrorIs(t, b.Shrink(0), vmm.ErrClosed)
 	_, err = b.ReadAt(make([]byte, 1), 0)
-	require.ErrorIs(t, err, buffer.ErrClosed)
+	require.ErrorIs(t, err, vmm.ErrClosed)
 	require.Zero(t, b.Base())
 
-	var nilb *buffer.Buffer
-	require.Error(t, nilb.Grow(1))
-	require.Error(t, nilb.Shrink(1))
-	require.NoError(t, nilb.Close())
-	_, err = nilb.ReadAt(nil, 0)
-	require.Error(t, err)
-	require.Zero(t, nilb.Stats())
+	// Nil and zero Buffers fail with vmm.ErrInvalid, naming the operation.
+	for _, nb := range []*buffer.Buffer{nil, {}} {
+		for op, err := range map[string]error{
+			"grow":       nb.Grow(1),
+			"shrink":     nb.Shrink(1),
+			"close":      nb.Close(),
+			"set config": nb.SetConfig(buffer.Config{}),
+			"read":       second(nb.ReadAt(nil, 0)),
+			"write":      second(nb.WriteAt([]byte{1}, 0)),
+		} {
+			require.ErrorIs(t, err, vmm.ErrInvalid, op)
+			require.True(t, strings.HasPrefix(err.Error(), "buffer: "+op), err.Error())
+		}
+		require.Zero(t, nb.Stats())
+		require.Zero(t, nb.Base())
+		require.Empty(t, nb.Chunks())
+		require.Zero(t, nb.Config())
+	}
 }
 
 func TestOutOfMemoryFallsBackToExact(t *testing.T) {
@@ -334,6 +345,8 @@ func TestConcurrentUse(t *testing.T) {
 
 type scenario struct {
 	name string
+	// preset is the machine (nil: an H100).
+	preset func() sim.Config
 	// setup builds the buffer and writes data; it returns the data.
 	setup func(t *testing.T, s *sim.Sim, m *vmm.Manager) (*buffer.Buffer, []byte)
 	// op is the operation under test.
@@ -408,6 +421,24 @@ var scenarios = []scenario{
 		after: func(t *testing.T, b *buffer.Buffer) { require.Equal(t, 2, b.Stats().Chunks) },
 	},
 	{
+		name:   "grow-remapping-two-configs",
+		preset: sim.PresetHGX8,
+		setup: func(t *testing.T, s *sim.Sim, m *vmm.Manager) (*buffer.Buffer, []byte) {
+			b, err := buffer.New(m, 2*mib, buffer.Options{Policy: buffer.Exact, Reserve: 4 * mib, Access: vmm.ReadWrite(1)})
+			require.NoError(t, err)
+			require.NoError(t, b.SetConfig(buffer.Config{Access: vmm.ReadOnly(1)}))
+			require.NoError(t, b.Grow(4*mib))
+			block(t, s, b)
+			return b, fill(t, b, 5)
+		},
+		// Three chunks at the new range: access in two calls, one per configuration.
+		op: func(b *buffer.Buffer) error { return b.Grow(6 * mib) },
+		after: func(t *testing.T, b *buffer.Buffer) {
+			require.Equal(t, 1, b.Stats().Remaps)
+			require.Len(t, b.Chunks(), 3)
+		},
+	},
+	{
 		name: "new",
 		setup: func(t *testing.T, s *sim.Sim, m *vmm.Manager) (*buffer.Buffer, []byte) {
 			return nil, nil
@@ -424,7 +455,7 @@ func TestFaultInjectionRollsBack(t *testing.T) {
 		}
 		t.Run(sc.name, func(t *testing.T) {
 			// Count each operation's calls in a clean run.
-			s, m := newSim(t)
+			s, m := sc.sim(t)
 			b, _ := sc.setup(t, s, m)
 			before := s.Stats().Calls
 			require.NoError(t, sc.op(b))
@@ -452,8 +483,15 @@ func TestFaultInjectionRollsBack(t *testing.T) {
 	}
 }
 
+func (sc scenario) sim(t *testing.T) (*sim.Sim, *vmm.Manager) {
+	if sc.preset == nil {
+		return newSim(t)
+	}
+	return newSimWith(t, sc.preset())
+}
+
 func checkFault(t *testing.T, sc scenario, op string, n int, res cu.Result) {
-	s, m := newSim(t)
+	s, m := sc.sim(t)
 	b, want := sc.setup(t, s, m)
 	st0, lk0, base0, chunks0 := b.Stats(), leaksOf(s), b.Base(), b.Chunks()
 	require.NoError(t, s.FailNth(op, n, res))
@@ -486,7 +524,7 @@ func checkFault(t *testing.T, sc scenario, op string, n int, res cu.Result) {
 	require.NoError(t, b.Close())
 	require.Zero(t, b.Stats().Pending)
 	lk := leaksOf(s)
-	if sc.name == "grow-remapping" {
+	if strings.HasPrefix(sc.name, "grow-remapping") {
 		lk.Reservations-- // the blocker
 	}
 	require.Equal(t, leaks{}, lk, "Close releases everything, retried releases included")
@@ -544,9 +582,12 @@ func TestErrorNamesOperation(t *testing.T) {
 	require.Error(t, err)
 	msg := err.Error()
 	require.True(t, strings.HasPrefix(msg, "buffer: grow to 3MiB (size 2MiB, committed 2MiB): map 0x"), msg)
-	require.Contains(t, msg, "+2MiB handle 0x")
-	require.Contains(t, msg, "CUDA_ERROR_INVALID_VALUE")
-	var be *buffer.Error
+	require.Contains(t, msg, "+2MiB offset 0: CUDA_ERROR_INVALID_VALUE")
+	require.NotContains(t, msg, "vmm:", "nested errors do not name their package")
+	var be *vmm.Error
 	require.True(t, errors.As(err, &be))
+	require.Equal(t, "buffer", be.Pkg)
 	require.Equal(t, "grow", be.Op)
 }
+
+func second(_ int, err error) error { return err }

@@ -1,6 +1,7 @@
 package buffer_test
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cuvmm/cuvmm/sim"
@@ -63,4 +64,40 @@ func Example_remap() {
 	fmt.Printf("%s: hints refused %d, remaps %d, chunks %d\n", got, st.HintsRefused, st.Remaps, st.Chunks)
 	// Output:
 	// kept: hints refused 1, remaps 1, chunks 2
+}
+
+// SetConfig changes how the chunks committed next are made: here they are GPUDirect RDMA
+// capable and device 1 may only read them. A device that lacks what is asked for says so
+// before anything is allocated.
+func ExampleBuffer_SetConfig() {
+	s, _ := sim.New(sim.PresetHGX8())
+	b, err := buffer.New(vmm.New(s), 2<<20, buffer.Options{Policy: buffer.Exact, Access: vmm.ReadWrite(1)})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	err = b.SetConfig(buffer.Config{
+		Props:  vmm.Props{GPUDirectRDMA: true},
+		Access: append(vmm.ReadWrite(0), vmm.ReadOnly(1)...),
+	})
+	if err != nil {
+		panic(err)
+	}
+	if err := b.Grow(6 << 20); err != nil {
+		panic(err)
+	}
+	for _, c := range b.Chunks() {
+		fmt.Printf("%d MiB at %d MiB: RDMA %v\n", c.Size>>20, c.Offset>>20, c.Props.GPUDirectRDMA)
+	}
+
+	ws, _ := sim.New(sim.PresetWorkstation())
+	rdma := vmm.Props{Location: vmm.OnDevice(0), GPUDirectRDMA: true}
+	_, err = buffer.New(vmm.New(ws), 2<<20, buffer.Options{Props: &rdma})
+	fmt.Println(errors.Is(err, vmm.ErrUnsupported))
+	fmt.Println(err)
+	// Output:
+	// 2 MiB at 0 MiB: RDMA false
+	// 4 MiB at 2 MiB: RDMA true
+	// true
+	// buffer: new 2MiB: check props device 0: not supported by the device: GPUDirect RDMA with VMM (CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED is 0)
 }

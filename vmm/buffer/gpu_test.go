@@ -99,7 +99,38 @@ func TestGPUBufferFixedBase(t *testing.T) {
 		t.Skipf("the driver placed the blocker at %v, not %v", blocker, at)
 	}
 	base := b.Base()
-	require.ErrorIs(t, b.Grow(4*mib), buffer.ErrWouldMove)
+	require.ErrorIs(t, b.Grow(4*mib), vmm.ErrWouldMove)
 	require.Equal(t, base, b.Base())
 	require.Equal(t, uint64(2*mib), b.Stats().Committed)
+}
+
+// The real driver: chunks committed after SetConfig are GPUDirect RDMA capable where the
+// device says it can be (otherwise SetConfig fails up front), and an owner with read-only
+// access reads the buffer and cannot write it.
+func TestGPUBufferSetConfig(t *testing.T) {
+	be := cudaOrSkip(t)
+	m := vmm.New(be)
+	b, err := buffer.New(m, 2*mib, buffer.Options{Policy: buffer.Exact})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Close()) }()
+	rdma, err := m.Attribute(0, cu.DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED)
+	require.NoError(t, err)
+	err = b.SetConfig(buffer.Config{Props: vmm.Props{GPUDirectRDMA: true}, Access: vmm.ReadOnly(0)})
+	if rdma == 0 {
+		require.ErrorIs(t, err, vmm.ErrUnsupported)
+		t.Skip("no GPUDirect RDMA with VMM on device 0")
+	}
+	require.NoError(t, err)
+	require.NoError(t, b.Grow(4*mib))
+	chunks := b.Chunks()
+	require.Len(t, chunks, 2)
+	p, err := chunks[1].Allocation.Properties()
+	require.NoError(t, err)
+	require.Equal(t, uint8(1), p.GPUDirectRDMACapable)
+	_, err = b.WriteAt([]byte{1}, 0)
+	require.NoError(t, err, "the first chunk is read-write")
+	_, err = b.WriteAt([]byte{1}, 2*mib)
+	require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE, "the second is read-only (recorded: dangerous/read-only-htod)")
+	_, err = b.ReadAt(make([]byte, 16), 2*mib)
+	require.NoError(t, err)
 }

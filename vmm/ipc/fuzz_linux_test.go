@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -60,7 +61,9 @@ func receiverAgrees(t *testing.T, b []byte, h ipc.Header, decodeErr error) {
 			require.NotErrorIs(t, err, os.ErrDeadlineExceeded)
 			require.Nil(t, r)
 		}
-		require.NoError(t, r.Close())
+		if r != nil {
+			require.NoError(t, r.Close())
+		}
 		require.NoError(t, z.Close())
 		require.Equal(t, before, openFDs(t), "%s: descriptors left open", typeName(typ))
 	}
@@ -124,9 +127,10 @@ func FuzzReceive(f *testing.F) {
 		if err != nil {
 			require.Nil(t, r)
 			require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "Receive waited for a peer that closed")
-			var ie *ipc.Error
+			var ie *vmm.Error
 			require.ErrorAs(t, err, &ie)
 			require.Equal(t, "receive", ie.Op)
+			require.Equal(t, "ipc", ie.Pkg)
 		} else {
 			again, err := r.Header.MarshalBinary()
 			require.NoError(t, err)
@@ -212,9 +216,10 @@ func FuzzImportClaims(f *testing.F) {
 				require.NoError(t, imp.Close())
 			} else {
 				require.Nil(t, imp)
-				var ie *ipc.Error
-				require.ErrorAs(t, err, &ie)
-				require.Equal(t, "import", ie.Op)
+				var ve *vmm.Error
+				require.ErrorAs(t, err, &ve)
+				require.Equal(t, "ipc", ve.Pkg)
+				require.Equal(t, "import", ve.Op)
 				after := fx.s.Stats()
 				require.Equal(t, [4]int{held.Handles, held.Allocations, held.Reservations, held.Mappings},
 					[4]int{after.Handles, after.Allocations, after.Reservations, after.Mappings}, "a failed import leaves nothing behind")

@@ -34,6 +34,12 @@
 // encoding.BinaryMarshaler and encoding.TextMarshaler (and the Unmarshalers), so that it
 // can be sent in JSON, gRPC or an environment variable to a process on another node of the
 // same NVLink fabric. Creating fabric memory needs an IMEX channel.
+//
+// # Errors
+//
+// Errors are *vmm.Error values (package "ipc") that match vmm's sentinels with errors.Is
+// (vmm.ErrInvalid, vmm.ErrClosed, vmm.ErrOutOfRange) and the driver's results; a message
+// or claim of the peer's that cannot be valid matches ErrProtocol.
 package ipc
 
 import (
@@ -46,40 +52,27 @@ import (
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
-	"github.com/cuvmm/cuvmm/internal/guard"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
 var (
 	// ErrUnsupported is returned by Send and Receive where SCM_RIGHTS is not available
 	// (every platform but Linux).
-	ErrUnsupported = errors.New("ipc: descriptor passing is not supported on this platform")
-	// ErrProtocol is returned for a message that is not a valid header and descriptors.
-	ErrProtocol = errors.New("ipc: protocol error")
-	// ErrClosed is returned by operations after Close.
-	ErrClosed = errors.New("ipc: closed")
-	// ErrInvalid is returned for invalid arguments.
-	ErrInvalid = errors.New("ipc: invalid argument")
-	// ErrOutOfRange is returned for copies outside the imported memory.
-	ErrOutOfRange = errors.New("ipc: out of range")
+	ErrUnsupported = errors.New("descriptor passing is not supported on this platform")
+	// ErrProtocol is returned for a message that is not a valid header and descriptors,
+	// and for a claim of the peer's that cannot be true.
+	ErrProtocol = errors.New("protocol error")
 )
 
-// Error is the error of a failed operation; it unwraps to the cause.
-type Error struct {
-	Op   string // "export", "send", "receive", "import", "close", ...
-	Args string
-	Err  error
+// opError is the error of a failed operation of this package.
+func opError(op, args string, err error) error {
+	return &vmm.Error{Pkg: "ipc", Op: op, Args: args, Err: err}
 }
 
-func (e *Error) Error() string {
-	s := "ipc: " + e.Op
-	if e.Args != "" {
-		s += " " + e.Args
-	}
-	return s + ": " + strings.TrimPrefix(e.Err.Error(), "ipc: ")
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{vmm.ErrInvalid}, args...)...)
 }
-
-func (e *Error) Unwrap() error { return e.Err }
 
 // MaxDescriptors is the most allocations one message carries: Linux passes at most 253
 // descriptors in one message (SCM_MAX_FD).
@@ -143,6 +136,14 @@ func (h Header) validate() error {
 
 // MarshalBinary encodes the header as it travels: little-endian, versioned.
 func (h Header) MarshalBinary() ([]byte, error) {
+	b, err := h.encode()
+	if err != nil {
+		return nil, opError("encode header", fmt.Sprintf("%d sizes", len(h.Sizes)), err)
+	}
+	return b, nil
+}
+
+func (h Header) encode() ([]byte, error) {
 	if err := h.validate(); err != nil {
 		return nil, err
 	}
@@ -160,6 +161,13 @@ func (h Header) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes and validates a header.
 func (h *Header) UnmarshalBinary(b []byte) error {
+	if err := h.decode(b); err != nil {
+		return opError("decode header", fmt.Sprintf("of %d bytes", len(b)), err)
+	}
+	return nil
+}
+
+func (h *Header) decode(b []byte) error {
 	n, err := headerLen(b)
 	if err != nil {
 		return err
@@ -221,7 +229,7 @@ func checkPrefix(b []byte) (count int, err error) {
 }
 
 // Exported is a set of allocations exported as POSIX file descriptors, ready to Send. It
-// owns the descriptors until Close.
+// owns the descriptors until Close. The zero Exported holds none.
 type Exported struct {
 	Header Header
 	mu     sync.Mutex
@@ -241,64 +249,52 @@ func (e *Exported) FDs() []int {
 // Close closes the descriptors. It is idempotent.
 func (e *Exported) Close() error {
 	if e == nil {
-		return nil
+		return opError("close", "exported descriptors", invalid("a nil Exported"))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	fds := e.fds
 	e.fds = nil
 	if err := closeFDs(fds); err != nil {
-		return &Error{Op: "close", Args: "exported descriptors", Err: err}
+		return opError("close", "exported descriptors", err)
 	}
 	return nil
 }
 
 // Export exports allocations made with cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR in their
-// props, in the order they will be mapped by the importer.
+// props, in the order they will be mapped by the importer. The allocations stay the
+// caller's. To export memory known by its address (a growable buffer's chunks, say),
+// Manager.Retain each and close them once exported.
 func Export(m *vmm.Manager, allocs ...*vmm.Allocation) (*Exported, error) {
-	hs := make([]cu.MemHandle, len(allocs))
+	fail := func(err error) (*Exported, error) {
+		return nil, opError("export", fmt.Sprintf("%d allocations", len(allocs)), err)
+	}
+	if len(allocs) == 0 || len(allocs) > MaxDescriptors {
+		return fail(invalid("1 to %d allocations", MaxDescriptors))
+	}
 	sizes := make([]uint64, len(allocs))
 	for i, a := range allocs {
-		if a == nil {
-			return nil, &Error{Op: "export", Args: fmt.Sprintf("%d allocations", len(allocs)), Err: fmt.Errorf("%w: allocation %d is nil", ErrInvalid, i)}
+		if sizes[i] = a.Size(); sizes[i] == 0 {
+			return fail(invalid("allocation %d is nil, zero or of unknown size", i))
 		}
-		hs[i], sizes[i] = a.Handle(), a.Size()
 	}
-	return ExportHandles(m, hs, sizes)
-}
-
-// ExportHandles exports raw allocation handles (a growable buffer's chunks, say) of the
-// given sizes. The handles stay the caller's.
-func ExportHandles(m *vmm.Manager, handles []cu.MemHandle, sizes []uint64) (*Exported, error) {
-	args := fmt.Sprintf("%d allocations", len(handles))
-	fail := func(err error) (*Exported, error) { return nil, &Error{Op: "export", Args: args, Err: err} }
-	if m == nil || m.Backend() == nil {
-		return fail(fmt.Errorf("%w: nil Manager", ErrInvalid))
-	}
-	if len(handles) != len(sizes) {
-		return fail(fmt.Errorf("%w: %d handles, %d sizes", ErrInvalid, len(handles), len(sizes)))
-	}
-	if len(handles) == 0 || len(handles) > MaxDescriptors {
-		return fail(fmt.Errorf("%w: 1 to %d allocations", ErrInvalid, MaxDescriptors))
-	}
-	b := m.Backend()
-	prop, err := b.Properties(handles[0])
+	prop, err := allocs[0].Properties()
 	if err != nil {
-		return fail(vmm.Call(err, "properties of %v", handles[0]))
+		return fail(err)
 	}
-	g, err := b.Granularity(&cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: prop.Location}, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
+	g, err := m.Granularity(vmm.Props{Location: prop.Location}, false)
 	if err != nil {
-		return fail(vmm.Call(err, "granularity"))
+		return fail(err)
 	}
-	h := Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: g, Sizes: append([]uint64(nil), sizes...)}
+	h := Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: g, Sizes: sizes}
 	if err := h.validate(); err != nil {
 		return fail(err)
 	}
 	e := &Exported{Header: h}
-	for _, hd := range handles {
-		fd, err := b.ExportFD(hd)
+	for _, a := range allocs {
+		fd, err := a.ExportFD()
 		if err != nil {
-			return fail(errors.Join(vmm.Call(err, "export %v as fd", hd), closeFDs(e.fds)))
+			return fail(errors.Join(err, closeFDs(e.fds)))
 		}
 		e.fds = append(e.fds, fd)
 	}
@@ -306,7 +302,7 @@ func ExportHandles(m *vmm.Manager, handles []cu.MemHandle, sizes []uint64) (*Exp
 }
 
 // Received is a header and the descriptors that came with it. It owns the descriptors
-// until Close.
+// until Close. The zero Received holds none.
 type Received struct {
 	Header Header
 	mu     sync.Mutex
@@ -326,32 +322,29 @@ func (r *Received) FDs() []int {
 // Close closes the descriptors. It is idempotent.
 func (r *Received) Close() error {
 	if r == nil {
-		return nil
+		return opError("close", "received descriptors", invalid("a nil Received"))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	fds := r.fds
 	r.fds = nil
 	if err := closeFDs(fds); err != nil {
-		return &Error{Op: "close", Args: "received descriptors", Err: err}
+		return opError("close", "received descriptors", err)
 	}
 	return nil
 }
 
 // Imported is memory of another process, mapped in this one: the allocations of a
 // message one after another in one reservation, accessible from the devices it was
-// imported for. It is safe for concurrent use: copies run alongside each other, and Close
-// waits for those in flight.
+// imported for. It is safe for concurrent use: copies pin the memory without a lock and
+// run alongside each other, and Close waits for those in flight.
+//
+// Only Import, ReceiveAndImport and ImportFabric make one: a nil or zero Imported fails
+// every call with vmm.ErrInvalid.
 type Imported struct {
-	g       guard.Guard // copies in flight; Close drains them
-	mu      sync.Mutex  // serializes Close
-	b       vmm.Backend
-	base    cu.DevicePtr
-	size    uint64
-	handles []cu.MemHandle
-	dev     int
-	closed  bool
-	pending []func() error
+	r      *vmm.Reservation
+	allocs []*vmm.Allocation
+	dev    int
 }
 
 // Import imports the descriptors r carries, maps them in one reservation and grants the
@@ -366,25 +359,22 @@ type Imported struct {
 // allocation's. The error of a refused claim names the allocation and its claimed size.
 func Import(m *vmm.Manager, r *Received, access []int) (*Imported, error) {
 	if r == nil {
-		return nil, &Error{Op: "import", Err: fmt.Errorf("%w: nil Received", ErrInvalid)}
+		return nil, opError("import", "", invalid("a nil Received"))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	args := fmt.Sprintf("%d descriptors, %s claimed", len(r.fds), claimedTotal(r.Header.Sizes))
 	if len(r.fds) == 0 {
-		return nil, &Error{Op: "import", Args: args, Err: ErrClosed}
+		return nil, opError("import", args, vmm.ErrClosed)
 	}
 	if len(r.fds) != len(r.Header.Sizes) {
-		return nil, &Error{Op: "import", Args: args, Err: fmt.Errorf("%w: %d descriptors for %d sizes", ErrProtocol, len(r.fds), len(r.Header.Sizes))}
+		return nil, opError("import", args, fmt.Errorf("%w: %d descriptors for %d sizes", ErrProtocol, len(r.fds), len(r.Header.Sizes)))
 	}
-	imp, err := mapHandles(m, r.Header.Sizes, access,
+	imp, err := mapAll(m, r.Header.Sizes, access,
 		func(i int) string { return fmt.Sprintf("allocation %d (fd %d)", i, r.fds[i]) },
-		func(b vmm.Backend, i int) (cu.MemHandle, error) {
-			h, err := b.ImportFD(r.fds[i])
-			return h, vmm.Call(err, "import allocation %d (fd %d)", i, r.fds[i])
-		})
+		func(i int, size uint64) (*vmm.Allocation, error) { return m.ImportFD(r.fds[i], size) })
 	if err != nil {
-		return nil, &Error{Op: "import", Args: args, Err: err}
+		return nil, opError("import", args, err)
 	}
 	return imp, nil
 }
@@ -398,19 +388,16 @@ func claimedTotal(sizes []uint64) string {
 		}
 		t += s
 	}
-	return vmm.Size(t)
+	return units.Size(t)
 }
 
-// mapHandles imports len(sizes) handles with get, checks each claimed size against what
-// the backend says of the imported memory, reserves their total aligned to the largest
-// granularity, maps each whole at its offset and grants access, undoing everything on
-// failure. name(i) names allocation i in errors.
-func mapHandles(m *vmm.Manager, sizes []uint64, access []int, name func(int) string, get func(vmm.Backend, int) (cu.MemHandle, error)) (*Imported, error) {
-	if m == nil || m.Backend() == nil {
-		return nil, fmt.Errorf("%w: nil Manager", ErrInvalid)
-	}
+// mapAll imports len(sizes) allocations with get, checks each claimed size against what
+// the driver says of the imported memory, reserves their total aligned to the largest
+// granularity, maps each whole at its offset and grants access, as one transaction.
+// name(i) names allocation i in errors.
+func mapAll(m *vmm.Manager, sizes []uint64, access []int, name func(int) string, get func(i int, size uint64) (*vmm.Allocation, error)) (*Imported, error) {
 	if len(sizes) == 0 {
-		return nil, fmt.Errorf("%w: nothing to import", ErrInvalid)
+		return nil, invalid("nothing to import")
 	}
 	if len(access) == 0 {
 		access = []int{0}
@@ -422,83 +409,76 @@ func mapHandles(m *vmm.Manager, sizes []uint64, access []int, name func(int) str
 			return nil, fmt.Errorf("%w: %s claims size 0", ErrProtocol, name(i))
 		}
 		if total+s < total {
-			return nil, fmt.Errorf("%w: sizes overflow at %s, which claims %s", ErrProtocol, name(i), vmm.Size(s))
+			return nil, fmt.Errorf("%w: sizes overflow at %s, which claims %s", ErrProtocol, name(i), units.Size(s))
 		}
 		total += s
 	}
-	b := m.Backend()
-	imp := &Imported{b: b, size: total, dev: access[0]}
-	var undo []func() error
-	fail := func(err error) (*Imported, error) {
-		var errs []error
-		for i := len(undo) - 1; i >= 0; i-- {
-			errs = append(errs, undo[i]())
-		}
-		return nil, errors.Join(append([]error{err}, errs...)...)
-	}
-	c := claims{b: b}
+	tx := m.Begin(nil)
+	imp := &Imported{dev: access[0]}
+	c := claims{m: m}
 	var align, off uint64
 	for i, s := range sizes {
-		hd, err := get(b, i)
+		a, err := get(i, s)
 		if err != nil {
-			return fail(err)
+			return nil, tx.Rollback(opError("import", name(i), err))
 		}
-		imp.handles = append(imp.handles, hd)
-		undo = append(undo, func() error { return vmm.Call(b.Release(hd), "release %v", hd) })
-		g, err := c.check(hd, s, off, name(i))
+		tx.OnRollback("release", a.Close)
+		imp.allocs = append(imp.allocs, a)
+		g, err := c.check(a, off, name(i))
 		if err != nil {
-			return fail(err)
+			return nil, tx.Rollback(err)
 		}
 		align = max(align, g)
 		off += s
 	}
-	va, err := b.Reserve(total, align, 0, 0)
+	r, err := tx.Reserve(total, vmm.WithAlignment(align))
 	if err != nil {
-		return fail(vmm.Call(err, "reserve %s alignment %s", vmm.Size(total), vmm.Size(align)))
+		return nil, tx.Rollback(err)
 	}
-	undo = append(undo, func() error { return vmm.Call(b.Free(va, total), "free %v+%s", va, vmm.Size(total)) })
+	// Not undone one by one: the reservation's Close, the Reserve's undo, unmaps every
+	// allocation mapped so far in one driver call.
 	off = 0
-	for i, s := range sizes {
-		at := va + cu.DevicePtr(off)
-		if err := b.Map(at, s, 0, imp.handles[i], 0); err != nil {
-			return fail(vmm.Call(err, "map %s, claimed size %s, at %v (%v)", name(i), vmm.Size(s), at, imp.handles[i]))
+	for i, a := range imp.allocs {
+		if _, err := r.Map(off, a, 0, a.Size()); err != nil {
+			return nil, tx.Rollback(opError("map", fmt.Sprintf("%s, claimed size %s", name(i), units.Size(a.Size())), err))
 		}
-		undo = append(undo, func() error { return vmm.Call(b.Unmap(at, s), "unmap %v+%s", at, vmm.Size(s)) })
-		off += s
+		off += a.Size()
 	}
-	if err := b.SetAccess(va, total, vmm.ReadWrite(access...)); err != nil {
-		return fail(vmm.Call(err, "set access %v+%s devices %v", va, vmm.Size(total), access))
+	if err := r.SetAccess(0, total, vmm.ReadWrite(access...)...); err != nil {
+		return nil, tx.Rollback(err)
 	}
-	imp.base = va
+	tx.Commit()
+	imp.r = r
 	return imp, nil
 }
 
-// claims checks the sizes a peer claims for imported allocations against what the backend
+// claims checks the sizes a peer claims for imported allocations against what the driver
 // reports of them: the granularity of the location each lives on and, for device memory,
 // the device's memory, which all the claims for that device together may not exceed.
 type claims struct {
-	b       vmm.Backend
+	m       *vmm.Manager
 	gran    map[cu.MemLocation]uint64
 	total   map[int32]uint64 // claimed so far, by device
 	devices map[int32]uint64 // memory of each device asked about
 }
 
-// check returns the granularity of the imported handle h, whose allocation is claimed to
-// be size bytes and is to be mapped at offset off of the reservation.
-func (c *claims) check(h cu.MemHandle, size, off uint64, name string) (uint64, error) {
-	prop, err := c.b.Properties(h)
+// check returns the granularity of the imported allocation a, whose size is the peer's
+// claim, to be mapped at offset off of the reservation.
+func (c *claims) check(a *vmm.Allocation, off uint64, name string) (uint64, error) {
+	size := a.Size()
+	prop, err := a.Properties()
 	if err != nil {
-		return 0, vmm.Call(err, "properties of %s (%v)", name, h)
+		return 0, opError("properties", name, err)
 	}
 	loc := prop.Location
 	g, ok := c.gran[loc]
 	if !ok {
-		g, err = c.b.Granularity(&cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: loc}, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
+		g, err = c.m.Granularity(vmm.Props{Location: loc}, false)
 		if err != nil {
-			return 0, vmm.Call(err, "granularity of %v, where %s lives", loc, name)
+			return 0, opError("granularity", fmt.Sprintf("of %v, where %s lives", loc, name), err)
 		}
 		if g == 0 || g&(g-1) != 0 {
-			return 0, fmt.Errorf("%w: granularity %d of %v, where %s lives, is not a power of two", ErrInvalid, g, loc, name)
+			return 0, invalid("granularity %d of %v, where %s lives, is not a power of two", g, loc, name)
 		}
 		if c.gran == nil {
 			c.gran = map[cu.MemLocation]uint64{}
@@ -506,19 +486,19 @@ func (c *claims) check(h cu.MemHandle, size, off uint64, name string) (uint64, e
 		c.gran[loc] = g
 	}
 	if size%g != 0 {
-		return 0, fmt.Errorf("%w: %s claims %s, not a multiple of the granularity %s of %v", ErrProtocol, name, vmm.Size(size), vmm.Size(g), loc)
+		return 0, fmt.Errorf("%w: %s claims %s, not a multiple of the granularity %s of %v", ErrProtocol, name, units.Size(size), units.Size(g), loc)
 	}
 	if off%g != 0 {
-		return 0, fmt.Errorf("%w: %s would be mapped at offset %s, not a multiple of the granularity %s of %v", ErrInvalid, name, vmm.Size(off), vmm.Size(g), loc)
+		return 0, invalid("%s would be mapped at offset %s, not a multiple of the granularity %s of %v", name, units.Size(off), units.Size(g), loc)
 	}
 	if loc.Type != cu.MEM_LOCATION_TYPE_DEVICE {
 		return g, nil
 	}
 	mem, ok := c.devices[loc.ID]
 	if !ok {
-		d, err := c.b.Device(int(loc.ID))
+		d, err := c.m.Device(int(loc.ID))
 		if err != nil {
-			return 0, vmm.Call(err, "device %d, where %s lives", loc.ID, name)
+			return 0, opError("device", fmt.Sprintf("%d, where %s lives", loc.ID, name), err)
 		}
 		if c.devices == nil {
 			c.devices, c.total = map[int32]uint64{}, map[int32]uint64{}
@@ -528,91 +508,75 @@ func (c *claims) check(h cu.MemHandle, size, off uint64, name string) (uint64, e
 	}
 	sum := c.total[loc.ID] + size
 	if sum < size || sum > mem {
-		return 0, fmt.Errorf("%w: %s claims %s, which makes %s on %v, more than its %s of memory", ErrProtocol, name, vmm.Size(size), vmm.Size(sum), loc, vmm.Size(mem))
+		return 0, fmt.Errorf("%w: %s claims %s, which makes %s on %v, more than its %s of memory", ErrProtocol, name, units.Size(size), units.Size(sum), loc, units.Size(mem))
 	}
 	c.total[loc.ID] = sum
 	return g, nil
 }
 
+func (i *Imported) usable() bool { return i != nil && i.r != nil }
+
 // Base is the imported memory's device address in this process.
 func (i *Imported) Base() cu.DevicePtr {
-	if i == nil {
+	if !i.usable() {
 		return 0
 	}
-	return i.base
+	return i.r.Base()
 }
 
 // Size is the total size of the imported allocations.
 func (i *Imported) Size() uint64 {
-	if i == nil {
+	if !i.usable() {
 		return 0
 	}
-	return i.size
+	return i.r.Size()
 }
 
 // ReadAt reads len(p) bytes at offset off from the first access device's context.
 func (i *Imported) ReadAt(p []byte, off int64) (int, error) {
-	return i.copy("read", p, off, func(va cu.DevicePtr) error { return i.b.CopyDtoH(i.dev, p, va) })
+	return i.copyAt("read", p, off)
 }
 
 // WriteAt writes p at offset off from the first access device's context.
 func (i *Imported) WriteAt(p []byte, off int64) (int, error) {
-	return i.copy("write", p, off, func(va cu.DevicePtr) error { return i.b.CopyHtoD(i.dev, va, p) })
+	return i.copyAt("write", p, off)
 }
 
-func (i *Imported) copy(op string, p []byte, off int64, f func(cu.DevicePtr) error) (int, error) {
-	args := fmt.Sprintf("%s at offset %d", vmm.Size(uint64(len(p))), off)
-	if i == nil {
-		return 0, &Error{Op: op, Args: args, Err: fmt.Errorf("%w: nil Imported", ErrInvalid)}
+func (i *Imported) copyAt(op string, p []byte, off int64) (int, error) {
+	fail := func(err error) (int, error) {
+		return 0, opError(op, fmt.Sprintf("%s at offset %d", units.Size(uint64(len(p))), off), err)
 	}
-	if !i.g.Enter(0) {
-		return 0, &Error{Op: op, Args: args, Err: ErrClosed}
+	if !i.usable() {
+		return fail(invalid("a nil or zero Imported (make one with Import)"))
 	}
-	defer i.g.Exit()
-	if off < 0 || uint64(off) > i.size || uint64(len(p)) > i.size-uint64(off) {
-		return 0, &Error{Op: op, Args: args, Err: ErrOutOfRange}
+	if off < 0 || uint64(off) > i.r.Size() || uint64(len(p)) > i.r.Size()-uint64(off) {
+		return fail(fmt.Errorf("%w: size %s", vmm.ErrOutOfRange, units.Size(i.r.Size())))
 	}
-	if len(p) == 0 {
-		return 0, nil
+	var err error
+	if op == "write" {
+		err = i.r.CopyIn(i.dev, uint64(off), p)
+	} else {
+		err = i.r.CopyOut(i.dev, p, uint64(off))
 	}
-	if err := f(i.base + cu.DevicePtr(off)); err != nil {
-		return 0, &Error{Op: op, Args: args, Err: vmm.Call(err, "copy from device %d", i.dev)}
+	if err != nil {
+		return fail(err)
 	}
 	return len(p), nil
 }
 
-// Close unmaps the memory, releases the imported handles and frees the reservation. It is
-// idempotent; after a Close that failed, a later Close retries what failed. Closing a nil
-// or zero Imported (one no Import made) does nothing.
+// Close unmaps the memory and frees the reservation once the copies in flight have
+// finished, and releases the imported allocations. It is idempotent; after a Close that
+// failed, a later Close retries what failed.
 func (i *Imported) Close() error {
-	if i == nil || i.b == nil {
-		return nil
+	if !i.usable() {
+		return opError("close", "imported memory", invalid("a nil or zero Imported (make one with Import)"))
 	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	if !i.closed {
-		i.closed = true
-		i.g.Drain() // the copies in flight finish; new ones are refused
-		b, va, size := i.b, i.base, i.size
-		// One unmap over all the allocations: the driver unmaps adjacent mappings in one
-		// call. Then the handles, then the range, which must be unmapped first.
-		i.pending = append(i.pending, func() error { return vmm.Call(b.Unmap(va, size), "unmap %v+%s", va, vmm.Size(size)) })
-		for _, h := range i.handles {
-			i.pending = append(i.pending, func() error { return vmm.Call(b.Release(h), "release %v", h) })
-		}
-		i.pending = append(i.pending, func() error { return vmm.Call(b.Free(va, size), "free %v+%s", va, vmm.Size(size)) })
+	errs := []error{i.r.Close()}
+	for _, a := range i.allocs {
+		errs = append(errs, a.Close())
 	}
-	var errs []error
-	var left []func() error
-	for _, f := range i.pending {
-		if err := f(); err != nil {
-			errs = append(errs, err)
-			left = append(left, f)
-		}
-	}
-	i.pending = left
-	if len(errs) > 0 {
-		return &Error{Op: "close", Args: "imported memory", Err: errors.Join(errs...)}
+	if err := errors.Join(errs...); err != nil {
+		return opError("close", "imported memory", err)
 	}
 	return nil
 }
@@ -634,12 +598,9 @@ const (
 
 // ExportFabric exports an allocation made with cu.MEM_HANDLE_TYPE_FABRIC.
 func ExportFabric(a *vmm.Allocation) (FabricHandle, error) {
-	if a == nil {
-		return FabricHandle{}, &Error{Op: "export fabric", Err: fmt.Errorf("%w: nil Allocation", ErrInvalid)}
-	}
 	fh, err := a.ExportFabric()
 	if err != nil {
-		return FabricHandle{}, &Error{Op: "export fabric", Args: vmm.Size(a.Size()), Err: err}
+		return FabricHandle{}, opError("export fabric", units.Size(a.Size()), err)
 	}
 	return FabricHandle{Handle: fh, Size: a.Size()}, nil
 }
@@ -647,23 +608,23 @@ func ExportFabric(a *vmm.Allocation) (FabricHandle, error) {
 // Import imports the allocation the handle names, as a *vmm.Allocation the caller closes.
 // Its size is the peer's claim, checked as Import checks the sizes of a message.
 func (f FabricHandle) Import(m *vmm.Manager) (*vmm.Allocation, error) {
-	if m == nil || m.Backend() == nil {
-		return nil, &Error{Op: "import fabric", Err: fmt.Errorf("%w: nil Manager", ErrInvalid)}
-	}
 	fail := func(err error) (*vmm.Allocation, error) {
-		return nil, &Error{Op: "import fabric", Args: vmm.Size(f.Size), Err: err}
+		return nil, opError("import fabric", units.Size(f.Size), err)
 	}
 	if f.Size == 0 {
 		return fail(fmt.Errorf("%w: fabric handle claims size 0", ErrProtocol))
 	}
+	tx := m.Begin(nil)
 	a, err := m.ImportFabric(f.Handle, f.Size)
 	if err != nil {
 		return fail(err)
 	}
-	c := claims{b: m.Backend()}
-	if _, err := c.check(a.Handle(), f.Size, 0, "fabric handle"); err != nil {
-		return fail(errors.Join(err, a.Close()))
+	tx.OnRollback("release", a.Close)
+	c := claims{m: m}
+	if _, err := c.check(a, 0, "fabric handle"); err != nil {
+		return fail(tx.Rollback(err))
 	}
+	tx.Commit()
 	return a, nil
 }
 
@@ -674,14 +635,11 @@ func ImportFabric(m *vmm.Manager, handles []FabricHandle, access []int) (*Import
 	for i, fh := range handles {
 		sizes[i] = fh.Size
 	}
-	imp, err := mapHandles(m, sizes, access,
+	imp, err := mapAll(m, sizes, access,
 		func(i int) string { return fmt.Sprintf("fabric handle %d", i) },
-		func(b vmm.Backend, i int) (cu.MemHandle, error) {
-			hd, err := b.ImportFabric(handles[i].Handle)
-			return hd, vmm.Call(err, "import fabric handle %d", i)
-		})
+		func(i int, size uint64) (*vmm.Allocation, error) { return m.ImportFabric(handles[i].Handle, size) })
 	if err != nil {
-		return nil, &Error{Op: "import fabric", Args: fmt.Sprintf("%d handles", len(handles)), Err: err}
+		return nil, opError("import fabric", fmt.Sprintf("%d handles", len(handles)), err)
 	}
 	return imp, nil
 }
@@ -698,6 +656,13 @@ func (f FabricHandle) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary encoded.
 func (f *FabricHandle) UnmarshalBinary(b []byte) error {
+	if err := f.decodeBinary(b); err != nil {
+		return opError("decode fabric handle", fmt.Sprintf("of %d bytes", len(b)), err)
+	}
+	return nil
+}
+
+func (f *FabricHandle) decodeBinary(b []byte) error {
 	if len(b) != fabricLen {
 		return fmt.Errorf("%w: fabric handle of %d bytes, want %d", ErrProtocol, len(b), fabricLen)
 	}
@@ -718,6 +683,13 @@ func (f FabricHandle) MarshalText() ([]byte, error) {
 
 // UnmarshalText decodes what MarshalText encoded.
 func (f *FabricHandle) UnmarshalText(t []byte) error {
+	if err := f.decodeText(t); err != nil {
+		return opError("decode fabric handle", fmt.Sprintf("text of %d bytes", len(t)), err)
+	}
+	return nil
+}
+
+func (f *FabricHandle) decodeText(t []byte) error {
 	s, ok := strings.CutPrefix(string(t), fabricPrefix)
 	if !ok {
 		return fmt.Errorf("%w: fabric handle text does not start with %q", ErrProtocol, fabricPrefix)

@@ -128,16 +128,35 @@ func shareable(t *testing.T, m *vmm.Manager) *buffer.Buffer {
 	return b
 }
 
+// exportBuffer exports b's chunks: each retained by its address, exported, and closed
+// (the descriptor keeps the memory exportable; the buffer keeps it alive).
 func exportBuffer(t *testing.T, m *vmm.Manager, b *buffer.Buffer) *ipc.Exported {
 	t.Helper()
-	var hs []cu.MemHandle
-	var sizes []uint64
-	for _, c := range b.Chunks() {
-		hs, sizes = append(hs, c.Handle), append(sizes, c.Size)
-	}
-	e, err := ipc.ExportHandles(m, hs, sizes)
+	allocs := retainChunks(t, m, b)
+	e, err := ipc.Export(m, allocs...)
 	require.NoError(t, err)
+	closeAll(t, allocs)
 	return e
+}
+
+// retainChunks returns an allocation for each of b's chunks.
+func retainChunks(t *testing.T, m *vmm.Manager, b *buffer.Buffer) []*vmm.Allocation {
+	t.Helper()
+	var allocs []*vmm.Allocation
+	for _, c := range b.Chunks() {
+		a, err := m.Retain(b.Base() + cu.DevicePtr(c.Offset))
+		require.NoError(t, err)
+		require.Equal(t, c.Size, a.Size())
+		allocs = append(allocs, a)
+	}
+	return allocs
+}
+
+func closeAll(t *testing.T, allocs []*vmm.Allocation) {
+	t.Helper()
+	for _, a := range allocs {
+		require.NoError(t, a.Close())
+	}
 }
 
 func TestSendReceiveInProcess(t *testing.T) {
@@ -165,7 +184,7 @@ func TestSendReceiveInProcess(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, vmmtest.Pattern(seed, int(8*mib)), got)
 			_, err = imp.ReadAt(got[:1], int64(imp.Size()))
-			require.ErrorIs(t, err, ipc.ErrOutOfRange)
+			require.ErrorIs(t, err, vmm.ErrOutOfRange)
 			require.NoError(t, imp.Close())
 			require.NoError(t, b.Close())
 			require.NoError(t, a.Close())
@@ -229,10 +248,10 @@ func TestReceiveRejectsAndCloses(t *testing.T) {
 	require.NoError(t, devnull.Close())
 	require.Equal(t, before, openFDs(t))
 
-	require.ErrorIs(t, ipc.SendFDs(nil, good, nil), ipc.ErrInvalid)
+	require.ErrorIs(t, ipc.SendFDs(nil, good, nil), vmm.ErrInvalid)
 	_, err = ipc.Receive(nil)
-	require.ErrorIs(t, err, ipc.ErrInvalid)
-	require.ErrorIs(t, ipc.Send(nil, nil), ipc.ErrInvalid)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.ErrorIs(t, ipc.Send(nil, nil), vmm.ErrInvalid)
 }
 
 // Import failures release what they imported and reserved.
@@ -268,20 +287,50 @@ func TestImportFaultInjection(t *testing.T) {
 		}
 	}
 	// Export failures close the descriptors already made.
-	before := openFDs(t)
-	s, _ := sim.New(sim.PresetH100())
-	m := vmm.New(s)
-	b := shareable(t, m)
-	require.NoError(t, s.FailNth("ExportFD", 2, cu.ERROR_INVALID_VALUE))
-	var hs []cu.MemHandle
-	var sizes []uint64
-	for _, c := range b.Chunks() {
-		hs, sizes = append(hs, c.Handle), append(sizes, c.Size)
+	for _, op := range []string{"Properties", "Granularity", "ExportFD"} {
+		for n := 1; n <= 3; n++ {
+			before := openFDs(t)
+			s, _ := sim.New(sim.PresetH100())
+			m := vmm.New(s)
+			b := shareable(t, m)
+			allocs := retainChunks(t, m, b)
+			require.NoError(t, s.FailNth(op, n, cu.ERROR_INVALID_VALUE))
+			e, err := ipc.Export(m, allocs...)
+			s.ClearFaults()
+			if err != nil {
+				require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
+				require.Nil(t, e)
+			} else {
+				require.NoError(t, e.Close())
+			}
+			closeAll(t, allocs)
+			require.NoError(t, b.Close())
+			require.True(t, s.Stats().Clean())
+			require.Equal(t, before, openFDs(t), "%s#%d: descriptors leaked", op, n)
+		}
 	}
-	_, err := ipc.ExportHandles(m, hs, sizes)
-	require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
-	require.NoError(t, b.Close())
-	require.Equal(t, before, openFDs(t))
+
+	// A Close that failed is retried by the next.
+	for _, op := range []string{"Unmap", "Free", "Release"} {
+		s, _ := sim.New(sim.PresetH100())
+		m := vmm.New(s)
+		b := shareable(t, m)
+		e := exportBuffer(t, m, b)
+		a, z := socketpair(t, unix.SOCK_SEQPACKET)
+		require.NoError(t, ipc.Send(a, e))
+		imp, err := ipc.ReceiveAndImport(z, m, nil)
+		require.NoError(t, err)
+		require.NoError(t, s.FailNth(op, 1, cu.ERROR_INVALID_VALUE))
+		require.ErrorIs(t, imp.Close(), cu.ERROR_INVALID_VALUE, op)
+		require.NoError(t, imp.Close(), op)
+		_, err = imp.ReadAt(make([]byte, 1), 0)
+		require.ErrorIs(t, err, vmm.ErrClosed)
+		require.NoError(t, e.Close())
+		require.NoError(t, b.Close())
+		require.NoError(t, a.Close())
+		require.NoError(t, z.Close())
+		require.True(t, s.Stats().Clean(), op)
+	}
 }
 
 // crossProcess exports a buffer, sends it to a re-executed test binary that imports it,

@@ -238,9 +238,9 @@ func TestFabricExportImport(t *testing.T) {
 	require.True(t, strings.HasPrefix(err.Error(), "ipc: import fabric 1 handles: "), err.Error())
 	require.True(t, s.Stats().Clean())
 	_, err = ipc.ImportFabric(m, nil, nil)
-	require.ErrorIs(t, err, ipc.ErrInvalid)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
 	_, err = ipc.ExportFabric(nil)
-	require.ErrorIs(t, err, ipc.ErrInvalid)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
 }
 
 // A fabric handle's size is the peer's claim: the importer checks it against the
@@ -288,23 +288,56 @@ func TestFabricClaims(t *testing.T) {
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
 
-// TestZeroValues uses values no constructor made: found by the harness of
-// internal/vmmfuzz, where Close of a zero Imported dereferenced its nil backend.
-func TestZeroValues(t *testing.T) {
-	var imp ipc.Imported
-	require.NoError(t, imp.Close(), "nothing to close")
-	require.NoError(t, imp.Close())
-	_, err := imp.ReadAt(make([]byte, 8), 0)
-	require.ErrorIs(t, err, ipc.ErrOutOfRange)
-	_, err = imp.WriteAt(make([]byte, 8), 0)
-	require.ErrorIs(t, err, ipc.ErrOutOfRange)
-	require.Zero(t, imp.Base())
-	require.Zero(t, imp.Size())
+// Nil and zero values fail with vmm.ErrInvalid naming the operation instead of panicking;
+// the zero Exported and Received hold no descriptors.
+func TestNilAndZero(t *testing.T) {
+	check := func(err error, op string) {
+		t.Helper()
+		require.ErrorIs(t, err, vmm.ErrInvalid, op)
+		var ve *vmm.Error
+		require.ErrorAs(t, err, &ve)
+		require.Equal(t, "ipc", ve.Pkg)
+		require.Equal(t, op, ve.Op)
+	}
+	buf := make([]byte, 4)
+	for _, imp := range []*ipc.Imported{nil, {}} {
+		require.Zero(t, imp.Base())
+		require.Zero(t, imp.Size())
+		_, err := imp.ReadAt(buf, 0)
+		check(err, "read")
+		_, err = imp.WriteAt(buf, 0)
+		check(err, "write")
+		check(imp.Close(), "close")
+	}
+	var e *ipc.Exported
+	var r *ipc.Received
+	require.Nil(t, e.FDs())
+	require.Nil(t, r.FDs())
+	check(e.Close(), "close")
+	check(r.Close(), "close")
+	require.NoError(t, (&ipc.Exported{}).Close())
+	require.NoError(t, (&ipc.Received{}).Close())
 
-	var e ipc.Exported
-	require.Empty(t, e.FDs())
-	require.NoError(t, e.Close())
-	var r ipc.Received
-	require.Empty(t, r.FDs())
-	require.NoError(t, r.Close())
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	m := vmm.New(s)
+	_, err = ipc.Import(m, nil, nil)
+	check(err, "import")
+	_, err = ipc.Import(m, &ipc.Received{}, nil)
+	require.ErrorIs(t, err, vmm.ErrClosed)
+	_, err = ipc.Export(m)
+	check(err, "export")
+	_, err = ipc.Export(m, nil)
+	check(err, "export")
+	_, err = ipc.Export(m, &vmm.Allocation{})
+	check(err, "export")
+	_, err = ipc.Export(nil, nil)
+	check(err, "export")
+	_, err = ipc.ExportFabric(nil)
+	check(err, "export fabric")
+	_, err = ipc.FabricHandle{Size: 2 * mib}.Import(nil)
+	check(err, "import fabric")
+	_, err = ipc.ImportFabric(nil, []ipc.FabricHandle{{Size: 2 * mib}}, nil)
+	check(err, "import fabric")
+	require.True(t, s.Stats().Clean())
 }

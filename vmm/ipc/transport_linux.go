@@ -15,12 +15,12 @@ import (
 // descriptors: the kernel passes copies.
 func Send(conn *net.UnixConn, e *Exported) error {
 	if e == nil {
-		return &Error{Op: "send", Err: fmt.Errorf("%w: nil Exported", ErrInvalid)}
+		return opError("send", "", invalid("a nil Exported"))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.fds) == 0 {
-		return &Error{Op: "send", Err: ErrClosed}
+		return opError("send", "", vmm.ErrClosed)
 	}
 	return SendFDs(conn, e.Header, e.fds)
 }
@@ -30,27 +30,27 @@ func Send(conn *net.UnixConn, e *Exported) error {
 func SendFDs(conn *net.UnixConn, h Header, fds []int) error {
 	args := fmt.Sprintf("%d descriptors", len(fds))
 	if conn == nil {
-		return &Error{Op: "send", Args: args, Err: fmt.Errorf("%w: nil connection", ErrInvalid)}
+		return opError("send", args, invalid("a nil connection"))
 	}
 	if len(fds) != len(h.Sizes) {
-		return &Error{Op: "send", Args: args, Err: fmt.Errorf("%w: %d descriptors for %d sizes", ErrInvalid, len(fds), len(h.Sizes))}
+		return opError("send", args, invalid("%d descriptors for %d sizes", len(fds), len(h.Sizes)))
 	}
-	msg, err := h.MarshalBinary()
+	msg, err := h.encode()
 	if err != nil {
-		return &Error{Op: "send", Args: args, Err: err}
+		return opError("send", args, err)
 	}
 	n, oobn, err := conn.WriteMsgUnix(msg, unix.UnixRights(fds...), nil)
 	if err != nil {
-		return &Error{Op: "send", Args: args, Err: err}
+		return opError("send", args, err)
 	}
 	if n != len(msg) || oobn == 0 {
-		return &Error{Op: "send", Args: args, Err: fmt.Errorf("%w: short write (%d of %d bytes)", ErrProtocol, n, len(msg))}
+		return opError("send", args, fmt.Errorf("%w: short write (%d of %d bytes)", ErrProtocol, n, len(msg)))
 	}
 	// On a stream socket the kernel may take part of the header; the descriptors went with
 	// the first byte, the rest follows as plain bytes.
 	if n < len(msg) {
 		if _, err := conn.Write(msg[n:]); err != nil {
-			return &Error{Op: "send", Args: args, Err: err}
+			return opError("send", args, err)
 		}
 	}
 	return nil
@@ -76,12 +76,12 @@ func SendFDs(conn *net.UnixConn, h Header, fds []int) error {
 // the same error.
 func Receive(conn *net.UnixConn) (*Received, error) {
 	if conn == nil {
-		return nil, &Error{Op: "receive", Err: fmt.Errorf("%w: nil connection", ErrInvalid)}
+		return nil, opError("receive", "", invalid("a nil connection"))
 	}
 	r := receiver{conn: conn}
 	h, err := r.receive()
 	if err != nil {
-		return nil, &Error{Op: "receive", Args: r.args, Err: errors.Join(err, closeFDs(r.fds))}
+		return nil, opError("receive", r.args, errors.Join(err, closeFDs(r.fds)))
 	}
 	return &Received{Header: h, fds: r.fds}, nil
 }
@@ -134,7 +134,7 @@ func (r *receiver) receive() (Header, error) {
 		return Header{}, fmt.Errorf("%w: message of %d bytes, header says %d", ErrProtocol, r.got, n)
 	}
 	var h Header
-	if err := h.UnmarshalBinary(r.buf[:n]); err != nil {
+	if err := h.decode(r.buf[:n]); err != nil {
 		return Header{}, err
 	}
 	if len(r.fds) != len(h.Sizes) {

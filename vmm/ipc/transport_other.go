@@ -13,22 +13,22 @@ import (
 
 // Send passes descriptors over conn: Linux only; here it returns ErrUnsupported.
 func Send(conn *net.UnixConn, e *Exported) error {
-	return &Error{Op: "send", Err: ErrUnsupported}
+	return opError("send", "", ErrUnsupported)
 }
 
 // SendFDs passes descriptors over conn: Linux only; here it returns ErrUnsupported.
 func SendFDs(conn *net.UnixConn, h Header, fds []int) error {
-	return &Error{Op: "send", Args: fmt.Sprintf("%d descriptors", len(fds)), Err: ErrUnsupported}
+	return opError("send", fmt.Sprintf("%d descriptors", len(fds)), ErrUnsupported)
 }
 
 // Receive receives descriptors from conn: Linux only; here it returns ErrUnsupported.
 func Receive(conn *net.UnixConn) (*Received, error) {
-	return nil, &Error{Op: "receive", Err: ErrUnsupported}
+	return nil, opError("receive", "", ErrUnsupported)
 }
 
 // ReceiveAndImport is Receive then Import: Linux only; here it returns ErrUnsupported.
 func ReceiveAndImport(conn *net.UnixConn, m *vmm.Manager, access []int) (*Imported, error) {
-	return nil, &Error{Op: "receive", Err: ErrUnsupported}
+	return nil, opError("receive", "", ErrUnsupported)
 }
 
 // closeFDs closes descriptors (or, on Windows, handles) through package os, which knows

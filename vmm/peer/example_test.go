@@ -17,20 +17,22 @@ func Example() {
 		panic(err)
 	}
 	defer p.Close()
-	if err := p.CopyIn(0, 0, []byte("written by device 0")); err != nil {
+	if _, err := p.WriteAt([]byte("written by device 0"), 0); err != nil {
 		panic(err)
 	}
 	if err := p.Grant(peer.ReadOnly, 1); err != nil {
 		panic(err)
 	}
 	got := make([]byte, 19)
-	if err := p.CopyOut(1, got, 0); err != nil {
+	if _, err := p.From(1).ReadAt(got, 0); err != nil {
 		panic(err)
 	}
 	fmt.Printf("device 1 reads %q\n", got)
-	fmt.Println("device 1 may write:", p.CopyIn(1, 0, []byte("x")) == nil)
+	_, err = p.From(1).WriteAt([]byte("x"), 0)
+	fmt.Println("device 1 may write:", err == nil)
 	_ = p.Revoke(1)
-	fmt.Println("after revoke, device 1 reads:", p.CopyOut(1, got, 0) == nil)
+	_, err = p.From(1).ReadAt(got, 0)
+	fmt.Println("after revoke, device 1 reads:", err == nil)
 	// Output:
 	// device 1 reads "written by device 0"
 	// device 1 may write: false

@@ -39,10 +39,12 @@ func TestGPUPeer(t *testing.T) {
 	st, err := peer.Stripe(m, uint64(n)*8*mib, devs, peer.StripeOptions{})
 	require.NoError(t, err)
 	data := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7}, int(st.Size()/7))
-	require.NoError(t, st.CopyIn(0, 0, data))
+	_, err = st.WriteAt(data, 0)
+	require.NoError(t, err)
 	for _, d := range devs {
 		got := make([]byte, len(data))
-		require.NoError(t, st.CopyOut(d, got, 0))
+		_, err := st.From(d).ReadAt(got, 0)
+		require.NoError(t, err)
 		require.Equal(t, data, got, "read from device %d", d)
 	}
 	t.Logf("stripes: %+v", st.Stripes())
@@ -51,7 +53,8 @@ func TestGPUPeer(t *testing.T) {
 	p, err := peer.New(m, 0, 2*mib)
 	require.NoError(t, err)
 	defer p.Close()
-	require.NoError(t, p.CopyIn(0, 0, []byte("owner")))
+	_, err = p.WriteAt([]byte("owner"), 0)
+	require.NoError(t, err)
 	if n < 2 {
 		t.Log("one device: grants to peers not exercised")
 		return
@@ -62,9 +65,12 @@ func TestGPUPeer(t *testing.T) {
 		require.NoError(t, err)
 	}
 	got := make([]byte, 5)
-	require.NoError(t, p.CopyOut(1, got, 0))
+	_, err = p.From(1).ReadAt(got, 0)
+	require.NoError(t, err)
 	require.Equal(t, "owner", string(got))
-	require.Error(t, p.CopyIn(1, 0, []byte("x")), "read-only")
+	_, err = p.From(1).WriteAt([]byte("x"), 0)
+	require.Error(t, err, "read-only")
 	require.NoError(t, p.Revoke(1))
-	require.Error(t, p.CopyOut(1, got, 0), "revoked")
+	_, err = p.From(1).ReadAt(got, 0)
+	require.Error(t, err, "revoked")
 }

@@ -8,49 +8,47 @@
 // in one call, which is how Grant, Revoke and Stripe use it. A device may only be granted
 // access to memory of a device it can reach as a peer (cuDeviceCanAccessPeer); both check
 // that first and fail with ErrNoPeerAccess rather than let the driver fail later.
+//
+// Memory and Striped read and write like the package's siblings (io.ReaderAt,
+// io.WriterAt), from the context of the owner or of the first device granted access;
+// From(dev) gives a View that reads and writes from another device's context, so that
+// what a device's access allows can be seen. Errors are *vmm.Error values (package
+// "peer") and match vmm's sentinels (vmm.ErrClosed, vmm.ErrInvalid, vmm.ErrOutOfRange,
+// vmm.ErrTooLarge) with errors.Is.
 package peer
 
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
-	"github.com/cuvmm/cuvmm/internal/guard"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
 var (
-	// ErrClosed is returned by every operation after Close.
-	ErrClosed = errors.New("peer: closed")
 	// ErrNoPeerAccess is returned when a device cannot access another device's memory.
-	ErrNoPeerAccess = errors.New("peer: no peer access")
+	ErrNoPeerAccess = errors.New("no peer access")
 	// ErrOwner is returned by Grant and Revoke for the owner device, which always keeps
 	// read-write access (copies and the owner's own kernels need it).
-	ErrOwner = errors.New("peer: the owner's access cannot change")
-	// ErrOutOfRange is returned for copies outside the memory.
-	ErrOutOfRange = errors.New("peer: out of range")
-	// ErrInvalid is returned for invalid arguments.
-	ErrInvalid = errors.New("peer: invalid argument")
+	ErrOwner = errors.New("the owner's access cannot change")
 )
 
-// Error is the error of a failed operation; it unwraps to the cause.
-type Error struct {
-	Op   string // "new", "grant", "revoke", "stripe", "copy in", "copy out", "close"
-	Args string
-	Err  error
+// opError is the error of a failed operation of this package.
+func opError(op, args string, err error) error {
+	return &vmm.Error{Pkg: "peer", Op: op, Args: args, Err: err}
 }
 
-func (e *Error) Error() string {
-	s := "peer: " + e.Op
-	if e.Args != "" {
-		s += " " + e.Args
-	}
-	return s + ": " + strings.TrimPrefix(e.Err.Error(), "peer: ")
+func errZero(what, maker string) error {
+	return fmt.Errorf("%w: a nil or zero %s (make one with %s)", vmm.ErrInvalid, what, maker)
 }
 
-func (e *Error) Unwrap() error { return e.Err }
+var (
+	errNoMemory  = errZero("Memory", "New")
+	errNoStriped = errZero("Striped", "Stripe")
+	errNoView    = fmt.Errorf("%w: a nil or zero Memory, Striped or View (make them with New, Stripe and From)", vmm.ErrInvalid)
+)
 
 // Mode is the access a device is granted.
 type Mode int
@@ -84,81 +82,83 @@ func (m Mode) flags() (cu.MemAccessFlags, bool) {
 
 // Memory is device memory of one owner device, mapped once, that other devices are
 // granted access to. It is safe for concurrent use: copies and Access run alongside each
-// other; Grant and Revoke are serialized (each changes the access table the driver call
-// sets), and Close waits for the copies in flight. What a device may do from a kernel
-// changes when Grant or Revoke returns: revoking access from a device that is still using
-// the memory makes its kernels fault.
+// other and pin the memory without a lock; Grant and Revoke are serialized (each changes
+// the access table the driver call sets), and Close waits for the copies in flight. What
+// a device may do from a kernel changes when Grant or Revoke returns: revoking access from
+// a device that is still using the memory makes its kernels fault.
+//
+// Only New makes one: a nil or zero Memory fails every call with vmm.ErrInvalid.
 type Memory struct {
-	g      guard.Guard // copies and queries in flight; Close drains them
-	mu     sync.Mutex  // serializes Grant, Revoke and Close
-	b      vmm.Backend
-	owner  int
-	size   uint64
-	h      cu.MemHandle
-	base   cu.DevicePtr
-	access map[int]Mode // devices other than the owner with access
+	m     *vmm.Manager
+	reg   region
+	owner int
+	a     *vmm.Allocation
+	mp    *vmm.Mapping
 
-	closed, unmapped, released, freed bool
+	mu     sync.Mutex // serializes Grant, Revoke and Close
+	closed bool
+	access map[int]Mode // devices other than the owner with access
 }
 
 // New creates size bytes (rounded up to the granularity) of memory on device owner, maps
-// it and grants the owner read-write access.
+// it and grants the owner read-write access. On error nothing is left allocated.
 func New(m *vmm.Manager, owner int, size uint64) (*Memory, error) {
-	args := fmt.Sprintf("%s on device %d", vmm.Size(size), owner)
-	fail := func(err error) (*Memory, error) { return nil, &Error{Op: "new", Args: args, Err: err} }
-	if m == nil || m.Backend() == nil {
-		return fail(fmt.Errorf("%w: nil Manager", ErrInvalid))
+	fail := func(err error) (*Memory, error) {
+		return nil, opError("new", fmt.Sprintf("%s on device %d", units.Size(size), owner), err)
 	}
 	if size == 0 {
-		return fail(fmt.Errorf("%w: zero size", ErrInvalid))
+		return fail(fmt.Errorf("%w: zero size", vmm.ErrInvalid))
 	}
-	b := m.Backend()
-	prop := deviceProp(owner)
-	g, err := b.Granularity(&prop, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
+	g, err := granularity(m, owner)
 	if err != nil {
-		return fail(vmm.Call(err, "granularity of device %d", owner))
+		return fail(err)
 	}
-	total, ok := alignUp(size, g)
+	total, ok := units.AlignUp(size, g)
 	if !ok {
-		return fail(fmt.Errorf("%w: size overflows", ErrInvalid))
+		return fail(vmm.ErrTooLarge)
 	}
-	h, err := b.Create(total, &prop, 0)
+	tx := m.Begin(nil)
+	a, err := tx.Create(total, vmm.DeviceProps(owner))
 	if err != nil {
-		return fail(vmm.Call(err, "create %s on device %d", vmm.Size(total), owner))
+		return fail(tx.Rollback(err))
 	}
-	va, err := b.Reserve(total, 0, 0, 0)
+	r, err := tx.Reserve(total)
 	if err != nil {
-		return fail(errors.Join(vmm.Call(err, "reserve %s", vmm.Size(total)), b.Release(h)))
+		return fail(tx.Rollback(err))
 	}
-	if err := b.Map(va, total, 0, h, 0); err != nil {
-		return fail(errors.Join(vmm.Call(err, "map %v+%s %v", va, vmm.Size(total), h), b.Free(va, total), b.Release(h)))
+	mp, err := tx.Map(r, 0, a)
+	if err != nil {
+		return fail(tx.Rollback(err))
 	}
-	if err := b.SetAccess(va, total, vmm.ReadWrite(owner)); err != nil {
-		return fail(errors.Join(vmm.Call(err, "set access %v+%s rw device %d", va, vmm.Size(total), owner),
-			b.Unmap(va, total), b.Free(va, total), b.Release(h)))
+	if err := mp.SetAccess(vmm.ReadWrite(owner)...); err != nil {
+		return fail(tx.Rollback(err))
 	}
-	return &Memory{b: b, owner: owner, size: total, h: h, base: va, access: map[int]Mode{}}, nil
+	tx.Commit()
+	return &Memory{m: m, reg: region{r: r, split: total, dev: owner}, owner: owner, a: a, mp: mp, access: map[int]Mode{}}, nil
 }
+
+// usable reports whether p was made by New.
+func (p *Memory) usable() bool { return p != nil && p.mp != nil }
 
 // Base is the memory's device address, the same for every device.
 func (p *Memory) Base() cu.DevicePtr {
-	if p == nil {
+	if !p.usable() {
 		return 0
 	}
-	return p.base
+	return p.reg.r.Base()
 }
 
 // Size is the memory's size, a multiple of the granularity.
 func (p *Memory) Size() uint64 {
-	if p == nil {
+	if !p.usable() {
 		return 0
 	}
-	return p.size
+	return p.reg.r.Size()
 }
 
-// Owner is the device the memory lives on.
+// Owner is the device the memory lives on (-1 for a nil or zero Memory).
 func (p *Memory) Owner() int {
-	if p == nil {
+	if !p.usable() {
 		return -1
 	}
 	return p.owner
@@ -166,15 +166,15 @@ func (p *Memory) Owner() int {
 
 // Handle is the allocation's handle, owned by the Memory (valid until Close).
 func (p *Memory) Handle() cu.MemHandle {
-	if p == nil {
+	if !p.usable() {
 		return 0
 	}
-	return p.h
+	return p.a.Handle()
 }
 
 // Grants returns the access of each device other than the owner.
 func (p *Memory) Grants() map[int]Mode {
-	if p == nil {
+	if !p.usable() {
 		return nil
 	}
 	p.mu.Lock()
@@ -190,49 +190,36 @@ func (p *Memory) Grants() map[int]Mode {
 // Each must be able to access the owner as a peer.
 func (p *Memory) Grant(mode Mode, devs ...int) error {
 	args := fmt.Sprintf("%v to devices %v", mode, devs)
-	if p == nil {
-		return &Error{Op: "grant", Args: args, Err: fmt.Errorf("%w: nil Memory", ErrInvalid)}
-	}
 	f, ok := mode.flags()
 	if !ok {
-		return &Error{Op: "grant", Args: args, Err: fmt.Errorf("%w: mode %v", ErrInvalid, mode)}
+		return opError("grant", args, fmt.Errorf("%w: mode %v", vmm.ErrInvalid, mode))
 	}
-	if err := p.set(f, devs); err != nil {
-		return &Error{Op: "grant", Args: args, Err: err}
+	if err := p.set(f, devs, func(d int) { p.access[d] = mode }); err != nil {
+		return opError("grant", args, err)
 	}
-	p.mu.Lock()
-	for _, d := range devs {
-		p.access[d] = mode
-	}
-	p.mu.Unlock()
 	return nil
 }
 
 // Revoke takes away the access of each device of devs, in one driver call.
 func (p *Memory) Revoke(devs ...int) error {
-	args := fmt.Sprintf("devices %v", devs)
-	if p == nil {
-		return &Error{Op: "revoke", Args: args, Err: fmt.Errorf("%w: nil Memory", ErrInvalid)}
+	if err := p.set(cu.MEM_ACCESS_FLAGS_PROT_NONE, devs, func(d int) { delete(p.access, d) }); err != nil {
+		return opError("revoke", fmt.Sprintf("devices %v", devs), err)
 	}
-	if err := p.set(cu.MEM_ACCESS_FLAGS_PROT_NONE, devs); err != nil {
-		return &Error{Op: "revoke", Args: args, Err: err}
-	}
-	p.mu.Lock()
-	for _, d := range devs {
-		delete(p.access, d)
-	}
-	p.mu.Unlock()
 	return nil
 }
 
-func (p *Memory) set(f cu.MemAccessFlags, devs []int) error {
+// set sets the access of devs to f in one driver call and, if it worked, records each.
+func (p *Memory) set(f cu.MemAccessFlags, devs []int, record func(dev int)) error {
+	if !p.usable() {
+		return errNoMemory
+	}
 	if len(devs) == 0 {
-		return fmt.Errorf("%w: no devices", ErrInvalid)
+		return fmt.Errorf("%w: no devices", vmm.ErrInvalid)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return ErrClosed
+		return vmm.ErrClosed
 	}
 	desc := make([]cu.MemAccessDesc, 0, len(devs))
 	for _, d := range devs {
@@ -240,108 +227,134 @@ func (p *Memory) set(f cu.MemAccessFlags, devs []int) error {
 			return fmt.Errorf("%w: device %d owns the memory", ErrOwner, d)
 		}
 		if f != cu.MEM_ACCESS_FLAGS_PROT_NONE {
-			if err := canAccess(p.b, d, p.owner); err != nil {
+			if err := canAccess(p.m, d, p.owner); err != nil {
 				return err
 			}
 		}
 		desc = append(desc, cu.MemAccessDesc{Location: vmm.OnDevice(d), Flags: f})
 	}
-	return vmm.Call(p.b.SetAccess(p.base, p.size, desc), "set access %v+%s %s", p.base, vmm.Size(p.size), descString(desc))
+	if err := p.mp.SetAccess(desc...); err != nil {
+		return err
+	}
+	for _, d := range devs {
+		record(d)
+	}
+	return nil
 }
 
 // Access returns the access device dev has, as the driver reports it.
 func (p *Memory) Access(dev int) (cu.MemAccessFlags, error) {
-	if p == nil {
-		return 0, &Error{Op: "get access", Err: fmt.Errorf("%w: nil Memory", ErrInvalid)}
+	if !p.usable() {
+		return 0, opError("get access", fmt.Sprintf("device %d", dev), errNoMemory)
 	}
-	if !p.g.Enter(0) {
-		return 0, &Error{Op: "get access", Args: fmt.Sprintf("device %d", dev), Err: ErrClosed}
-	}
-	defer p.g.Exit()
-	f, err := p.b.GetAccess(vmm.OnDevice(dev), p.base)
+	f, err := p.mp.Access(dev)
 	if err != nil {
-		return 0, &Error{Op: "get access", Args: fmt.Sprintf("device %d", dev), Err: vmm.Call(err, "get access %v", p.base)}
+		return 0, opError("get access", fmt.Sprintf("device %d", dev), err)
 	}
 	return f, nil
 }
 
-// CopyIn writes src at offset off, from device dev's context (dev needs write access).
-func (p *Memory) CopyIn(dev int, off uint64, src []byte) error {
-	return p.copy("copy in", dev, off, uint64(len(src)), func(va cu.DevicePtr) error { return p.b.CopyHtoD(dev, va, src) })
+// ReadAt reads len(buf) bytes at offset off of the memory into buf, from the owner's
+// context. It returns how many bytes it read, len(buf) or an error.
+func (p *Memory) ReadAt(buf []byte, off int64) (int, error) {
+	return p.From(p.Owner()).ReadAt(buf, off)
 }
 
-// CopyOut reads len(dst) bytes at offset off, from device dev's context (dev needs read
-// access).
-func (p *Memory) CopyOut(dev int, dst []byte, off uint64) error {
-	return p.copy("copy out", dev, off, uint64(len(dst)), func(va cu.DevicePtr) error { return p.b.CopyDtoH(dev, dst, va) })
+// WriteAt writes buf at offset off of the memory, from the owner's context.
+func (p *Memory) WriteAt(buf []byte, off int64) (int, error) {
+	return p.From(p.Owner()).WriteAt(buf, off)
 }
 
-func (p *Memory) copy(op string, dev int, off, n uint64, f func(cu.DevicePtr) error) error {
-	args := fmt.Sprintf("%s at offset %d device %d", vmm.Size(n), off, dev)
-	if p == nil {
-		return &Error{Op: op, Args: args, Err: fmt.Errorf("%w: nil Memory", ErrInvalid)}
+// From returns the memory as device dev reaches it: its reads and writes are issued from
+// dev's context and work as far as dev's access does.
+func (p *Memory) From(dev int) View {
+	if !p.usable() {
+		return View{dev: dev}
 	}
-	if !p.g.Enter(0) {
-		return &Error{Op: op, Args: args, Err: ErrClosed}
-	}
-	defer p.g.Exit()
-	if off > p.size || n > p.size-off {
-		return &Error{Op: op, Args: args, Err: ErrOutOfRange}
-	}
-	if n == 0 {
-		return nil
-	}
-	if err := f(p.base + cu.DevicePtr(off)); err != nil {
-		return &Error{Op: op, Args: args, Err: err}
-	}
-	return nil
+	return View{reg: &p.reg, dev: dev}
 }
 
-// Close unmaps and releases the memory and frees its addresses. It is idempotent.
+// Close unmaps the memory and frees its addresses once the copies in flight have finished,
+// and releases the allocation. It is idempotent; after a Close that failed, a later Close
+// retries what failed.
 func (p *Memory) Close() error {
-	if p == nil {
-		return nil
+	if !p.usable() {
+		return opError("close", "", errNoMemory)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// Each step is done once; a Close that failed retries from the step that failed. The
-	// first waits for the copies in flight and refuses new ones.
 	p.closed = true
-	p.g.Drain()
-	if !p.unmapped {
-		if err := p.b.Unmap(p.base, p.size); err != nil {
-			return &Error{Op: "close", Err: vmm.Call(err, "unmap %v+%s", p.base, vmm.Size(p.size))}
-		}
-		p.unmapped = true
-	}
-	var errs []error
-	if !p.released {
-		if err := p.b.Release(p.h); err != nil {
-			errs = append(errs, vmm.Call(err, "release %v", p.h))
-		} else {
-			p.released = true
-		}
-	}
-	if !p.freed {
-		if err := p.b.Free(p.base, p.size); err != nil {
-			errs = append(errs, vmm.Call(err, "free %v+%s", p.base, vmm.Size(p.size)))
-		} else {
-			p.freed = true
-		}
-	}
-	if len(errs) > 0 {
-		return &Error{Op: "close", Err: errors.Join(errs...)}
+	if err := errors.Join(p.reg.r.Close(), p.a.Close()); err != nil {
+		return opError("close", "", err)
 	}
 	return nil
 }
 
-func canAccess(b vmm.Backend, dev, owner int) error {
+// region is the reservation behind a Memory or a Striped range: its copies pin it (its
+// Close waits for them) and split where its allocations meet.
+type region struct {
+	r     *vmm.Reservation
+	split uint64 // no copy crosses a multiple of it: the allocations' size
+	dev   int    // the device ReadAt and WriteAt copy from
+}
+
+// View is a Memory or a Striped range as one device reaches it: ReadAt and WriteAt are
+// issued from that device's context, so they work as far as its access does. Make one
+// with From; a zero View fails with vmm.ErrInvalid. It is valid as long as what it views.
+type View struct {
+	reg *region
+	dev int
+}
+
+// ReadAt reads len(p) bytes at offset off into p.
+func (v View) ReadAt(p []byte, off int64) (int, error) { return v.copyAt("read", p, off) }
+
+// WriteAt writes p at offset off.
+func (v View) WriteAt(p []byte, off int64) (int, error) { return v.copyAt("write", p, off) }
+
+// copyAt copies p to or from offset off, one driver call per allocation (whether the
+// driver copies across two in one call is not recorded). It returns how many bytes were
+// copied before an error.
+func (v View) copyAt(op string, p []byte, off int64) (int, error) {
+	fail := func(done int, err error) (int, error) {
+		return done, opError(op, fmt.Sprintf("%s at offset %d from device %d", units.Size(uint64(len(p))), off, v.dev), err)
+	}
+	if v.reg == nil {
+		return fail(0, errNoView)
+	}
+	r := v.reg.r
+	if off < 0 || uint64(off) > r.Size() || uint64(len(p)) > r.Size()-uint64(off) {
+		return fail(0, fmt.Errorf("%w: size %s", vmm.ErrOutOfRange, units.Size(r.Size())))
+	}
+	// At least one call, so that a copy of nothing still fails once closed.
+	pos, done := uint64(off), 0
+	for {
+		n := min(uint64(len(p)-done), v.reg.split-pos%v.reg.split)
+		q := p[done : done+int(n)]
+		var err error
+		if op == "write" {
+			err = r.CopyIn(v.dev, pos, q)
+		} else {
+			err = r.CopyOut(v.dev, q, pos)
+		}
+		if err != nil {
+			return fail(done, err)
+		}
+		done, pos = done+int(n), pos+n
+		if done == len(p) {
+			return done, nil
+		}
+	}
+}
+
+// canAccess checks that device dev can access memory of device owner.
+func canAccess(m *vmm.Manager, dev, owner int) error {
 	if dev == owner {
 		return nil
 	}
-	ok, err := b.CanAccessPeer(dev, owner)
+	ok, err := m.CanAccessPeer(dev, owner)
 	if err != nil {
-		return vmm.Call(err, "can device %d access device %d", dev, owner)
+		return err
 	}
 	if !ok {
 		return fmt.Errorf("%w: device %d cannot access device %d", ErrNoPeerAccess, dev, owner)
@@ -349,29 +362,11 @@ func canAccess(b vmm.Backend, dev, owner int) error {
 	return nil
 }
 
-func deviceProp(dev int) cu.MemAllocationProp {
-	return cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: vmm.OnDevice(dev)}
-}
-
-func alignUp(n, g uint64) (uint64, bool) {
-	if g == 0 || g&(g-1) != 0 {
-		return 0, false
+// granularity is device dev's minimum allocation granularity, a power of two.
+func granularity(m *vmm.Manager, dev int) (uint64, error) {
+	g, err := m.Granularity(vmm.DeviceProps(dev), false)
+	if err == nil && (g == 0 || g&(g-1) != 0) {
+		err = fmt.Errorf("%w: granularity %d of device %d is not a power of two", vmm.ErrInvalid, g, dev)
 	}
-	r := (n + g - 1) &^ (g - 1)
-	return r, r >= n
-}
-
-func descString(d []cu.MemAccessDesc) string {
-	parts := make([]string, len(d))
-	for i, a := range d {
-		m := "rw"
-		switch a.Flags {
-		case cu.MEM_ACCESS_FLAGS_PROT_READ:
-			m = "ro"
-		case cu.MEM_ACCESS_FLAGS_PROT_NONE:
-			m = "none"
-		}
-		parts[i] = fmt.Sprintf("%s device %d", m, a.Location.ID)
-	}
-	return strings.Join(parts, ",")
+	return g, err
 }

@@ -8,63 +8,39 @@
 // KV cache or a sparse table pays device memory only for what it holds. Stats reports the
 // occupancy.
 //
-// Operations are transactions: if a driver call fails midway, the pages the call had
-// committed are released again, the pages it had decommitted are mapped back, and the
+// Operations are vmm.Tx transactions: if a driver call fails midway, the pages the call
+// had committed are released again, the pages it had decommitted are mapped back, and the
 // array is unchanged. A release the driver refuses is kept and retried by later calls and
-// by Close (Stats.Pending).
+// by Close (Stats.Pending). Errors are *vmm.Error values of package "sparse" and match vmm's
+// sentinels (vmm.ErrClosed, vmm.ErrOutOfRange, ...) and the driver's results with errors.Is.
 package sparse
 
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
-var (
-	// ErrClosed is returned by every operation on an Array after its Close.
-	ErrClosed = errors.New("sparse: closed")
-	// ErrOutOfRange is returned for ranges outside [0, Size).
-	ErrOutOfRange = errors.New("sparse: out of range")
-	// ErrInvalid is returned for invalid arguments.
-	ErrInvalid = errors.New("sparse: invalid argument")
-	// ErrBroken is returned once a rollback could not map decommitted pages back.
-	ErrBroken = errors.New("sparse: broken by a failed rollback")
-)
-
-// Error is the error of a failed Array operation; it unwraps to the cause.
-type Error struct {
-	Op   string // "new", "commit", "decommit", "read", "write", "close"
-	Args string
-	Err  error
-}
-
-func (e *Error) Error() string {
-	s := "sparse: " + e.Op
-	if e.Args != "" {
-		s += " " + e.Args
-	}
-	return s + ": " + strings.TrimPrefix(e.Err.Error(), "sparse: ")
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
 // Options configure an Array. The zero value is device 0 memory in pages of the
-// allocation granularity, accessible from device 0.
+// allocation granularity, accessible read-write from device 0.
 type Options struct {
 	// Device owns the physical memory unless Props says otherwise; copies are issued from
 	// its context.
 	Device int
-	// Props, when set, describes the physical memory instead of Device.
+	// Props, when set, describes the physical memory instead of Device. What the device
+	// says it lacks (GPUDirect RDMA, compression, host memory, a handle type) fails New
+	// with vmm.ErrUnsupported.
 	Props *vmm.Props
-	// Access lists the devices granted read-write access to committed pages; Device is
-	// always included.
-	Access []int
+	// Access lists who may access committed pages, and how: vmm.ReadWrite(0, 1), or
+	// append(vmm.ReadWrite(0), vmm.ReadOnly(1)...). Device gets read-write access unless
+	// the list names it.
+	Access []cu.MemAccessDesc
 	// PageSize is the unit of commitment, rounded up to the allocation granularity. Zero
 	// means the granularity (2 MiB on Hopper).
 	PageSize uint64
@@ -85,8 +61,11 @@ type Stats struct {
 	Peak          int     // the most pages committed at once
 	Commits       int     // pages committed so far
 	Decommits     int     // pages decommitted so far
-	Calls         int     // driver calls made (not counting copies)
-	Pending       int     // failed releases kept for retry
+	// Calls counts the driver calls made (not copies, the attribute queries that check
+	// Options.Props, the calls that undo a failed operation, or retries of a release).
+	// Close unmaps every page in one call.
+	Calls   int
+	Pending int // failed releases kept for retry
 }
 
 // Range is a range of array offsets.
@@ -94,78 +73,74 @@ type Range struct {
 	Offset, Size uint64
 }
 
-type cleanup struct {
-	what    string
-	do      func() error
-	restore bool
-}
-
 // Array is a sparse device array; see the package documentation. It is safe for concurrent
 // use: Commit, Decommit, Close and the commits WriteAt makes are serialized (they change the
 // array's page table, one driver call after another); ReadAt, WriteAt to committed pages
 // and the accessors run alongside each other. Device code must not touch a page while it is
 // being decommitted.
+//
+// Only New makes one: a nil or zero Array fails every operation with vmm.ErrInvalid.
 type Array struct {
 	mu sync.RWMutex
 
-	b      vmm.Backend
-	prop   cu.MemAllocationProp
+	m      *vmm.Manager
+	props  vmm.Props
 	dev    int
 	access []cu.MemAccessDesc
 	zero   bool
 	page   uint64
-	base   cu.DevicePtr
-	size   uint64
+	r      *vmm.Reservation
 
-	pages   map[uint64]cu.MemHandle // committed pages by index
-	pending []cleanup
+	pages   map[uint64]*vmm.Allocation // committed pages by index
+	pending vmm.Pending
 	broken  error
 	closed  bool
 	st      Stats
 }
 
+var errNoArray = fmt.Errorf("%w: a nil or zero Array (make one with New)", vmm.ErrInvalid)
+
+func opErr(op, args string, err error) error {
+	return &vmm.Error{Pkg: "sparse", Op: op, Args: args, Err: err}
+}
+
 // New reserves size bytes (rounded up to the page size) of address space.
 func New(m *vmm.Manager, size uint64, opts Options) (*Array, error) {
-	fail := func(err error) (*Array, error) {
-		return nil, &Error{Op: "new", Args: vmm.Size(size), Err: err}
-	}
-	if m == nil || m.Backend() == nil {
-		return fail(fmt.Errorf("%w: nil Manager", ErrInvalid))
-	}
+	fail := func(err error) (*Array, error) { return nil, opErr("new", units.Size(size), err) }
 	if size == 0 {
-		return fail(fmt.Errorf("%w: zero size", ErrInvalid))
+		return fail(fmt.Errorf("%w: zero size", vmm.ErrInvalid))
 	}
 	props := vmm.DeviceProps(opts.Device)
 	if opts.Props != nil {
 		props = *opts.Props
 	}
-	a := &Array{b: m.Backend(), prop: props.Driver(), dev: opts.Device, zero: opts.Zero, pages: map[uint64]cu.MemHandle{}}
-	devs := []int{opts.Device}
-	for _, d := range opts.Access {
-		if !slices.Contains(devs, d) {
-			devs = append(devs, d)
-		}
+	a := &Array{m: m, props: props, dev: opts.Device, zero: opts.Zero, pages: map[uint64]*vmm.Allocation{}}
+	a.access = slices.Clone(opts.Access)
+	if !slices.ContainsFunc(opts.Access, func(d cu.MemAccessDesc) bool { return d.Location == vmm.OnDevice(opts.Device) }) {
+		a.access = append(vmm.ReadWrite(opts.Device), opts.Access...)
 	}
-	a.access = vmm.ReadWrite(devs...)
+	if err := m.CheckProps(props, opts.Device); err != nil {
+		return fail(err)
+	}
 	a.st.Calls++
-	g, err := a.b.Granularity(&a.prop, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
+	g, err := m.Granularity(props, false)
 	if err != nil {
-		return fail(vmm.Call(err, "granularity"))
+		return fail(err)
 	}
 	if g == 0 || g&(g-1) != 0 {
-		return fail(fmt.Errorf("%w: driver granularity %d", ErrInvalid, g))
+		return fail(fmt.Errorf("%w: driver granularity %d", vmm.ErrInvalid, g))
 	}
-	page, ok := alignUp(max(opts.PageSize, g), g)
+	page, ok := units.AlignUp(max(opts.PageSize, g), g)
 	if !ok {
-		return fail(fmt.Errorf("%w: page size %d", ErrInvalid, opts.PageSize))
+		return fail(fmt.Errorf("%w: page size %d", vmm.ErrTooLarge, opts.PageSize))
 	}
 	// A page is a multiple of the granularity but not always a power of two: round by
 	// division.
 	total := (size + page - 1) / page * page
 	if total < size {
-		return fail(fmt.Errorf("%w: size overflows", ErrInvalid))
+		return fail(fmt.Errorf("%w: size overflows", vmm.ErrTooLarge))
 	}
-	a.page, a.size = page, total
+	a.page = page
 	a.st.Calls++
 	// Aligned to the page size, so that pages are aligned to their own size (the driver
 	// places large pages best on aligned addresses).
@@ -173,11 +148,9 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Array, error) {
 	if page&(page-1) == 0 {
 		align = page
 	}
-	base, err := a.b.Reserve(total, align, 0, 0)
-	if err != nil {
-		return fail(vmm.Call(err, "reserve %s alignment %d", vmm.Size(total), align))
+	if a.r, err = m.Reserve(total, vmm.WithAlignment(align)); err != nil {
+		return fail(err)
 	}
-	a.base = base
 	return a, nil
 }
 
@@ -186,7 +159,7 @@ func (a *Array) Base() cu.DevicePtr {
 	if a == nil {
 		return 0
 	}
-	return a.base
+	return a.r.Base()
 }
 
 // Size is the array's size in bytes, a multiple of PageSize.
@@ -194,7 +167,7 @@ func (a *Array) Size() uint64 {
 	if a == nil {
 		return 0
 	}
-	return a.size
+	return a.r.Size()
 }
 
 // PageSize is the unit of commitment.
@@ -224,16 +197,16 @@ func (a *Array) Stats() Stats {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	s := a.st
-	s.Size, s.PageSize = a.size, a.page
+	s.Size, s.PageSize = a.r.Size(), a.page
 	if a.page != 0 {
-		s.Pages = int(a.size / a.page)
+		s.Pages = int(s.Size / a.page)
 	}
 	s.Committed = len(a.pages)
 	s.CommittedSize = uint64(len(a.pages)) * a.page
 	if s.Pages > 0 {
 		s.Occupancy = float64(s.Committed) / float64(s.Pages)
 	}
-	s.Pending = len(a.pending)
+	s.Pending = a.pending.Len()
 	return s
 }
 
@@ -246,60 +219,61 @@ func (a *Array) CommittedRanges() []Range {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	var out []Range
-	for _, run := range runs(a.sortedPages()) {
+	for _, run := range runs(slices.Sorted(maps.Keys(a.pages))) {
 		out = append(out, Range{Offset: run[0] * a.page, Size: uint64(len(run)) * a.page})
 	}
 	return out
 }
 
-func (a *Array) sortedPages() []uint64 {
-	idx := make([]uint64, 0, len(a.pages))
-	for i := range a.pages {
-		idx = append(idx, i)
-	}
-	sort.Slice(idx, func(i, j int) bool { return idx[i] < idx[j] })
-	return idx
-}
-
+// usable says why the array cannot be used, or nil.
 func (a *Array) usable() error {
-	if a.closed {
-		return ErrClosed
+	switch {
+	case a.m == nil:
+		return errNoArray
+	case a.closed:
+		return vmm.ErrClosed
 	}
 	return a.broken
 }
 
 // check validates [off, off+n) against the array and returns its first and last page.
 func (a *Array) check(off, n uint64) (first, last uint64, err error) {
-	if n == 0 || off >= a.size || n > a.size-off {
-		return 0, 0, fmt.Errorf("%w: array of %s", ErrOutOfRange, vmm.Size(a.size))
+	size := a.r.Size()
+	if n == 0 || off >= size || n > size-off {
+		return 0, 0, fmt.Errorf("%w: array of %s", vmm.ErrOutOfRange, units.Size(size))
 	}
 	return off / a.page, (off + n - 1) / a.page, nil
+}
+
+// locked runs Commit's or Decommit's work under the lock, naming the operation on error.
+func (a *Array) locked(op string, off, n uint64, do func(*Array, uint64, uint64) error) error {
+	args := fmt.Sprintf("%#x+%s", off, units.Size(n))
+	if a == nil {
+		return opErr(op, args, errNoArray)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.usable(); err != nil {
+		return opErr(op, args, err)
+	}
+	if err := do(a, off, n); err != nil {
+		return opErr(op, args, err)
+	}
+	return nil
 }
 
 // Commit gives physical memory to every page that [off, off+n) touches and has none. On
 // error the array is unchanged.
 func (a *Array) Commit(off, n uint64) error {
-	args := fmt.Sprintf("%#x+%s", off, vmm.Size(n))
-	if a == nil {
-		return &Error{Op: "commit", Args: args, Err: fmt.Errorf("%w: nil Array", ErrInvalid)}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.commit(off, n); err != nil {
-		return &Error{Op: "commit", Args: args, Err: err}
-	}
-	return nil
+	return a.locked("commit", off, n, (*Array).commit)
 }
 
 func (a *Array) commit(off, n uint64) error {
-	if err := a.usable(); err != nil {
-		return err
-	}
 	first, last, err := a.check(off, n)
 	if err != nil {
 		return err
 	}
-	a.retryPending()
+	_ = a.pending.Retry() // what fails again stays counted in Stats.Pending
 	var missing []uint64
 	for i := first; i <= last; i++ {
 		if _, ok := a.pages[i]; !ok {
@@ -309,37 +283,35 @@ func (a *Array) commit(off, n uint64) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	t := &tx{owner: &a.pending, broken: &a.broken}
-	added := map[uint64]cu.MemHandle{}
+	tx := a.m.Begin(&a.pending)
+	added := map[uint64]*vmm.Allocation{}
 	for _, run := range runs(missing) {
 		for _, i := range run {
-			h, err := a.create()
+			a.st.Calls += 2
+			mem, err := tx.Create(a.page, a.props)
 			if err != nil {
-				return t.fail(err)
+				return tx.Rollback(err)
 			}
-			t.push(cleanup{what: "release new page", do: func() error { return a.release(h) }})
-			va := a.addr(i)
-			if err := a.mapAt(va, h); err != nil {
-				return t.fail(err)
+			if _, err := tx.Map(a.r, i*a.page, mem); err != nil {
+				return tx.Rollback(err)
 			}
-			t.push(cleanup{what: "unmap new page", do: func() error { return a.unmap(va, a.page) }})
-			added[i] = h
+			added[i] = mem
 		}
 		// One access call per run of adjacent new pages: the driver takes one call over
 		// adjacent mappings.
-		va, size := a.addr(run[0]), uint64(len(run))*a.page
-		if err := a.setAccess(va, size); err != nil {
-			return t.fail(err)
+		off, size := run[0]*a.page, uint64(len(run))*a.page
+		if err := a.setAccess(off, size); err != nil {
+			return tx.Rollback(err)
 		}
 		if a.zero {
-			if err := vmm.Call(a.b.MemsetD8(a.dev, va, 0, size), "zero %v+%s from device %d", va, vmm.Size(size), a.dev); err != nil {
-				return t.fail(err)
+			a.st.Calls++
+			if err := a.m.Fill(a.dev, a.r.Base()+cu.DevicePtr(off), 0, size); err != nil {
+				return tx.Rollback(err)
 			}
 		}
 	}
-	for i, h := range added {
-		a.pages[i] = h
-	}
+	tx.Commit()
+	maps.Copy(a.pages, added)
 	a.st.Commits += len(added)
 	a.st.Peak = max(a.st.Peak, len(a.pages))
 	return nil
@@ -349,26 +321,14 @@ func (a *Array) commit(off, n uint64) error {
 // [off, off+n); pages the range only partly covers keep theirs. On error the array is
 // unchanged.
 func (a *Array) Decommit(off, n uint64) error {
-	args := fmt.Sprintf("%#x+%s", off, vmm.Size(n))
-	if a == nil {
-		return &Error{Op: "decommit", Args: args, Err: fmt.Errorf("%w: nil Array", ErrInvalid)}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if err := a.decommit(off, n); err != nil {
-		return &Error{Op: "decommit", Args: args, Err: err}
-	}
-	return nil
+	return a.locked("decommit", off, n, (*Array).decommit)
 }
 
 func (a *Array) decommit(off, n uint64) error {
-	if err := a.usable(); err != nil {
-		return err
-	}
 	if _, _, err := a.check(off, n); err != nil {
 		return err
 	}
-	a.retryPending()
+	_ = a.pending.Retry()
 	first := (off + a.page - 1) / a.page
 	end := (off + n) / a.page // exclusive
 	var gone []uint64
@@ -380,50 +340,65 @@ func (a *Array) decommit(off, n uint64) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	t := &tx{owner: &a.pending, broken: &a.broken}
+	tx := a.m.Begin(&a.pending)
 	for _, run := range runs(gone) {
-		va, size := a.addr(run[0]), uint64(len(run))*a.page
 		// One unmap per run: the driver unmaps adjacent mappings in one call.
-		if err := a.unmap(va, size); err != nil {
-			return t.fail(err)
+		a.st.Calls++
+		if err := a.r.Unmap(run[0]*a.page, uint64(len(run))*a.page); err != nil {
+			return a.rollback(tx, err)
 		}
-		t.push(cleanup{what: "map decommitted pages back", restore: true, do: func() error {
-			for j, i := range run {
-				if err := a.mapAt(a.addr(i), a.pages[i]); err != nil {
-					for _, k := range run[:j] {
-						_ = a.unmap(a.addr(k), a.page)
-					}
-					return err
-				}
-			}
-			return a.setAccess(va, size)
-		}})
+		tx.Restore("map decommitted pages back", func() error { return a.mapBack(run) })
 	}
-	// Commit: the pages are unmapped; releasing their handles cannot be undone, and a
-	// failure only leaks until the retry.
+	tx.Commit()
+	// The pages are unmapped; releasing their memory cannot be undone, and a failure only
+	// leaks until the retry.
 	for _, i := range gone {
-		h := a.pages[i]
+		a.st.Calls++
+		_ = a.pending.Do("release decommitted page", a.pages[i].Close)
 		delete(a.pages, i)
-		if err := a.release(h); err != nil {
-			a.pending = append(a.pending, cleanup{what: "release decommitted page", do: func() error { return a.release(h) }})
-		}
 	}
 	a.st.Decommits += len(gone)
 	return nil
 }
 
+// mapBack maps the pages of run, adjacent and unmapped, where they were and gives them their
+// access again.
+func (a *Array) mapBack(run []uint64) error {
+	var made []*vmm.Mapping
+	for _, i := range run {
+		mp, err := a.r.Map(i*a.page, a.pages[i], 0, a.page)
+		if err != nil {
+			for _, mp := range made {
+				_ = mp.Close()
+			}
+			return err
+		}
+		made = append(made, mp)
+	}
+	return a.setAccess(run[0]*a.page, uint64(len(run))*a.page)
+}
+
+// rollback undoes tx after err; a restore that failed leaves the array broken.
+func (a *Array) rollback(tx *vmm.Tx, err error) error {
+	err = tx.Rollback(err)
+	if errors.Is(err, vmm.ErrBroken) {
+		a.broken = err
+	}
+	return err
+}
+
 // WriteAt writes p at offset off, committing the pages it touches first (from the context
 // of Options.Device).
 func (a *Array) WriteAt(p []byte, off int64) (int, error) {
-	args := fmt.Sprintf("%s at offset %d", vmm.Size(uint64(len(p))), off)
+	args := fmt.Sprintf("%s at offset %d", units.Size(uint64(len(p))), off)
 	if a == nil {
-		return 0, &Error{Op: "write", Args: args, Err: fmt.Errorf("%w: nil Array", ErrInvalid)}
+		return 0, opErr("write", args, errNoArray)
 	}
 	if len(p) == 0 {
 		return 0, nil
 	}
 	if off < 0 {
-		return 0, &Error{Op: "write", Args: args, Err: ErrOutOfRange}
+		return 0, opErr("write", args, vmm.ErrOutOfRange)
 	}
 	// The copies run under the shared lock, alongside other reads and writes; only pages
 	// that need committing take the array's exclusive lock, and a Decommit that slips in
@@ -432,24 +407,27 @@ func (a *Array) WriteAt(p []byte, off int64) (int, error) {
 		a.mu.RLock()
 		if err := a.usable(); err != nil {
 			a.mu.RUnlock()
-			return 0, &Error{Op: "write", Args: args, Err: err}
+			return 0, opErr("write", args, err)
 		}
 		if a.committed(uint64(off), uint64(len(p))) {
 			n, err := a.eachPage(uint64(off), p, func(va cu.DevicePtr, q []byte, _ bool) error {
-				return vmm.Call(a.b.CopyHtoD(a.dev, va, q), "copy to %v+%s from device %d", va, vmm.Size(uint64(len(q))), a.dev)
+				return a.m.CopyIn(a.dev, va, q)
 			})
 			a.mu.RUnlock()
 			if err != nil {
-				return n, &Error{Op: "write", Args: args, Err: err}
+				return n, opErr("write", args, err)
 			}
 			return n, nil
 		}
 		a.mu.RUnlock()
 		a.mu.Lock()
-		err := a.commit(uint64(off), uint64(len(p)))
+		err := a.usable()
+		if err == nil {
+			err = a.commit(uint64(off), uint64(len(p)))
+		}
 		a.mu.Unlock()
 		if err != nil {
-			return 0, &Error{Op: "write", Args: args, Err: err}
+			return 0, opErr("write", args, err)
 		}
 	}
 }
@@ -472,33 +450,33 @@ func (a *Array) committed(off, n uint64) bool {
 // ReadAt reads len(p) bytes at offset off. Bytes of pages that are not committed read as
 // zero, and reading commits nothing.
 func (a *Array) ReadAt(p []byte, off int64) (int, error) {
-	args := fmt.Sprintf("%s at offset %d", vmm.Size(uint64(len(p))), off)
+	args := fmt.Sprintf("%s at offset %d", units.Size(uint64(len(p))), off)
 	if a == nil {
-		return 0, &Error{Op: "read", Args: args, Err: fmt.Errorf("%w: nil Array", ErrInvalid)}
+		return 0, opErr("read", args, errNoArray)
 	}
 	if len(p) == 0 {
 		return 0, nil
 	}
 	if off < 0 {
-		return 0, &Error{Op: "read", Args: args, Err: ErrOutOfRange}
+		return 0, opErr("read", args, vmm.ErrOutOfRange)
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if err := a.usable(); err != nil {
-		return 0, &Error{Op: "read", Args: args, Err: err}
+		return 0, opErr("read", args, err)
 	}
 	if _, _, err := a.check(uint64(off), uint64(len(p))); err != nil {
-		return 0, &Error{Op: "read", Args: args, Err: err}
+		return 0, opErr("read", args, err)
 	}
 	n, err := a.eachPage(uint64(off), p, func(va cu.DevicePtr, q []byte, committed bool) error {
 		if !committed {
 			clear(q)
 			return nil
 		}
-		return vmm.Call(a.b.CopyDtoH(a.dev, q, va), "copy from %v+%s to device %d", va, vmm.Size(uint64(len(q))), a.dev)
+		return a.m.CopyOut(a.dev, q, va)
 	})
 	if err != nil {
-		return n, &Error{Op: "read", Args: args, Err: err}
+		return n, opErr("read", args, err)
 	}
 	return n, nil
 }
@@ -512,7 +490,7 @@ func (a *Array) eachPage(off uint64, p []byte, f func(cu.DevicePtr, []byte, bool
 		i := pos / a.page
 		n := min(uint64(len(p)-done), (i+1)*a.page-pos)
 		_, committed := a.pages[i]
-		if err := f(a.base+cu.DevicePtr(pos), p[done:done+int(n)], committed); err != nil {
+		if err := f(a.r.Base()+cu.DevicePtr(pos), p[done:done+int(n)], committed); err != nil {
 			return done, err
 		}
 		done += int(n)
@@ -520,109 +498,40 @@ func (a *Array) eachPage(off uint64, p []byte, f func(cu.DevicePtr, []byte, bool
 	return done, nil
 }
 
-// Close decommits every page and frees the reservation. It is idempotent; after a Close
-// that failed, a later Close retries what failed.
+// Close unmaps every page (in one driver call), frees the reservation and releases the
+// pages' memory. It is idempotent; after a Close that failed, a later Close retries what
+// failed.
 func (a *Array) Close() error {
 	if a == nil {
-		return nil
+		return opErr("close", "", errNoArray)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.m == nil {
+		return opErr("close", "", errNoArray)
+	}
 	if !a.closed {
 		a.closed = true
-		idx := a.sortedPages()
-		for _, run := range runs(idx) {
-			va, size := a.addr(run[0]), uint64(len(run))*a.page
-			if err := a.unmap(va, size); err != nil {
-				a.pending = append(a.pending, cleanup{what: "unmap", do: func() error { return a.unmap(va, size) }})
-			}
+		a.st.Calls++ // free, and unmap where pages are mapped
+		if len(a.pages) > 0 {
+			a.st.Calls++
 		}
-		for _, i := range idx {
-			h := a.pages[i]
-			if err := a.release(h); err != nil {
-				a.pending = append(a.pending, cleanup{what: "release", do: func() error { return a.release(h) }})
-			}
+		_ = a.pending.Do("unmap and free", a.r.Close)
+		for _, i := range slices.Sorted(maps.Keys(a.pages)) {
+			a.st.Calls++
+			_ = a.pending.Do("release", a.pages[i].Close)
 		}
-		a.pages = map[uint64]cu.MemHandle{}
-		base, size := a.base, a.size
-		a.st.Calls++
-		if err := a.b.Free(base, size); err != nil {
-			a.pending = append(a.pending, cleanup{what: "free", do: func() error {
-				return vmm.Call(a.b.Free(base, size), "free %v+%s", base, vmm.Size(size))
-			}})
-		}
+		clear(a.pages)
 	}
-	if err := a.retryPending(); err != nil {
-		return &Error{Op: "close", Err: err}
+	if err := a.pending.Retry(); err != nil {
+		return opErr("close", "", err)
 	}
 	return nil
 }
 
-func (a *Array) retryPending() error {
-	var errs []error
-	var left []cleanup
-	for _, c := range a.pending {
-		if err := c.do(); err != nil {
-			left = append(left, c)
-			errs = append(errs, fmt.Errorf("%s: %w", c.what, err))
-		}
-	}
-	a.pending = left
-	return errors.Join(errs...)
-}
-
-func (a *Array) addr(page uint64) cu.DevicePtr { return a.base + cu.DevicePtr(page*a.page) }
-
-func (a *Array) create() (cu.MemHandle, error) {
+func (a *Array) setAccess(off, size uint64) error {
 	a.st.Calls++
-	prop := a.prop
-	h, err := a.b.Create(a.page, &prop, 0)
-	return h, vmm.Call(err, "create %s", vmm.Size(a.page))
-}
-
-func (a *Array) release(h cu.MemHandle) error {
-	a.st.Calls++
-	return vmm.Call(a.b.Release(h), "release %v", h)
-}
-
-func (a *Array) mapAt(va cu.DevicePtr, h cu.MemHandle) error {
-	a.st.Calls++
-	return vmm.Call(a.b.Map(va, a.page, 0, h, 0), "map %v+%s %v", va, vmm.Size(a.page), h)
-}
-
-func (a *Array) unmap(va cu.DevicePtr, size uint64) error {
-	a.st.Calls++
-	return vmm.Call(a.b.Unmap(va, size), "unmap %v+%s", va, vmm.Size(size))
-}
-
-func (a *Array) setAccess(va cu.DevicePtr, size uint64) error {
-	a.st.Calls++
-	return vmm.Call(a.b.SetAccess(va, size, a.access), "set access %v+%s", va, vmm.Size(size))
-}
-
-// tx collects the undo steps of one operation (see buffer's).
-type tx struct {
-	owner  *[]cleanup
-	broken *error
-	undo   []cleanup
-}
-
-func (t *tx) push(c cleanup) { t.undo = append(t.undo, c) }
-
-func (t *tx) fail(err error) error {
-	for i := len(t.undo) - 1; i >= 0; i-- {
-		c := t.undo[i]
-		if uerr := c.do(); uerr != nil {
-			if c.restore {
-				*t.broken = fmt.Errorf("%w: %s: %v (after %v)", ErrBroken, c.what, uerr, err)
-				err = errors.Join(err, *t.broken)
-				continue
-			}
-			*t.owner = append(*t.owner, c)
-		}
-	}
-	t.undo = nil
-	return err
+	return a.r.SetAccess(off, size, a.access...)
 }
 
 // runs splits sorted page indexes into runs of adjacent ones.
@@ -637,9 +546,4 @@ func runs(idx []uint64) [][]uint64 {
 		i = j
 	}
 	return out
-}
-
-func alignUp(n, g uint64) (uint64, bool) {
-	r := (n + g - 1) &^ (g - 1)
-	return r, r >= n
 }

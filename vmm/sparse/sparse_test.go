@@ -95,23 +95,37 @@ func TestPageSizeAndBounds(t *testing.T) {
 	defer a.Close()
 	require.Equal(t, uint64(6*mib), a.PageSize(), "rounded up to the granularity")
 	require.Equal(t, uint64(12*mib), a.Size())
-	require.ErrorIs(t, a.Commit(12*mib, 1), sparse.ErrOutOfRange)
-	require.ErrorIs(t, a.Commit(0, 0), sparse.ErrOutOfRange)
-	require.ErrorIs(t, a.Commit(mib, ^uint64(0)), sparse.ErrOutOfRange)
+	require.ErrorIs(t, a.Commit(12*mib, 1), vmm.ErrOutOfRange)
+	require.ErrorIs(t, a.Commit(0, 0), vmm.ErrOutOfRange)
+	require.ErrorIs(t, a.Commit(mib, ^uint64(0)), vmm.ErrOutOfRange)
 	_, err = a.WriteAt([]byte{1}, -1)
-	require.ErrorIs(t, err, sparse.ErrOutOfRange)
+	require.ErrorIs(t, err, vmm.ErrOutOfRange)
 	_, err = a.ReadAt([]byte{1}, 12*mib)
-	require.ErrorIs(t, err, sparse.ErrOutOfRange)
+	require.ErrorIs(t, err, vmm.ErrOutOfRange)
 	_, err = sparse.New(m, 0, sparse.Options{})
-	require.ErrorIs(t, err, sparse.ErrInvalid)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
 	_, err = sparse.New(nil, mib, sparse.Options{})
-	require.ErrorIs(t, err, sparse.ErrInvalid)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
 	_, err = sparse.New(m, ^uint64(0), sparse.Options{})
 	require.Error(t, err)
-	var nilA *sparse.Array
-	require.Error(t, nilA.Commit(0, 1))
-	require.NoError(t, nilA.Close())
-	require.Zero(t, nilA.Stats())
+	// Nil and zero Arrays fail with vmm.ErrInvalid, naming the operation.
+	for _, na := range []*sparse.Array{nil, {}} {
+		for op, err := range map[string]error{
+			"commit":   na.Commit(0, 1),
+			"decommit": na.Decommit(0, 1),
+			"close":    na.Close(),
+			"read":     second(na.ReadAt([]byte{1}, 0)),
+			"write":    second(na.WriteAt([]byte{1}, 0)),
+		} {
+			require.ErrorIs(t, err, vmm.ErrInvalid, op)
+			require.True(t, strings.HasPrefix(err.Error(), "sparse: "+op), err.Error())
+		}
+		require.Zero(t, na.Stats())
+		require.Zero(t, na.Base())
+		require.Zero(t, na.Size())
+		require.False(t, na.Committed(0))
+		require.Empty(t, na.CommittedRanges())
+	}
 	err = a.Commit(12*mib, 1)
 	require.True(t, strings.HasPrefix(err.Error(), "sparse: commit 0xc00000+1B: out of range"), err.Error())
 }
@@ -198,4 +212,62 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+func second(_ int, err error) error { return err }
+
+// Close unmaps every page in one call, frees the reservation and releases the pages; what
+// the driver refuses is retried by the next Close.
+func TestFaultInjectionClose(t *testing.T) {
+	for _, op := range []string{"Unmap", "Free", "Release"} {
+		s, m := newSim(t)
+		a, err := sparse.New(m, 64*mib, sparse.Options{})
+		require.NoError(t, err)
+		for _, off := range []uint64{0, 2 * mib, 10 * mib} {
+			require.NoError(t, a.Commit(off, 1))
+		}
+		before := s.Stats().Calls
+		for n := 1; n <= 10; n++ {
+			require.NoError(t, s.FailNth(op, n, cu.ERROR_INVALID_VALUE))
+		}
+		err = a.Close()
+		require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE, op)
+		require.True(t, strings.HasPrefix(err.Error(), "sparse: close: "), err.Error())
+		require.Positive(t, a.Stats().Pending)
+		s.ClearFaults()
+		require.NoError(t, a.Close(), "a later Close retries what failed")
+		require.NoError(t, a.Close())
+		require.Zero(t, a.Stats().Pending)
+		require.True(t, s.Stats().Clean(), "%s: %+v", op, s.Stats())
+		if op == "Free" {
+			require.Equal(t, uint64(1), s.Stats().Calls["Unmap"]-before["Unmap"], "one unmap over the whole array")
+		}
+	}
+	_, err := sparse.New(nil, mib, sparse.Options{})
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+}
+
+// What the device lacks fails New before anything is reserved.
+func TestUnsupportedUpFront(t *testing.T) {
+	s, err := sim.New(sim.PresetWorkstation())
+	require.NoError(t, err)
+	_, err = sparse.New(vmm.New(s), 64*mib, sparse.Options{Props: &vmm.Props{Location: vmm.OnDevice(0), GPUDirectRDMA: true}})
+	require.ErrorIs(t, err, vmm.ErrUnsupported)
+	require.True(t, strings.HasPrefix(err.Error(), "sparse: new 64MiB: check props device 0: "), err.Error())
+	require.Zero(t, s.Stats().Calls["Reserve"])
+
+	// Read-only peers: device 1 reads committed pages, device 2 writes them too.
+	s, err = sim.New(sim.PresetHGX8())
+	require.NoError(t, err)
+	a, err := sparse.New(vmm.New(s), 64*mib, sparse.Options{Access: append(vmm.ReadOnly(1), vmm.ReadWrite(2)...)})
+	require.NoError(t, err)
+	_, err = a.WriteAt([]byte("x"), 3*mib)
+	require.NoError(t, err)
+	for dev, want := range []cu.MemAccessFlags{cu.MEM_ACCESS_FLAGS_PROT_READWRITE, cu.MEM_ACCESS_FLAGS_PROT_READ, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, cu.MEM_ACCESS_FLAGS_PROT_NONE} {
+		f, err := s.GetAccess(vmm.OnDevice(dev), a.Base()+3*mib)
+		require.NoError(t, err)
+		require.Equal(t, want, f, "device %d", dev)
+	}
+	require.NoError(t, a.Close())
+	require.True(t, s.Stats().Clean())
 }

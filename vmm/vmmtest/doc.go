@@ -5,7 +5,10 @@
 //
 // Any backend must pass it with no per-backend expectations: differences between machines
 // are declared as [Capabilities] (multicast, fabric handles, several devices) and the cases
-// that need a capability are skipped without it.
+// that need a capability are skipped without it. A backend that knowingly returns something
+// else than the driver in a recorded case declares it, with why, in
+// [Capabilities].Deviations; the suite checks each declaration. Cases no GPU has recorded
+// yet ([Expectations].Unrecorded) are logged, not asserted.
 //
 // Use it from a test of your own backend:
 //
@@ -23,5 +26,7 @@
 // set CUVMM_EXEC_RUNNER to the emulator's path so that the child runs under it too.
 //
 // To record new expectations on a real GPU, set CUVMM_VMMTEST_RECORD to a file path: the
-// suite then writes what the backend returned instead of asserting it.
+// suite then writes what the backend returned instead of asserting it, keeping what the file
+// already holds for the cases it did not run (results, the note, and unrecorded cases). The
+// walk/, faults/ and dangerous/ groups run only with Capabilities.Dangerous.
 package vmmtest

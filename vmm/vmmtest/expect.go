@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -20,12 +21,23 @@ const EnvRecord = "CUVMM_VMMTEST_RECORD"
 var expectationsJSON []byte
 
 // Expectations are results recorded on a real driver: for each case name, the CUresult
-// name it returned ("CUDA_SUCCESS" for no error).
+// name it returned ("CUDA_SUCCESS" for no error), or for a case that observes a fact (where
+// a reservation landed, what a query returned: "CUDA_SUCCESS: value"), the fact.
 type Expectations struct {
 	Driver  int               `json:"driver"` // cuDriverGetVersion of the recording
 	Device  string            `json:"device"` // device 0's name
 	Note    string            `json:"note,omitempty"`
-	Results map[string]string `json:"results"` // case name -> CUresult name
+	Results map[string]string `json:"results"` // case name -> CUresult name or fact
+	// Unrecorded names the cases no recording has a result for yet, with why. The suite
+	// logs what a backend returns for them and asserts nothing; recording fills them in.
+	Unrecorded map[string]string `json:"unrecorded,omitempty"`
+}
+
+// Deviation is a result a backend knowingly returns where the driver returned another, with
+// why; see Capabilities.Deviations.
+type Deviation struct {
+	Got string // what the backend returns, in the form of Expectations.Results
+	Why string
 }
 
 // Recorded returns the expectations embedded in this package.
@@ -36,6 +48,11 @@ func Recorded() (*Expectations, error) {
 	}
 	if e.Results == nil {
 		e.Results = map[string]string{}
+	}
+	for name := range e.Unrecorded {
+		if _, ok := e.Results[name]; ok {
+			return nil, fmt.Errorf("vmmtest: testdata/expectations.json: %s is both recorded and unrecorded", name)
+		}
 	}
 	return &e, nil
 }
@@ -56,18 +73,19 @@ func resultName(err error) string {
 type checker struct {
 	exp    *Expectations
 	record bool
+	dev    map[string]Deviation // the backend's declared deviations (not used when recording)
 	mu     sync.Mutex
 	seen   map[string]string
 }
 
-func (c *checker) check(t *testing.T, name string, err error) {
+func (c *checker) check(t testing.TB, name string, err error) {
 	t.Helper()
 	c.observe(t, name, resultName(err), err)
 }
 
 // observe compares (or records) a fact that is not a result: where a reservation landed
 // relative to another, whether a hint was honoured. err, if any, is shown on a mismatch.
-func (c *checker) observe(t *testing.T, name, got string, err error) {
+func (c *checker) observe(t testing.TB, name, got string, err error) {
 	t.Helper()
 	c.mu.Lock()
 	c.seen[name] = got
@@ -78,7 +96,21 @@ func (c *checker) observe(t *testing.T, name, got string, err error) {
 	}
 	want, ok := c.exp.Results[name]
 	if !ok {
+		if why, ok := c.exp.Unrecorded[name]; ok {
+			t.Logf("%s: not recorded yet (%s); this backend returned %s (%v)", name, why, got, err)
+			return
+		}
 		t.Errorf("%s: no recorded expectation (this backend returned %s: %v)", name, got, err)
+		return
+	}
+	if d, ok := c.dev[name]; ok {
+		switch got {
+		case d.Got:
+		case want:
+			t.Errorf("%s: the backend declares the deviation %q (%s) but returned %s, as the driver did: remove the deviation", name, d.Got, d.Why, got)
+		default:
+			t.Errorf("%s: got %s; the driver (%d, %s) returned %s and the backend declares it returns %s (%s); error: %v", name, got, c.exp.Driver, c.exp.Device, want, d.Got, d.Why, err)
+		}
 		return
 	}
 	if got != want {
@@ -86,17 +118,77 @@ func (c *checker) observe(t *testing.T, name, got string, err error) {
 	}
 }
 
+// checkValue compares (or records) a call's result and, when it succeeded, what it returned:
+// "CUDA_SUCCESS: value".
+func (c *checker) checkValue(t testing.TB, name string, err error, value string) {
+	t.Helper()
+	if err != nil {
+		c.check(t, name, err)
+		return
+	}
+	c.observe(t, name, resultName(nil)+": "+value, nil)
+}
+
+// checkDeviations reports declared deviations that deviate from nothing.
+func checkDeviations(t testing.TB, exp *Expectations, devs map[string]Deviation) {
+	t.Helper()
+	for name, d := range devs {
+		want, ok := exp.Results[name]
+		switch {
+		case !ok:
+			t.Errorf("deviation %s: no recorded result to deviate from", name)
+		case d.Got == want:
+			t.Errorf("deviation %s: declares %s, which is what the driver returned", name, want)
+		case d.Why == "":
+			t.Errorf("deviation %s: no reason given", name)
+		}
+	}
+}
+
+// group is the group a case name belongs to: what comes before its first slash.
+func group(name string) string {
+	if i := strings.IndexByte(name, '/'); i >= 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// unreached returns, sorted, the declared deviations that no case reached although their
+// group ran to the end (ran: group name -> ran to the end, neither skipped nor failed).
+func (c *checker) unreached(ran map[string]bool) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var names []string
+	for name := range c.dev {
+		if _, ok := c.seen[name]; !ok && ran[group(name)] {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 func (c *checker) write(path string, driver int, device string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := Expectations{Driver: driver, Device: device, Results: c.seen}
-	// Keep earlier results of cases this run skipped (other capabilities, other machines).
+	// Keep earlier results of cases this run skipped (other capabilities, other machines),
+	// the note, and the cases still unrecorded.
 	if prev, err := os.ReadFile(path); err == nil {
 		var old Expectations
 		if json.Unmarshal(prev, &old) == nil {
+			out.Note = old.Note
 			for k, v := range old.Results {
 				if _, ok := out.Results[k]; !ok {
 					out.Results[k] = v
+				}
+			}
+			for k, why := range old.Unrecorded {
+				if _, ok := out.Results[k]; !ok {
+					if out.Unrecorded == nil {
+						out.Unrecorded = map[string]string{}
+					}
+					out.Unrecorded[k] = why
 				}
 			}
 		}

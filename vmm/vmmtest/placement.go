@@ -57,9 +57,24 @@ func testPlacement(t *testing.T, e *env) {
 	after("second-2MiB", g, g)
 	after("second-64MiB", 32*g, 32*g)
 	after("second-1GiB", 512*g, 512*g)
-	after("1GiB-after-2MiB", g, 512*g)
-	after("2MiB-after-1GiB", 512*g, g)
 	after("64MiB-after-16MiB", 8*g, 32*g)
+	// Where a 1 GiB reservation lands after a 2 MiB one, and a 2 MiB one after a 1 GiB one,
+	// depends on the holes the process already has (first fit): one H200 put them at the
+	// next 32 MiB boundary above and adjacent above, two H200s of one host further above
+	// and below. They are logged when recording, not asserted.
+	if e.c.record {
+		for _, p := range []struct {
+			name          string
+			first, second uint64
+		}{{"1GiB-after-2MiB", g, 512 * g}, {"2MiB-after-1GiB", 512 * g, g}} {
+			a, err := reserve(p.first, 0)
+			noError(t, err)
+			b, err := reserve(p.second, 0)
+			noError(t, err)
+			t.Logf("placement: %s: %s", p.name, where(a, p.first, b))
+			release()
+		}
+	}
 
 	honoured := func(ok bool) string {
 		if ok {

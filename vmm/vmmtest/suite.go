@@ -24,6 +24,11 @@ type Capabilities struct {
 	// Dangerous runs the cases that make the device fault (a copy into memory the device
 	// may only read). On a real GPU they can leave the context unusable, so they run last.
 	Dangerous bool
+	// Deviations declares, by case name, the results where this backend knowingly differs
+	// from the recorded driver, with why. Each is checked: the case must have a recorded
+	// result other than the declared one, the backend must return exactly the declared one,
+	// and a group that runs must reach it. A real driver declares none.
+	Deviations map[string]Deviation
 }
 
 // NewBackend opens a fresh backend for one test.
@@ -62,6 +67,10 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 	noError(t, err)
 	recordPath := os.Getenv(EnvRecord)
 	c := &checker{exp: exp, record: recordPath != "", seen: map[string]string{}}
+	if !c.record {
+		c.dev = caps.Deviations
+		checkDeviations(t, exp, caps.Deviations)
+	}
 
 	b := newBackend(t)
 	n, err := b.DeviceCount()
@@ -111,10 +120,21 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 		{"ipc", testIPC},
 		{"copy", testCopy},
 		{"limits", testLimits},
+		{"sweep", testSweep},
+		{"edges", testEdges},
+		{"walk", testWalk},
+		{"faults", testFaults},
 		{"dangerous", testDangerous},
 	}
+	ran := map[string]bool{} // groups that ran to the end, neither skipped nor failed
 	for _, g := range groups {
-		t.Run(g.name, func(t *testing.T) { g.run(t, e) })
+		t.Run(g.name, func(t *testing.T) {
+			defer func() { ran[g.name] = !t.Skipped() && !t.Failed() }()
+			g.run(t, e)
+		})
+	}
+	for _, name := range c.unreached(ran) {
+		t.Errorf("deviation %s: declared, but the %s group ran without reaching it", name, group(name))
 	}
 
 	if lc, ok := b.(LiveCounter); ok {

@@ -10,8 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cuvmm/cuvmm/loader"
-	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -23,10 +22,10 @@ const (
 	ExitNoDriver = 3 // --backend=cuda and no driver
 )
 
-// Flags are the options every example takes.
+// Flags are the options every example takes: --backend and --preset, as every command of
+// this module takes them (package internal/backend).
 type Flags struct {
-	Backend string
-	Preset  string
+	backend.Choice
 }
 
 // Parse parses args (without the program name) into the common flags plus whatever
@@ -35,8 +34,7 @@ func Parse(name string, args []string, defPreset string, stderr io.Writer, extra
 	var f Flags
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.Backend, "backend", "auto", "`backend`: auto (the real driver if it loads, else sim), cuda or sim")
-	fs.StringVar(&f.Preset, "preset", "", "sim `preset` (default "+defPreset+"): "+strings.Join(sim.Presets(), ", "))
+	f.Register(fs, backend.Auto, defPreset)
 	if extra != nil {
 		extra(fs)
 	}
@@ -50,21 +48,8 @@ func Parse(name string, args []string, defPreset string, stderr io.Writer, extra
 		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", name, fs.Args())
 		return f, ExitUsage, false
 	}
-	switch f.Backend {
-	case "auto", "cuda", "sim":
-	default:
-		fmt.Fprintf(stderr, "%s: unknown backend %q (auto, cuda or sim)\n", name, f.Backend)
-		return f, ExitUsage, false
-	}
-	if f.Preset != "" && f.Backend == "cuda" {
-		fmt.Fprintf(stderr, "%s: --preset applies to the sim backend, not --backend=cuda\n", name)
-		return f, ExitUsage, false
-	}
-	if f.Preset == "" {
-		f.Preset = defPreset
-	}
-	if _, ok := sim.Preset(f.Preset); !ok {
-		fmt.Fprintf(stderr, "%s: unknown sim preset %q (known: %s)\n", name, f.Preset, strings.Join(sim.Presets(), ", "))
+	if err := f.Check(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return f, ExitUsage, false
 	}
 	return f, ExitOK, true
@@ -73,31 +58,17 @@ func Parse(name string, args []string, defPreset string, stderr io.Writer, extra
 // Open returns the backend f names. With auto it is the real driver when one loads and
 // has a device, else the simulator, with a one-line notice on stderr.
 func Open(name string, f Flags, stderr io.Writer) (vmm.Backend, int, error) {
-	if f.Backend != "sim" {
-		b, err := vmm.CUDA()
-		if err == nil {
-			if n, derr := b.DeviceCount(); derr != nil || n == 0 {
-				err = fmt.Errorf("no CUDA device (%d, %v)", n, derr)
-			}
-		}
-		if err == nil {
-			return b, ExitOK, nil
-		}
-		if f.Backend == "cuda" {
-			code := ExitFailed
-			if errors.Is(err, loader.ErrNoDriver) {
-				code = ExitNoDriver
-			}
-			return nil, code, err
-		}
-		fmt.Fprintf(stderr, "%s: no usable CUDA driver (%v); running on sim preset %q\n", name, oneLine(err), f.Preset)
-	}
-	cfg, _ := sim.Preset(f.Preset)
-	s, err := sim.New(cfg)
+	op, err := backend.Opener{}.Open(f.Choice, backend.FallbackUnusable)
 	if err != nil {
+		if backend.IsNoDriver(err) {
+			return nil, ExitNoDriver, err
+		}
 		return nil, ExitFailed, err
 	}
-	return s, ExitOK, nil
+	if op.FellBack != nil {
+		fmt.Fprintf(stderr, "%s: no usable CUDA driver (%v); running on sim preset %q\n", name, oneLine(op.FellBack), f.Preset)
+	}
+	return op.Backend, ExitOK, nil
 }
 
 func oneLine(err error) string {

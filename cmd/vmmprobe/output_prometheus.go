@@ -1,0 +1,155 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// renderPrometheus renders the document in the Prometheus text exposition format (0.0.4),
+// for node_exporter's textfile collector: write it with --output-file into the collector's
+// directory as a *.prom file (atomically, as --output-file does, which the collector needs).
+// Every metric is a gauge; a metric family appears once, with its HELP and TYPE, and its
+// samples together. Label values are escaped as the format requires, so nothing read from
+// the node can break a line.
+func renderPrometheus(doc *document) []byte {
+	p := &promWriter{}
+	bi := doc.Backend
+	p.family("cuvmm_probe_info", "vmmprobe's version and what answered; always 1.")
+	p.sample("cuvmm_probe_info", 1, "version", doc.Vmmprobe.Version, "command", doc.Command, "backend", bi.Name,
+		"simulated", strconv.FormatBool(bi.Simulated), "preset", bi.Preset, "cuda_version", bi.CUDAVersion)
+	if t, ok := parseTime(doc.GeneratedAt); ok {
+		p.family("cuvmm_probe_timestamp_seconds", "When vmmprobe wrote this, in seconds since the epoch.")
+		p.sample("cuvmm_probe_timestamp_seconds", float64(t))
+	}
+	p.family("cuvmm_cuda_ready", "1 when the CUDA driver initialized and has devices.")
+	p.sample("cuvmm_cuda_ready", b2f(bi.InitError == "" && len(doc.Devices) > 0))
+	p.family("cuvmm_devices", "Number of CUDA devices.")
+	p.sample("cuvmm_devices", float64(len(doc.Devices)))
+
+	if len(doc.Devices) > 0 {
+		p.family("cuvmm_device_feature", "1 when the device's attribute says it supports the feature (what the driver claims; see cuvmm_check_ok for what worked).")
+		for _, d := range doc.Devices {
+			dev := strconv.Itoa(d.Index)
+			for _, f := range []struct {
+				name string
+				v    bool
+			}{
+				{"vmm", d.VMM}, {"handle_posix_fd", d.HandleTypes.PosixFD}, {"handle_fabric", d.HandleTypes.Fabric},
+				{"multicast", d.Multicast.Supported}, {"compression_generic", d.GenericCompression},
+				{"gpudirect_rdma_vmm", d.GPUDirectRDMAWithVMM}, {"host_vmm", d.HostVMM}, {"host_numa_vmm", d.HostNUMAVMM},
+			} {
+				p.sample("cuvmm_device_feature", b2f(f.v), "device", dev, "uuid", d.UUID, "feature", f.name)
+			}
+		}
+	}
+	if doc.IMEX != nil {
+		p.family("cuvmm_imex_channel_ready", "1 when this process has a usable IMEX channel.")
+		p.sample("cuvmm_imex_channel_ready", b2f(doc.IMEX.Ready))
+	}
+	promNode(p, doc)
+	if len(doc.Checks) > 0 {
+		p.family("cuvmm_check_ok", "1 when the check worked (vmmprobe check); the status label says what happened.")
+		for _, c := range doc.Checks {
+			dev, peer := "", ""
+			if c.Device != nil {
+				dev = strconv.Itoa(*c.Device)
+			}
+			if c.Peer != nil {
+				peer = strconv.Itoa(*c.Peer)
+			}
+			p.sample("cuvmm_check_ok", b2f(c.Status == statusOK), "check", c.Check, "device", dev, "peer", peer, "status", c.Status)
+		}
+	}
+	if s := doc.Summary; s != nil {
+		p.family("cuvmm_checks", "Number of checks by status.")
+		for _, st := range []struct {
+			name string
+			n    int
+		}{{statusOK, s.OK}, {statusUnsupported, s.Unsupported}, {statusFailed, s.Failed}, {statusSkipped, s.Skipped}} {
+			p.sample("cuvmm_checks", float64(st.n), "status", st.name)
+		}
+	}
+	return []byte(p.b.String())
+}
+
+// promNode writes the fabric picture and the NVLS verdict.
+func promNode(p *promWriter, doc *document) {
+	n := doc.Node
+	if n == nil {
+		return
+	}
+	p.family("cuvmm_nvml_available", "1 when NVML could be loaded and initialized.")
+	p.sample("cuvmm_nvml_available", b2f(n.NVML.Available))
+	p.family("cuvmm_node_part_ok", "1 when the part of the node's NVLink fabric picture is ok or not needed; the state label says which.")
+	for _, pt := range []struct {
+		name string
+		part part
+	}{{"nvml", n.NVML.part}, {"nvswitch", n.NVSwitch.part}, {"fabric_manager", n.FabricManager.part}, {"imex_daemon", n.IMEXDaemon.part}} {
+		p.sample("cuvmm_node_part_ok", b2f(pt.part.State == stateOK || pt.part.State == stateNotNeeded), "part", pt.name, "state", pt.part.State)
+	}
+	p.family("cuvmm_node_problems", "Number of problems (and degraded parts) in the node's fabric picture.")
+	p.sample("cuvmm_node_problems", float64(len(n.Problems)))
+	if len(n.GPUs) > 0 {
+		p.family("cuvmm_gpu_fabric_registered", "1 when NVML says the GPU completed its fabric registration without error; the state label is NVML's fabric state.")
+		for _, g := range n.GPUs {
+			p.sample("cuvmm_gpu_fabric_registered", b2f(g.registered), "gpu", strconv.Itoa(g.Index), "uuid", g.UUID, "state", g.FabricState, "health", g.part.State)
+		}
+	}
+	if v := doc.NVLS; v != nil {
+		p.family("cuvmm_nvls_verdict", "1 for the NVLS verdict that holds (yes, no or unknown); exercised says whether --unsafe-multicast proved it.")
+		for _, s := range []string{verdictYes, verdictNo, verdictUnknown} {
+			p.sample("cuvmm_nvls_verdict", b2f(v.Verdict == s), "verdict", s, "exercised", strconv.FormatBool(v.Exercised))
+		}
+	}
+}
+
+// promWriter writes metric families in the text format.
+type promWriter struct{ b strings.Builder }
+
+func (p *promWriter) family(name, help string) {
+	fmt.Fprintf(&p.b, "# HELP %s %s\n# TYPE %s gauge\n", name, escapeHelp(help), name)
+}
+
+// sample writes one sample; labels are name, value pairs (empty values are left out).
+func (p *promWriter) sample(name string, v float64, labels ...string) {
+	p.b.WriteString(name)
+	var parts []string
+	for i := 0; i+1 < len(labels); i += 2 {
+		if labels[i+1] == "" {
+			continue
+		}
+		parts = append(parts, labels[i]+`="`+escapeLabel(labels[i+1])+`"`)
+	}
+	if len(parts) > 0 {
+		p.b.WriteString("{" + strings.Join(parts, ",") + "}")
+	}
+	p.b.WriteString(" " + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
+}
+
+// escapeLabel escapes a label value: backslash, double quote and line feed.
+func escapeLabel(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+}
+
+// escapeHelp escapes HELP text: backslash and line feed.
+func escapeHelp(s string) string {
+	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
+}
+
+func b2f(v bool) float64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// parseTime reads the document's RFC 3339 time as Unix seconds.
+func parseTime(s string) (int64, bool) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return 0, false
+	}
+	return t.Unix(), true
+}

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// call is a prototype checked against the header, with what the emitter needs.
+type call struct {
+	*proto
+	export string   // the suffixed export cuda.h maps the symbol to, or ""
+	c      []cParam // the header's parameters
+	// sizes of what the Go side passes, by parameter: a value's, or the pointee's for
+	// *T, []T and out T
+	sizes []int
+}
+
+// checkCall checks p against the header's declaration of its symbol and the Go types of
+// package cu. Every error names the symbol.
+func checkCall(p *proto, h *cHeader, pkg *goPackage, pfn map[string]int) (*call, error) {
+	fail := func(format string, args ...any) (*call, error) {
+		return nil, fmt.Errorf("%s (prototypes.go:%d): %s", p.symbol, p.line, fmt.Sprintf(format, args...))
+	}
+	cps, ok := h.funcs[p.symbol]
+	if !ok {
+		return fail("cuda.h declares no such function")
+	}
+	if pfn != nil {
+		if v, ok := pfn[p.symbol]; !ok {
+			return fail("cudaTypedefs.h has no PFN_%s", p.symbol)
+		} else if v != p.version {
+			return fail("the prototype asks for ABI version %d, but cudaTypedefs.h's PFN_%s is version %d", p.version, p.symbol, v)
+		}
+	}
+	if p.cArgs() != len(cps) {
+		return fail("cuda.h declares %d parameters, the prototype passes %d", len(cps), p.cArgs())
+	}
+	c := &call{proto: p, export: h.exports[p.symbol], c: cps, sizes: make([]int, len(p.params))}
+	ci := 0
+	for i, q := range p.params {
+		cp := cps[ci]
+		cs, err := h.shape(cp.typ)
+		if err != nil {
+			return fail("parameter %s: %v", cp.name, err)
+		}
+		gs, err := pkg.shape(q.typ)
+		if err != nil {
+			return fail("parameter %s: %v", q.name, err)
+		}
+		where := fmt.Sprintf("parameter %d (%s %s in cuda.h)", ci+1, cp.typ, cp.name)
+		var elem cTypeShape
+		if cs.pointer {
+			if elem, err = h.shape(cs.elem); err != nil {
+				return fail("%s: %v", where, err)
+			}
+		}
+		switch q.kind {
+		case kindValue:
+			switch {
+			case cs.pointer && q.typ == "uintptr":
+			case cs.pointer && elem.void && gs.integer && gs.size == 8:
+				// A number passed as a void * (a device address, a descriptor).
+			case cs.pointer:
+				return fail("%s is a pointer: pass it as *T, out T, []T, unsafe.Pointer or uintptr, not %s", where, q.typ)
+			case !cs.integer || !gs.integer:
+				return fail("%s: only integers are passed by value, and %s is not one", where, q.typ)
+			case cs.size != gs.size:
+				return fail("%s is %d bytes, %s is %d", where, cs.size, q.typ, gs.size)
+			}
+			c.sizes[i] = gs.size
+		case kindHandle:
+			if cs.pointer || !cs.integer || cs.size != gs.size {
+				return fail("%s is not a %d-byte handle value", where, gs.size)
+			}
+			c.sizes[i] = gs.size
+		case kindIn, kindOut, kindSlice:
+			if !cs.pointer {
+				return fail("%s is not a pointer: pass it as a value", where)
+			}
+			if q.kind == kindOut && cs.constElem {
+				return fail("%s points to const: the driver does not write it, so it cannot be out", where)
+			}
+			if elem.opaque {
+				return fail("%s points to a struct cuda.h does not define: pass the pointer as uintptr", where)
+			}
+			if !elem.void && elem.size != gs.size {
+				return fail("%s points to %d bytes, %s is %d", where, elem.size, q.typ, gs.size)
+			}
+			if q.kind == kindSlice && elem.void {
+				return fail("%s: a []T needs a typed pointer", where)
+			}
+			c.sizes[i] = gs.size
+			if q.kind == kindSlice {
+				ci++
+				n := cps[ci]
+				ns, err := h.shape(n.typ)
+				if err != nil || ns.pointer || !ns.integer {
+					return fail("parameter %d (%s %s in cuda.h) follows the []T %s and is not its length", ci+1, n.typ, n.name, q.name)
+				}
+			}
+		case kindUser:
+			if !cs.pointer {
+				return fail("%s is not a pointer: unsafe.Pointer is for memory the driver reads or writes", where)
+			}
+			c.sizes[i] = 8
+		}
+		ci++
+	}
+	return c, nil
+}
+
+// checkCalls checks every prototype and reports all disagreements at once.
+func checkCalls(ps *protoSet, h *cHeader, pkg *goPackage, pfn map[string]int) ([]*call, error) {
+	var calls []*call
+	var errs []string
+	for _, p := range ps.calls {
+		c, err := checkCall(p, h, pkg, pfn)
+		if err != nil {
+			errs = append(errs, err.Error())
+			continue
+		}
+		calls = append(calls, c)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("prototypes disagree with the header:\n\t%s", strings.Join(errs, "\n\t"))
+	}
+	return calls, nil
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// zvmmtypes.go: the enums and #define constants that prototypes.go's //cu:enum and
+// //cu:define lines name. Each constant is the C name less "CU_"; an enum's typedef'd
+// sentinel (<PREFIX>_MAX = 0x7FFFFFFF, there to make the enum 32 bits wide) is left out.
+
+// enumTypeSize is the size of the Go type of a C enum (C enums are int).
+const enumTypeUnderlying = "int32"
+
+// enumTag finds the tag of `typedef enum <tag> { ... } <typedef>;`, and the doc comment
+// before it.
+func enumTag(src []byte, typedef string) (tag, doc string, err error) {
+	re := regexp.MustCompile(`(?s)(/\*\*((?:[^*]|\*[^/])*)\*/\s*)?typedef\s+enum\s+(\w+)\s*\{[^}]*\}\s*` + regexp.QuoteMeta(typedef) + `\s*;`)
+	m := re.FindSubmatch(src)
+	if m == nil {
+		return "", "", fmt.Errorf("no enum typedef'd %s in the header", typedef)
+	}
+	return string(m[3]), cleanComment(string(m[2])), nil
+}
+
+// defineDoc returns the doc comment right before `#define name`.
+func defineDoc(src []byte, name string) string {
+	re := regexp.MustCompile(`(?s)/\*\*((?:[^*]|\*[^/])*)\*/\s*#\s*define\s+` + regexp.QuoteMeta(name) + `\b`)
+	if m := re.FindSubmatch(src); m != nil {
+		return cleanComment(string(m[1]))
+	}
+	return ""
+}
+
+// isSizeSentinel reports whether e only makes its enum 32 bits wide.
+func isSizeSentinel(e *enumerator) bool {
+	return strings.HasSuffix(e.name, "_MAX") && e.value == 0x7FFFFFFF
+}
+
+// constValue is how a constant's value is written: as the header writes it when that is a
+// number, in decimal otherwise.
+func constValue(text string, v int64) string {
+	if _, err := parseInt(text); err == nil && text != "" {
+		return strings.TrimRight(strings.TrimSpace(text), "uUlL")
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// emitVMMTypes writes zvmmtypes.go and declares the enum types in pkg, so that the prototypes
+// can use them.
+func emitVMMTypes(version int, src []byte, h *cHeader, lines []*enumLine, pkg *goPackage) ([]byte, error) {
+	var w writer
+	w.headerFrom(version, protoFile)
+	goName := func(c string) string { return strings.TrimPrefix(c, "CU_") }
+	used := map[string]string{}
+	for _, l := range lines {
+		where := fmt.Sprintf("prototypes.go:%d", l.line)
+		if l.cEnum == "" {
+			w.p("// cuda.h's #define %s.", strings.Join(l.macros, ", "))
+			w.p("const (")
+			for _, m := range l.macros {
+				v, ok := h.macros[m]
+				if !ok {
+					return nil, fmt.Errorf("%s: cuda.h has no #define %s", where, m)
+				}
+				n, err := parseInt(v)
+				if err != nil {
+					return nil, fmt.Errorf("%s: #define %s %s is not a number", where, m, v)
+				}
+				if err := checkUnique(used, goName(m), m); err != nil {
+					return nil, fmt.Errorf("%s: %w", where, err)
+				}
+				if ss := sentences(plainText(defineDoc(src, m))); len(ss) > 0 {
+					w.p("\t// %s.", shorten(capitalize(ss[0]), maxDescription))
+				}
+				w.p("\t%s = %s", goName(m), constValue(v, n))
+			}
+			w.p(")")
+			w.p("")
+			continue
+		}
+		tag, doc, err := enumTag(src, l.cEnum)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		entries, err := parseEnum(src, tag, l.cEnum)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+		typ := ""
+		if l.goType != "" {
+			typ = " " + l.goType
+			w.p("// %s is a %s.", l.goType, l.cEnum)
+			if ss := sentences(plainText(doc)); len(ss) > 0 {
+				w.p("//")
+				w.p("// cuda.h: %s.", ss[0])
+			}
+			w.p("type %s %s", l.goType, enumTypeUnderlying)
+			w.p("")
+			pkg.define(l.goType, enumTypeUnderlying)
+		} else if ss := sentences(plainText(doc)); len(ss) > 0 {
+			w.p("// %s (%s), untyped.", ss[0], l.cEnum)
+		}
+		descs := map[string]string{}
+		for _, e := range entries {
+			if e.doc != "" {
+				descs[e.name] = description(e, false)
+			}
+		}
+		w.p("const (")
+		for _, e := range entries {
+			if isSizeSentinel(e) {
+				continue
+			}
+			if !strings.HasPrefix(e.name, "CU_") {
+				return nil, fmt.Errorf("%s: %s lacks the CU_ prefix", where, e.name)
+			}
+			if err := checkUnique(used, goName(e.name), e.name); err != nil {
+				return nil, fmt.Errorf("%s: %w", where, err)
+			}
+			desc := linkNames(descs[e.name], descs, goName)
+			note := ""
+			if e.deprecated {
+				note = linkNames(deprecationNote(e, descs[e.name], goName), descs, goName)
+				if strings.TrimSuffix(note, ".") == desc || deprecatedLead.MatchString(desc) {
+					desc = ""
+				}
+			}
+			if desc != "" {
+				if !strings.HasSuffix(desc, "...") {
+					desc += "."
+				}
+				w.p("\t// %s", desc)
+				if note != "" {
+					w.p("\t//")
+				}
+			}
+			if note != "" {
+				w.p("\t// Deprecated: %s", note)
+			}
+			w.p("\t%s%s = %s", goName(e.name), typ, constValue(e.valueText, e.value))
+		}
+		w.p(")")
+		w.p("")
+	}
+	return w.gofmt()
+}

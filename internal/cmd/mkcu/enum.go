@@ -1,0 +1,219 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Reading C enums from the header: their enumerators, values, doc comments and which
+// name of a shared value is the primary.
+
+// enumerator is one constant of a C enum.
+type enumerator struct {
+	name       string // C name
+	valueText  string // as written after '=', empty when implicit
+	value      int64
+	doc        string // doxygen comment text, markers and leading '*' removed, whitespace collapsed
+	deprecated bool
+	primary    string // C name of the primary enumerator with the same value; itself when primary
+}
+
+func (e *enumerator) isPrimary() bool { return e.primary == e.name }
+
+// parseEnum returns the enumerators of `typedef enum tag { ... } typedefName;`, in header
+// order, with values resolved and primaries chosen.
+func parseEnum(src []byte, tag, typedefName string) ([]*enumerator, error) {
+	start := regexp.MustCompile(`typedef\s+enum\s+` + regexp.QuoteMeta(tag) + `\s*\{`).FindIndex(src)
+	if start == nil {
+		return nil, fmt.Errorf("enum %s not found", tag)
+	}
+	endRE := regexp.MustCompile(`\}\s*` + regexp.QuoteMeta(typedefName) + `\s*;`)
+	end := endRE.FindIndex(src[start[1]:])
+	if end == nil {
+		return nil, fmt.Errorf("end of enum %s (} %s;) not found", tag, typedefName)
+	}
+	body := string(src[start[1] : start[1]+end[0]])
+	entries, err := lexEnum(body)
+	if err != nil {
+		return nil, fmt.Errorf("enum %s: %w", tag, err)
+	}
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("enum %s is empty", tag)
+	}
+	if err := resolve(entries); err != nil {
+		return nil, fmt.Errorf("enum %s: %w", tag, err)
+	}
+	return entries, nil
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*`)
+
+// lexEnum splits an enum body into enumerators and attaches doxygen comments: a "/**"
+// comment documents the next enumerator, a "/**<" comment the one before it.
+func lexEnum(body string) ([]*enumerator, error) {
+	var (
+		entries    []*enumerator
+		cur        *enumerator
+		pendingDoc string
+	)
+	attachTrailing := func(doc string) {
+		switch {
+		case cur != nil:
+			cur.doc = joinDoc(cur.doc, doc)
+		case len(entries) > 0:
+			last := entries[len(entries)-1]
+			last.doc = joinDoc(last.doc, doc)
+		}
+	}
+	for i := 0; i < len(body); {
+		rest := body[i:]
+		switch {
+		case unicode.IsSpace(rune(body[i])):
+			i++
+		case strings.HasPrefix(rest, "/*"):
+			end := strings.Index(rest[2:], "*/")
+			if end < 0 {
+				return nil, errors.New("unterminated comment")
+			}
+			text := rest[2 : 2+end]
+			i += 2 + end + 2
+			switch {
+			case strings.HasPrefix(text, "*<"), strings.HasPrefix(text, "!<"):
+				attachTrailing(cleanComment(text[2:]))
+			case strings.HasPrefix(text, "*"), strings.HasPrefix(text, "!"):
+				pendingDoc = joinDoc(pendingDoc, cleanComment(text[1:]))
+			}
+		case strings.HasPrefix(rest, "//"):
+			end := strings.IndexByte(rest, '\n')
+			if end < 0 {
+				end = len(rest)
+			}
+			text := rest[2:end]
+			i += end
+			switch {
+			case strings.HasPrefix(text, "/<"), strings.HasPrefix(text, "!<"):
+				attachTrailing(cleanComment(text[2:]))
+			case strings.HasPrefix(text, "/"), strings.HasPrefix(text, "!"):
+				pendingDoc = joinDoc(pendingDoc, cleanComment(text[1:]))
+			}
+		case body[i] == '#':
+			// Conditional enumerators would need a preprocessor to get right; refuse rather
+			// than guess.
+			return nil, fmt.Errorf("preprocessor directive inside enum: %q", firstLine(rest))
+		case body[i] == ',':
+			if cur == nil {
+				return nil, errors.New("stray ','")
+			}
+			entries = append(entries, cur)
+			cur = nil
+			i++
+		case body[i] == '=':
+			if cur == nil || cur.valueText != "" {
+				return nil, fmt.Errorf("unexpected '=' near %q", firstLine(rest))
+			}
+			j := 1
+			for j < len(rest) && rest[j] != ',' && !strings.HasPrefix(rest[j:], "/*") && !strings.HasPrefix(rest[j:], "//") {
+				j++
+			}
+			cur.valueText = strings.TrimSpace(rest[1:j])
+			if cur.valueText == "" {
+				return nil, fmt.Errorf("%s: empty value", cur.name)
+			}
+			i += j
+		default:
+			id := identRE.FindString(rest)
+			if id == "" || cur != nil {
+				return nil, fmt.Errorf("cannot parse enum body near %q", firstLine(rest))
+			}
+			cur = &enumerator{name: id, doc: pendingDoc}
+			pendingDoc = ""
+			i += len(id)
+		}
+	}
+	if cur != nil {
+		entries = append(entries, cur)
+	}
+	return entries, nil
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return strings.TrimSpace(s)
+}
+
+func joinDoc(a, b string) string {
+	if a == "" {
+		return b
+	}
+	if b == "" {
+		return a
+	}
+	return a + " " + b
+}
+
+// cleanComment removes the leading '*' of each comment line and collapses whitespace.
+func cleanComment(text string) string {
+	lines := strings.Split(text, "\n")
+	for i, l := range lines {
+		l = strings.TrimSpace(l)
+		l = strings.TrimLeft(l, "*")
+		lines[i] = l
+	}
+	return strings.Join(strings.Fields(strings.Join(lines, " ")), " ")
+}
+
+// resolve computes values (implicit ones follow C: the previous value plus one), marks
+// deprecated enumerators and picks the primary name of every value.
+func resolve(entries []*enumerator) error {
+	byName := make(map[string]*enumerator, len(entries))
+	var next int64
+	for _, e := range entries {
+		if _, dup := byName[e.name]; dup {
+			return fmt.Errorf("%s defined twice", e.name)
+		}
+		switch t := e.valueText; {
+		case t == "":
+			e.value = next
+		case byName[t] != nil:
+			e.value = byName[t].value
+		default:
+			v, err := parseInt(t)
+			if err != nil {
+				return fmt.Errorf("%s: value %q: %w", e.name, t, err)
+			}
+			e.value = v
+		}
+		if e.value < -1<<31 || e.value > 1<<31-1 {
+			return fmt.Errorf("%s: value %d does not fit in int32", e.name, e.value)
+		}
+		next = e.value + 1
+		e.deprecated = isDeprecated(e.doc)
+		byName[e.name] = e
+	}
+	primary := make(map[int64]*enumerator)
+	for _, e := range entries {
+		if p := primary[e.value]; p == nil || (p.deprecated && !e.deprecated) {
+			primary[e.value] = e
+		}
+	}
+	for _, e := range entries {
+		e.primary = primary[e.value].name
+	}
+	return nil
+}
+
+// parseInt parses a C integer literal, with an optional sign and U/L suffixes.
+func parseInt(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "(") && strings.HasSuffix(s, ")") {
+		s = strings.TrimSpace(s[1 : len(s)-1])
+	}
+	s = strings.TrimRight(s, "uUlL")
+	return strconv.ParseInt(s, 0, 64)
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"fmt"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// protoFile is the file of package cu that holds the prototype lines.
+const protoFile = "prototypes.go"
+
+// Parameter kinds of a prototype (see cu/prototypes.go for what each means).
+type paramKind int
+
+const (
+	kindValue  paramKind = iota // T
+	kindHandle                  // MemHandle: pinned in the handle table
+	kindIn                      // *T: copied into the frame
+	kindSlice                   // []T: pointer and count, copied when it fits
+	kindUser                    // unsafe.Pointer: kept alive by callKeep
+	kindOut                     // out T
+)
+
+// handleType is the Go type whose values the generated code pins (in) or records (out).
+const handleType = "MemHandle"
+
+type param struct {
+	name string
+	kind paramKind
+	typ  string // the Go type, without the * or [] of the kind
+}
+
+// proto is one //cu line: a driver call.
+type proto struct {
+	line    int    // in prototypes.go
+	symbol  string // the C function
+	goName  string // the generated function
+	params  []param
+	version int
+}
+
+// enumLine is one //cu:enum or //cu:define line.
+type enumLine struct {
+	line   int
+	goType string   // "" for untyped constants
+	cEnum  string   // the C enum typedef, for //cu:enum
+	macros []string // the C macros, for //cu:define
+}
+
+// protoSet is everything prototypes.go declares, in file order.
+type protoSet struct {
+	calls []*proto
+	enums []*enumLine
+}
+
+var (
+	protoRE     = regexp.MustCompile(`^//cu (\w+)(?: as (\w+))?\((.*)\) v(\d+)$`)
+	identOnlyRE = regexp.MustCompile(`^[A-Za-z_]\w*$`)
+)
+
+// reservedNames are the locals and results of the generated functions: no parameter may be
+// called so.
+var reservedNames = map[string]bool{"f": true, "addr": true, "r": true, "err": true}
+
+// readProtos reads the //cu lines of dir/prototypes.go.
+func readProtos(dir string) (*protoSet, error) {
+	path := filepath.Join(dir, protoFile)
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	ps, err := parseProtos(string(src))
+	if err != nil {
+		return nil, fmt.Errorf("%s:%w", path, err)
+	}
+	return ps, nil
+}
+
+func parseProtos(src string) (*protoSet, error) {
+	ps := &protoSet{}
+	names := map[string]int{}
+	for i, l := range strings.Split(src, "\n") {
+		l = strings.TrimRight(l, " \t\r")
+		n := i + 1
+		switch {
+		case strings.HasPrefix(l, "//cu "):
+			p, err := parseProto(l)
+			if err != nil {
+				return nil, fmt.Errorf("%d: %w", n, err)
+			}
+			p.line = n
+			if prev, dup := names[p.goName]; dup {
+				return nil, fmt.Errorf("%d: %s: the Go name %s is taken by line %d (name variants with \"as\")", n, p.symbol, p.goName, prev)
+			}
+			names[p.goName] = n
+			ps.calls = append(ps.calls, p)
+		case strings.HasPrefix(l, "//cu:enum "):
+			f := strings.Fields(l[len("//cu:enum "):])
+			if len(f) != 2 || !identOnlyRE.MatchString(f[1]) || (f[0] != "-" && !token.IsExported(f[0])) {
+				return nil, fmt.Errorf("%d: want //cu:enum <exported Go type or -> <C enum typedef>", n)
+			}
+			e := &enumLine{line: n, cEnum: f[1]}
+			if f[0] != "-" {
+				e.goType = f[0]
+			}
+			ps.enums = append(ps.enums, e)
+		case strings.HasPrefix(l, "//cu:define "):
+			f := strings.Fields(l[len("//cu:define "):])
+			if len(f) == 0 {
+				return nil, fmt.Errorf("%d: want //cu:define and the names of C macros", n)
+			}
+			ps.enums = append(ps.enums, &enumLine{line: n, macros: f})
+		case strings.HasPrefix(l, "//cu"):
+			return nil, fmt.Errorf("%d: unknown directive %q (want //cu, //cu:enum or //cu:define)", n, l)
+		}
+	}
+	if len(ps.calls) == 0 {
+		return nil, fmt.Errorf(" no //cu lines: nothing to generate")
+	}
+	// The variants of one symbol share its ABI version: there is one proc per symbol.
+	version := map[string]*proto{}
+	for _, p := range ps.calls {
+		if q, ok := version[p.symbol]; ok && q.version != p.version {
+			return nil, fmt.Errorf("%d: %s: version %d, but line %d says %d", p.line, p.symbol, p.version, q.line, q.version)
+		}
+		version[p.symbol] = p
+	}
+	return ps, nil
+}
+
+func parseProto(l string) (*proto, error) {
+	m := protoRE.FindStringSubmatch(l)
+	if m == nil {
+		return nil, fmt.Errorf("want //cu <C symbol>[ as <Go name>](<parameters>) v<ABI version>: %q", l)
+	}
+	p := &proto{symbol: m[1], goName: m[2]}
+	if !strings.HasPrefix(p.symbol, "cu") {
+		return nil, fmt.Errorf("%s: not a driver symbol (cu...)", p.symbol)
+	}
+	if p.goName == "" {
+		p.goName = p.symbol
+	}
+	if token.IsExported(p.goName) {
+		return nil, fmt.Errorf("%s: the generated function %s must be unexported: the exported wrapper is hand-written", p.symbol, p.goName)
+	}
+	p.version, _ = strconv.Atoi(m[4])
+	seen := map[string]bool{}
+	if strings.TrimSpace(m[3]) == "" {
+		return p, nil
+	}
+	outs := 0
+	for _, field := range strings.Split(m[3], ",") {
+		f := strings.Fields(field)
+		var q param
+		if len(f) == 3 && f[0] == "out" {
+			q = param{name: f[1], kind: kindOut, typ: f[2]}
+			outs++
+		} else if len(f) == 2 {
+			q = param{name: f[0], typ: f[1]}
+			switch {
+			case q.typ == "unsafe.Pointer":
+				q.kind = kindUser
+			case strings.HasPrefix(q.typ, "*"):
+				q.kind, q.typ = kindIn, q.typ[1:]
+			case strings.HasPrefix(q.typ, "[]"):
+				q.kind, q.typ = kindSlice, q.typ[2:]
+			case q.typ == handleType:
+				q.kind = kindHandle
+			}
+		} else {
+			return nil, fmt.Errorf("%s: cannot read parameter %q (want name Type, or out name Type)", p.symbol, strings.TrimSpace(field))
+		}
+		switch {
+		case !identOnlyRE.MatchString(q.name) || token.IsKeyword(q.name):
+			return nil, fmt.Errorf("%s: parameter name %q is not a Go identifier", p.symbol, q.name)
+		case reservedNames[q.name] || strings.HasPrefix(q.name, "pin") || strings.HasPrefix(q.name, "drv") || strings.HasPrefix(q.name, "keep"):
+			return nil, fmt.Errorf("%s: parameter name %q is taken by the generated code", p.symbol, q.name)
+		case seen[q.name]:
+			return nil, fmt.Errorf("%s: two parameters called %s", p.symbol, q.name)
+		case q.kind != kindUser && !identOnlyRE.MatchString(q.typ):
+			return nil, fmt.Errorf("%s: parameter %s: type %q is not one word (a type of cu's, or a predeclared one)", p.symbol, q.name, q.typ)
+		}
+		seen[q.name] = true
+		p.params = append(p.params, q)
+	}
+	handleOuts := 0
+	for _, q := range p.params {
+		if q.kind == kindOut && q.typ == handleType {
+			handleOuts++
+		}
+	}
+	if p.countKind(kindSlice) > 1 {
+		return nil, fmt.Errorf("%s: more than one []T parameter", p.symbol)
+	}
+	if handleOuts > 1 || (handleOuts == 1 && outs > 1) {
+		return nil, fmt.Errorf("%s: an out %s must be the only out parameter", p.symbol, handleType)
+	}
+	return p, nil
+}
+
+func (p *proto) countKind(k paramKind) int {
+	n := 0
+	for _, q := range p.params {
+		if q.kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// slice returns the []T parameter, or nil.
+func (p *proto) slice() *param {
+	for i := range p.params {
+		if p.params[i].kind == kindSlice {
+			return &p.params[i]
+		}
+	}
+	return nil
+}
+
+// cArgs is how many C arguments the prototype passes: a []T passes two.
+func (p *proto) cArgs() int {
+	return len(p.params) + p.countKind(kindSlice)
+}
+
+// procName is the Go name of the symbol's proc: procMemCreate for cuMemCreate.
+func procName(symbol string) string { return "proc" + strings.TrimPrefix(symbol, "cu") }

@@ -1,0 +1,236 @@
+package vmm
+
+import (
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
+)
+
+// Multicast is a multicast object (NVLink SHARP): one range of memory, bound on each of its
+// devices to memory of that device, that a kernel writes once to reach them all. Make one
+// with CreateMulticast, AddDevice every device before binding any memory, Bind the memory
+// of each device, and map the object into a reservation (MapMulticast) for kernels to use.
+// Close unbinds what is still bound and releases the object. Its methods are safe for
+// concurrent use. Only a Manager makes one: a nil or zero Multicast fails every call with
+// ErrInvalid.
+//
+// Creating a multicast object touches the NVSwitch fabric of the whole host: cuvmm's own
+// tests create them only on sim, and on hardware only behind an explicit opt-in.
+type Multicast struct {
+	m    *Manager
+	h    cu.MemHandle
+	size uint64
+	l    life
+
+	mu    sync.Mutex
+	binds []binding // what Close must unbind
+}
+
+type binding struct {
+	dev       int
+	off, size uint64
+}
+
+// MulticastProps describe a multicast object to create.
+type MulticastProps struct {
+	// Devices is how many devices will be added.
+	Devices int
+	// Size is the object's size, a multiple of MulticastGranularity.
+	Size uint64
+	// HandleTypes are the shareable handle kinds the object may be exported as.
+	HandleTypes cu.MemHandleType
+}
+
+func (p MulticastProps) driver() cu.MulticastObjectProp {
+	n := uint32(0)
+	if p.Devices > 0 && p.Devices <= 1<<16 {
+		n = uint32(p.Devices)
+	}
+	return cu.MulticastObjectProp{NumDevices: n, Size: p.Size, HandleTypes: uint64(p.HandleTypes)}
+}
+
+// MulticastGranularity returns the minimum (or recommended) size and alignment of
+// multicast objects with props p.
+func (m *Manager) MulticastGranularity(p MulticastProps, recommended bool) (uint64, error) {
+	args := func() string { return units.Size(p.Size) + " over " + strconv.Itoa(p.Devices) + " devices" }
+	if !m.usable() {
+		return 0, &Error{Op: "multicast granularity", Args: args(), Err: errNoBackend}
+	}
+	opt := cu.MULTICAST_GRANULARITY_MINIMUM
+	if recommended {
+		opt = cu.MULTICAST_GRANULARITY_RECOMMENDED
+	}
+	d := p.driver()
+	g, err := m.b.MulticastGranularity(&d, opt)
+	if err != nil {
+		return g, &Error{Op: "multicast granularity", Args: args(), Err: err}
+	}
+	return g, nil
+}
+
+// CreateMulticast creates a multicast object.
+func (m *Manager) CreateMulticast(p MulticastProps) (*Multicast, error) {
+	args := func() string { return units.Size(p.Size) + " over " + strconv.Itoa(p.Devices) + " devices" }
+	if !m.usable() {
+		return nil, &Error{Op: "create multicast", Args: args(), Err: errNoBackend}
+	}
+	if p.Devices <= 0 || p.Devices > 1<<16 {
+		return nil, &Error{Op: "create multicast", Args: args(), Err: invalid("device count out of range")}
+	}
+	d := p.driver()
+	h, err := m.b.MulticastCreate(&d)
+	if err != nil {
+		return nil, &Error{Op: "create multicast", Args: args(), Err: err}
+	}
+	return &Multicast{m: m, h: h, size: p.Size}, nil
+}
+
+var errNoMulticast = invalid("a nil or zero Multicast (make one with Manager.CreateMulticast)")
+
+// Handle is the backend's handle value (0 for a nil Multicast).
+func (mc *Multicast) Handle() cu.MemHandle {
+	if mc == nil {
+		return 0
+	}
+	return mc.h
+}
+
+// Size is the object's size in bytes (0 for a nil Multicast).
+func (mc *Multicast) Size() uint64 {
+	if mc == nil {
+		return 0
+	}
+	return mc.size
+}
+
+func (mc *Multicast) enter() error {
+	if mc == nil || !mc.m.usable() {
+		return errNoMulticast
+	}
+	if !mc.l.enter() {
+		return ErrClosed
+	}
+	return nil
+}
+
+// AddDevice adds device dev to the object. Every device must be added before memory is
+// bound.
+func (mc *Multicast) AddDevice(dev int) error {
+	if err := mc.enter(); err != nil {
+		return opErr(err, "multicast add device", "%v device %d", mc.Handle(), dev)
+	}
+	defer mc.l.exit()
+	if err := mc.m.b.MulticastAddDevice(mc.h, dev); err != nil {
+		return opErr(err, "multicast add device", "%v device %d", mc.h, dev)
+	}
+	return nil
+}
+
+// Bind binds size bytes of a, from memOffset, at offset off of the object, for the device
+// that owns a.
+func (mc *Multicast) Bind(off uint64, a *Allocation, memOffset, size uint64) error {
+	args := func() string {
+		return units.Size(size) + " of " + a.Handle().String() + " at offset " + units.Size(off)
+	}
+	if err := mc.enter(); err != nil {
+		return &Error{Op: "multicast bind", Args: args(), Err: err}
+	}
+	defer mc.l.exit()
+	if err := a.enter(); err != nil {
+		return &Error{Op: "multicast bind", Args: args(), Err: err}
+	}
+	defer a.l.exit()
+	p, err := mc.m.b.Properties(a.h)
+	if err != nil {
+		return &Error{Op: "multicast bind", Args: args(), Err: err}
+	}
+	if p.Location.Type != cu.MEM_LOCATION_TYPE_DEVICE {
+		return &Error{Op: "multicast bind", Args: args(), Err: invalid("memory that is not device memory")}
+	}
+	if err := mc.m.b.MulticastBindMem(mc.h, off, a.h, memOffset, size, 0); err != nil {
+		return &Error{Op: "multicast bind", Args: args(), Err: err}
+	}
+	mc.bound(int(p.Location.ID), off, size)
+	return nil
+}
+
+// BindAddress binds the size bytes mapped at device address addr (memory of one device) at
+// offset off of the object.
+func (mc *Multicast) BindAddress(off uint64, addr cu.DevicePtr, dev int, size uint64) error {
+	args := func() string { return rangeArgs(addr, size) + " at offset " + units.Size(off) }
+	if err := mc.enter(); err != nil {
+		return &Error{Op: "multicast bind", Args: args(), Err: err}
+	}
+	defer mc.l.exit()
+	if err := mc.m.b.MulticastBindAddr(mc.h, off, addr, size, 0); err != nil {
+		return &Error{Op: "multicast bind", Args: args(), Err: err}
+	}
+	mc.bound(dev, off, size)
+	return nil
+}
+
+func (mc *Multicast) bound(dev int, off, size uint64) {
+	mc.mu.Lock()
+	mc.binds = append(mc.binds, binding{dev, off, size})
+	mc.mu.Unlock()
+}
+
+// Unbind unbinds the memory of device dev bound at [off, off+size) of the object.
+func (mc *Multicast) Unbind(dev int, off, size uint64) error {
+	if err := mc.enter(); err != nil {
+		return opErr(err, "multicast unbind", "device %d at offset %s+%s", dev, units.Size(off), units.Size(size))
+	}
+	defer mc.l.exit()
+	return mc.unbind(binding{dev, off, size})
+}
+
+func (mc *Multicast) unbind(b binding) error {
+	if err := mc.m.b.MulticastUnbind(mc.h, b.dev, b.off, b.size); err != nil {
+		return opErr(err, "multicast unbind", "device %d at offset %s+%s", b.dev, units.Size(b.off), units.Size(b.size))
+	}
+	mc.mu.Lock()
+	mc.binds = slices.DeleteFunc(mc.binds, func(x binding) bool { return x == b })
+	mc.mu.Unlock()
+	return nil
+}
+
+// MapMulticast maps the whole of mc at offset off of r: kernels write through the mapping
+// to every device's memory bound to it.
+func (r *Reservation) MapMulticast(off uint64, mc *Multicast) (*Mapping, error) {
+	addr := r.Base() + cu.DevicePtr(off)
+	args := func() string { return rangeArgs(addr, mc.Size()) + " multicast " + mc.Handle().String() }
+	if err := r.enter(off, mc.Size()); err != nil {
+		return nil, &Error{Op: "map", Args: args(), Err: err}
+	}
+	defer r.l.exit()
+	if err := mc.enter(); err != nil {
+		return nil, &Error{Op: "map", Args: args(), Err: err}
+	}
+	defer mc.l.exit()
+	return r.mapHandle(addr, mc.h, 0, mc.size, args)
+}
+
+// Close unbinds what is still bound and releases the object, once the operations in
+// flight on it have finished. Mappings of it stay valid until unmapped. It is idempotent.
+func (mc *Multicast) Close() error {
+	if mc == nil || !mc.m.usable() {
+		return opErr(errNoMulticast, "release multicast", "%v", mc.Handle())
+	}
+	return mc.l.close(func() error {
+		mc.mu.Lock()
+		binds := slices.Clone(mc.binds)
+		mc.mu.Unlock()
+		for _, b := range binds {
+			if err := mc.unbind(b); err != nil {
+				return err
+			}
+		}
+		if err := mc.m.b.Release(mc.h); err != nil {
+			return opErr(err, "release multicast", "%v", mc.h)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,67 @@
+package vmm
+
+import (
+	"errors"
+	"sync"
+)
+
+// Pending holds the releases the driver refused (a Close of an Allocation, Reservation or
+// Mapping that failed), to be retried later: an object that owns driver resources keeps one,
+// retries it at its next operation and at its Close, and reports its length, so that a
+// transient refusal leaks nothing. The zero value is empty and ready; a Pending is safe for
+// concurrent use.
+type Pending struct {
+	mu    sync.Mutex
+	items []pendingItem
+}
+
+type pendingItem struct {
+	what string
+	do   func() error
+}
+
+// Do runs release and keeps it for Retry if it fails; it returns release's error.
+func (p *Pending) Do(what string, release func() error) error {
+	err := release()
+	if err != nil {
+		p.Add(what, release)
+	}
+	return err
+}
+
+// Add keeps release for Retry.
+func (p *Pending) Add(what string, release func() error) {
+	p.mu.Lock()
+	p.items = append(p.items, pendingItem{what, release})
+	p.mu.Unlock()
+}
+
+// Retry runs the kept releases in the order they were added, keeps those that fail again,
+// and returns their errors joined (nil when none is left).
+func (p *Pending) Retry() error {
+	p.mu.Lock()
+	items := p.items
+	p.items = nil
+	p.mu.Unlock()
+	var errs []error
+	var left []pendingItem
+	for _, it := range items {
+		if err := it.do(); err != nil {
+			left = append(left, it)
+			errs = append(errs, err)
+		}
+	}
+	if len(left) > 0 {
+		p.mu.Lock()
+		p.items = append(left, p.items...)
+		p.mu.Unlock()
+	}
+	return errors.Join(errs...)
+}
+
+// Len is how many releases wait for a retry.
+func (p *Pending) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.items)
+}

@@ -1,0 +1,113 @@
+package vmm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Tx is one all-or-nothing operation made of typed steps: each step that succeeds records
+// how to undo it, Commit keeps everything, and Rollback undoes the steps in reverse order.
+// Undoing a step that made something (Create, Reserve, Map) closes it; a close the driver
+// refuses goes to the Pending list given to Begin, to be retried later, so a failed
+// operation leaks nothing. Steps that undo a change to existing state (Restore) must work:
+// if one fails, Rollback reports ErrBroken.
+//
+// The building blocks (package buffer, sparse, peer, ipc) run every operation that makes
+// more than one driver call as a Tx:
+//
+//	tx := m.Begin(&pending)
+//	mem, err := tx.Create(size, props)
+//	if err != nil {
+//		return tx.Rollback(err)
+//	}
+//	if _, err := tx.Map(r, off, mem); err != nil {
+//		return tx.Rollback(err)
+//	}
+//	tx.Commit()
+//
+// A Tx is used by one goroutine at a time.
+type Tx struct {
+	m       *Manager
+	pending *Pending
+	undo    []undoStep
+}
+
+type undoStep struct {
+	what    string
+	do      func() error
+	restore bool
+}
+
+// Begin starts a transaction on m whose failed undo releases go to pending (nil: they are
+// reported by Rollback and otherwise dropped).
+func (m *Manager) Begin(pending *Pending) *Tx {
+	return &Tx{m: m, pending: pending}
+}
+
+// Create is Manager.Create; undone by closing the allocation.
+func (t *Tx) Create(size uint64, p Props) (*Allocation, error) {
+	a, err := t.m.Create(size, p)
+	if err == nil {
+		t.OnRollback("release", a.Close)
+	}
+	return a, err
+}
+
+// Reserve is Manager.Reserve; undone by closing the reservation.
+func (t *Tx) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
+	r, err := t.m.Reserve(size, opts...)
+	if err == nil {
+		t.OnRollback("free", r.Close)
+	}
+	return r, err
+}
+
+// Map maps the whole of a at offset off of r; undone by unmapping it.
+func (t *Tx) Map(r *Reservation, off uint64, a *Allocation) (*Mapping, error) {
+	mp, err := r.Map(off, a, 0, a.Size())
+	if err == nil {
+		t.OnRollback("unmap", mp.Close)
+	}
+	return mp, err
+}
+
+// OnRollback records a release of something the transaction made, run by Rollback; if it
+// fails it goes to the Pending list.
+func (t *Tx) OnRollback(what string, release func() error) {
+	t.undo = append(t.undo, undoStep{what: what, do: release})
+}
+
+// Restore records how to put back existing state that a step changed (mappings removed
+// from a buffer, say), run by Rollback; if it fails, Rollback reports ErrBroken.
+func (t *Tx) Restore(what string, restore func() error) {
+	t.undo = append(t.undo, undoStep{what: what, do: restore, restore: true})
+}
+
+// Commit ends the transaction, keeping what it made.
+func (t *Tx) Commit() { t.undo = nil }
+
+// Rollback undoes every recorded step, last first, and returns cause. A release that fails
+// is kept in the Pending list (or, without one, joined to the error); a restore that fails
+// joins an error matching ErrBroken, which says that the object the transaction worked on
+// no longer holds what it held before.
+func (t *Tx) Rollback(cause error) error {
+	errs := []error{cause}
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		u := t.undo[i]
+		err := u.do()
+		switch {
+		case err == nil:
+		case u.restore:
+			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrBroken, u.what, err))
+		case t.pending != nil:
+			t.pending.Add(u.what, u.do)
+		default:
+			errs = append(errs, err)
+		}
+	}
+	t.undo = nil
+	if len(errs) == 1 {
+		return cause
+	}
+	return errors.Join(errs...)
+}
