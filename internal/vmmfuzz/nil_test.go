@@ -374,9 +374,11 @@ var nilCases = func() []nilCase {
 	}))
 	add("Tx of a nil Pending, rolled back twice", w1("create"), true, func(w *world) error {
 		tx := w.m.Begin(nil)
-		if _, err := tx.Create(g2, props); err != nil {
+		a, err := tx.Create(g2, props)
+		if err != nil {
 			return tx.Rollback(err)
 		}
+		put(w, &w.allocs, a) // closed by the teardown if an armed fault fails the rollback's
 		cause := errors.New("cause")
 		if err := tx.Rollback(cause); !errors.Is(err, cause) {
 			return fmt.Errorf("vmm: create: rollback returned %v, not its cause", err)
@@ -410,6 +412,9 @@ func (w *world) runNil(c nilCase) (problem string) {
 // failures of knownBugs are logged, not failed.
 func (w *world) nilInput(a *args) {
 	c := nilCases[a.n(len(nilCases))]
+	if trace != nil {
+		trace("nil case "+c.name, nil)
+	}
 	problem := w.runNil(c)
 	if problem == "" {
 		return

@@ -506,8 +506,8 @@ func (w *world) multicastOps(a *args) {
 }
 
 // tx runs a transaction of a few steps on pooled and new objects, then commits or rolls
-// it back; what it makes joins the pools either way (rolled back, it is closed), and the
-// releases a rollback could not do wait in the world's Pending.
+// it back; what it makes joins the pools either way (rolled back, it is closed, or, where
+// the close failed, waits in the world's Pending and is closed again by the teardown).
 func (w *world) tx(a *args) {
 	m := w.mgr(a)
 	pending := &w.pending
@@ -557,6 +557,7 @@ func (w *world) tx(a *args) {
 		if !errors.Is(rerr, cause) {
 			w.errorf("Tx.Rollback(%v) returned %v, which is not its cause", cause, rerr)
 		}
+
 	}
 	if a.n(4) == 0 {
 		w.check("Pending.Retry", w.pending.Retry(), "release", "free", "unmap", "close")
