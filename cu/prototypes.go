@@ -36,6 +36,19 @@ package cu
 // order of the lines is the order of the proc table, which Symbols returns (and vmmprobe
 // lists).
 //
+// A call newer than the header cuvmm is generated from (CUDA 13.0) is marked optional, and
+// its C declaration, as NVIDIA documents it, follows on a line of its own:
+//
+//	//cu <C symbol>(<parameters>) v<ABI version> optional
+//	//cu:decl CUresult CUDAAPI <C symbol>(<C parameters>);
+//
+// optional says that drivers cuvmm supports may lack the symbol: cu calls it only where the
+// driver has it (OptionalSymbol reports the mark, and vmmprobe does not count such a
+// symbol as missing). The //cu:decl line stands in for the header's declaration, so the
+// parameters are still checked, against the header's types; once the header declares the
+// function, mkcu checks that the two agree (and the line can go). Say in a comment where
+// the declaration comes from.
+//
 // An enum line is
 //
 //	//cu:enum <Go type> <C enum typedef>   typed constants, the C names less "CU_"
@@ -80,6 +93,14 @@ package cu
 //cu cuMemsetD32(dst DevicePtr, value uint32, count uint64) v3020
 //cu cuMemGetAddressRange(out base DevicePtr, out size uint64, ptr DevicePtr) v3020
 
+// Pointer attributes (pointer.go). attributes is an array of numAttributes attributes and
+// data one of as many pointers to where the driver writes each value: pointer.go lays
+// both out in one heap object that the call keeps alive.
+//cu cuPointerGetAttributes(numAttributes uint32, attributes unsafe.Pointer, data unsafe.Pointer, ptr DevicePtr) v7000
+//cu:enum PointerAttribute CUpointer_attribute
+//cu:enum MemoryType CUmemorytype
+//cu:enum PointerAccessFlags CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS
+
 // Virtual memory management (vmm.go). Release, map, unmap and retain take and give the
 // driver's values: handles.go and mappings.go do their bookkeeping around the call.
 //cu cuMemAddressReserve(out ptr DevicePtr, size uint64, alignment uint64, hint DevicePtr, flags uint64) v10020
@@ -117,6 +138,17 @@ package cu
 //cu cuMulticastUnbind(mc MemHandle, dev Device, mcOffset uint64, size uint64) v12010
 //cu cuMulticastGetGranularity(out granularity uint64, prop *MulticastObjectProp, option MulticastGranularityFlags) v12010
 //cu:enum MulticastGranularityFlags CUmulticastGranularity_flags
+
+// The binds of CUDA 13.1 that name the device the binding is for (multicast.go), which host
+// NUMA memory needs. The 13.0 header has neither: the declarations are those of NVIDIA's
+// CUDA Driver API reference for 13.1 (docs.nvidia.com/cuda/cuda-driver-api, "Multicast
+// Object Management"), and 13010 is the version cuda-python 13.1's driver bindings resolve
+// them at (cuGetProcAddress_v2("cuMulticastBindMem_v2", ..., 13010, ...)). Both have seven
+// parameters, so they go through callN.
+//cu cuMulticastBindMem_v2(mc MemHandle, dev Device, mcOffset uint64, mem MemHandle, memOffset uint64, size uint64, flags uint64) v13010 optional
+//cu:decl CUresult CUDAAPI cuMulticastBindMem_v2(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size, unsigned long long flags);
+//cu cuMulticastBindAddr_v2(mc MemHandle, dev Device, mcOffset uint64, ptr DevicePtr, size uint64, flags uint64) v13010 optional
+//cu:decl CUresult CUDAAPI cuMulticastBindAddr_v2(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, CUdeviceptr memptr, size_t size, unsigned long long flags);
 
 // Modules and kernel launch (module.go). cuLaunchKernel's eleven parameters go through
 // purego.SyscallN; its pointers are to pinned heap memory the caller keeps alive.

@@ -419,6 +419,11 @@ func cuMemGetAddressRange(ptr DevicePtr) (base DevicePtr, size uint64, err error
 	return
 }
 
+// cuPointerGetAttributes calls cuPointerGetAttributes(numAttributes, attributes, data, ptr) through callKeep.
+func cuPointerGetAttributes(numAttributes uint32, attributes unsafe.Pointer, data unsafe.Pointer, ptr DevicePtr) (err error) {
+	return callKeep(procPointerGetAttributes, uintptr(numAttributes), uintptr(attributes), uintptr(data), uintptr(ptr))
+}
+
 // cuMemAddressReserve calls cuMemAddressReserve(&ptr, size, alignment, hint, flags).
 func cuMemAddressReserve(size uint64, alignment uint64, hint DevicePtr, flags uint64) (ptr DevicePtr, err error) {
 	addr, err := procMemAddressReserve.Addr()
@@ -917,6 +922,48 @@ func cuMulticastGetGranularity(prop *MulticastObjectProp, option MulticastGranul
 		return
 	}
 	granularity = *(*uint64)(unsafe.Pointer(&f.scratch[0]))
+	return
+}
+
+// cuMulticastBindMem_v2 calls cuMulticastBindMem_v2(mc, dev, mcOffset, mem, memOffset, size, flags) through callN.
+func cuMulticastBindMem_v2(mc MemHandle, dev Device, mcOffset uint64, mem MemHandle, memOffset uint64, size uint64, flags uint64) (err error) {
+	pin0, drv0, err := handles.pin(mc)
+	if err != nil {
+		return
+	}
+	defer pin0.unpin()
+	pin1, drv1, err := handles.pin(mem)
+	if err != nil {
+		return
+	}
+	defer pin1.unpin()
+	return callN(procMulticastBindMem_v2, uintptr(drv0), uintptr(dev), uintptr(mcOffset), uintptr(drv1), uintptr(memOffset), uintptr(size), uintptr(flags))
+}
+
+// cuMulticastBindAddr_v2 calls cuMulticastBindAddr_v2(mc, dev, mcOffset, ptr, size, flags).
+func cuMulticastBindAddr_v2(mc MemHandle, dev Device, mcOffset uint64, ptr DevicePtr, size uint64, flags uint64) (err error) {
+	pin0, drv0, err := handles.pin(mc)
+	if err != nil {
+		return
+	}
+	defer pin0.unpin()
+	addr, err := procMulticastBindAddr_v2.Addr()
+	if err != nil {
+		err = symbolErr(err)
+		return
+	}
+	var f frame
+	f.fn = addr
+	f.a[0] = uintptr(drv0)
+	f.a[1] = uintptr(dev)
+	f.a[2] = uintptr(mcOffset)
+	f.a[3] = uintptr(ptr)
+	f.a[4] = uintptr(size)
+	f.a[5] = uintptr(flags)
+	if r := f.invoke(); uint32(r) != 0 {
+		err = Result(int32(uint32(r)))
+		return
+	}
 	return
 }
 

@@ -33,6 +33,7 @@ var (
 	procMemsetD8                             = lib.NewProc(loader.Symbol{Name: "cuMemsetD8", Version: 3020, Export: "cuMemsetD8_v2"})
 	procMemsetD32                            = lib.NewProc(loader.Symbol{Name: "cuMemsetD32", Version: 3020, Export: "cuMemsetD32_v2"})
 	procMemGetAddressRange                   = lib.NewProc(loader.Symbol{Name: "cuMemGetAddressRange", Version: 3020, Export: "cuMemGetAddressRange_v2"})
+	procPointerGetAttributes                 = lib.NewProc(loader.Symbol{Name: "cuPointerGetAttributes", Version: 7000})
 	procMemAddressReserve                    = lib.NewProc(loader.Symbol{Name: "cuMemAddressReserve", Version: 10020})
 	procMemAddressFree                       = lib.NewProc(loader.Symbol{Name: "cuMemAddressFree", Version: 10020})
 	procMemCreate                            = lib.NewProc(loader.Symbol{Name: "cuMemCreate", Version: 10020})
@@ -53,8 +54,20 @@ var (
 	procMulticastBindAddr                    = lib.NewProc(loader.Symbol{Name: "cuMulticastBindAddr", Version: 12010})
 	procMulticastUnbind                      = lib.NewProc(loader.Symbol{Name: "cuMulticastUnbind", Version: 12010})
 	procMulticastGetGranularity              = lib.NewProc(loader.Symbol{Name: "cuMulticastGetGranularity", Version: 12010})
+	procMulticastBindMem_v2                  = lib.NewProc(loader.Symbol{Name: "cuMulticastBindMem_v2", Version: 13010})
+	procMulticastBindAddr_v2                 = lib.NewProc(loader.Symbol{Name: "cuMulticastBindAddr_v2", Version: 13010})
 	procModuleLoadData                       = lib.NewProc(loader.Symbol{Name: "cuModuleLoadData", Version: 2000})
 	procModuleGetFunction                    = lib.NewProc(loader.Symbol{Name: "cuModuleGetFunction", Version: 2000})
 	procModuleUnload                         = lib.NewProc(loader.Symbol{Name: "cuModuleUnload", Version: 2000})
 	procLaunchKernel                         = lib.NewProc(loader.Symbol{Name: "cuLaunchKernel", Version: 4000})
 )
+
+// optionalSymbol reports whether prototypes.go marks the symbol name optional: drivers
+// cuvmm supports may lack it, and cu calls it only where the driver has it.
+func optionalSymbol(name string) bool {
+	switch name {
+	case "cuMulticastBindMem_v2", "cuMulticastBindAddr_v2":
+		return true
+	}
+	return false
+}

@@ -22,6 +22,86 @@ const (
 	DEVICE_P2P_ATTRIBUTE_ONLY_PARTIAL_NATIVE_ATOMIC_SUPPORTED P2PAttribute = 0x05
 )
 
+// PointerAttribute is a CUpointer_attribute.
+//
+// cuda.h: Pointer information.
+type PointerAttribute int32
+
+const (
+	// The CUcontext on which a pointer was allocated or registered.
+	POINTER_ATTRIBUTE_CONTEXT PointerAttribute = 1
+	// The CUmemorytype describing the physical location of a pointer.
+	POINTER_ATTRIBUTE_MEMORY_TYPE PointerAttribute = 2
+	// The address at which a pointer's memory may be accessed on the device.
+	POINTER_ATTRIBUTE_DEVICE_POINTER PointerAttribute = 3
+	// The address at which a pointer's memory may be accessed on the host.
+	POINTER_ATTRIBUTE_HOST_POINTER PointerAttribute = 4
+	// A pair of tokens for use with the nv-p2p.h Linux kernel interface.
+	POINTER_ATTRIBUTE_P2P_TOKENS PointerAttribute = 5
+	// Synchronize every synchronous memory operation initiated on this region.
+	POINTER_ATTRIBUTE_SYNC_MEMOPS PointerAttribute = 6
+	// A process-wide unique ID for an allocated memory region.
+	POINTER_ATTRIBUTE_BUFFER_ID PointerAttribute = 7
+	// Indicates if the pointer points to managed memory.
+	POINTER_ATTRIBUTE_IS_MANAGED PointerAttribute = 8
+	// A device ordinal of a device on which a pointer was allocated or registered.
+	POINTER_ATTRIBUTE_DEVICE_ORDINAL PointerAttribute = 9
+	// 1 if this pointer maps to an allocation that is suitable for cudaIpcGetMemHandle, 0 otherwise.
+	POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE PointerAttribute = 10
+	// Starting address for this requested pointer.
+	POINTER_ATTRIBUTE_RANGE_START_ADDR PointerAttribute = 11
+	// Size of the address range for this requested pointer.
+	POINTER_ATTRIBUTE_RANGE_SIZE PointerAttribute = 12
+	// 1 if this pointer is in a valid address range that is mapped to a backing allocation, 0 otherwise.
+	POINTER_ATTRIBUTE_MAPPED PointerAttribute = 13
+	// Bitmask of allowed CUmemAllocationHandleType for this allocation.
+	POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES PointerAttribute = 14
+	// 1 if the memory this pointer is referencing can be used with the GPUDirect RDMA API.
+	POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE PointerAttribute = 15
+	// Returns the access flags the device associated with the current context has on the corresponding memory referenced by the pointer given.
+	POINTER_ATTRIBUTE_ACCESS_FLAGS PointerAttribute = 16
+	// Returns the mempool handle for the allocation if it was allocated from a mempool.
+	POINTER_ATTRIBUTE_MEMPOOL_HANDLE PointerAttribute = 17
+	// Size of the actual underlying mapping that the pointer belongs to.
+	POINTER_ATTRIBUTE_MAPPING_SIZE PointerAttribute = 18
+	// The start address of the mapping that the pointer belongs to.
+	POINTER_ATTRIBUTE_MAPPING_BASE_ADDR PointerAttribute = 19
+	// A process-wide unique id corresponding to the physical allocation the pointer belongs to.
+	POINTER_ATTRIBUTE_MEMORY_BLOCK_ID PointerAttribute = 20
+	// Returns in *data a boolean that indicates whether the pointer points to memory that is capable to be used for hardware accelerated decompression.
+	POINTER_ATTRIBUTE_IS_HW_DECOMPRESS_CAPABLE PointerAttribute = 21
+)
+
+// MemoryType is a CUmemorytype.
+//
+// cuda.h: Memory types.
+type MemoryType int32
+
+const (
+	// Host memory.
+	MEMORYTYPE_HOST MemoryType = 0x01
+	// Device memory.
+	MEMORYTYPE_DEVICE MemoryType = 0x02
+	// Array memory.
+	MEMORYTYPE_ARRAY MemoryType = 0x03
+	// Unified device or host memory.
+	MEMORYTYPE_UNIFIED MemoryType = 0x04
+)
+
+// PointerAccessFlags is a CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS.
+//
+// cuda.h: Access flags that specify the level of access the current context's device has on the memory referenced.
+type PointerAccessFlags int32
+
+const (
+	// No access, meaning the device cannot access this memory at all, thus must be staged through accessible memory in order to complete certain operations.
+	POINTER_ATTRIBUTE_ACCESS_FLAG_NONE PointerAccessFlags = 0x0
+	// Read-only access, meaning writes to this memory are considered invalid accesses and thus return error in that case.
+	POINTER_ATTRIBUTE_ACCESS_FLAG_READ PointerAccessFlags = 0x1
+	// Read-write access, the device has full read-write access to the memory.
+	POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE PointerAccessFlags = 0x3
+)
+
 // MemAllocationType is a CUmemAllocationType.
 //
 // cuda.h: Defines the allocation types available.

@@ -143,6 +143,7 @@ type mapping struct {
 	access     []cu.MemAccessFlags
 	crosses    bool // runs past the end of owner
 	inline     [8]cu.MemAccessFlags
+	buffer     atomic.Uint64 // BUFFER_ID, given when a pointer query first asks for it (pointer.go)
 }
 
 // mappings recycles mapping objects: a map and an unmap are the commonest calls, and an

@@ -40,6 +40,9 @@ const (
 	opMulticastBindMem
 	opMulticastBindAddr
 	opMulticastUnbind
+	opMulticastBindMemV2
+	opMulticastBindAddrV2
+	opPointerAttributes
 	opCopyHtoD
 	opCopyDtoH
 	opCopyDtoD
@@ -55,7 +58,7 @@ var opNames = [numOps]string{
 	"SetAccess", "GetAccess", "AddressRange", "ExportFD", "ImportFD", "ExportFabric",
 	"ImportFabric", "ExportWin32", "ImportWin32", "MulticastGranularity", "MulticastCreate",
 	"MulticastAddDevice", "MulticastBindMem", "MulticastBindAddr", "MulticastUnbind",
-	"CopyHtoD", "CopyDtoH", "CopyDtoD", "MemsetD8",
+	"MulticastBindMemV2", "MulticastBindAddrV2", "PointerAttributes", "CopyHtoD", "CopyDtoH", "CopyDtoD", "MemsetD8",
 }
 
 // fault is one armed failure: the call that brings left to zero fails with res.

@@ -180,6 +180,9 @@ type phys struct {
 	fabric *cu.MemFabricHandle
 	token  *fabricToken
 	obj    *memObject // what to recycle once freed, for memory made by Create
+	// block is the MEMORY_BLOCK_ID of memory without an id (not shareable), given when a
+	// pointer query first asks for it (pointer.go).
+	block atomic.Uint64
 }
 
 func (p *phys) resident() uint64 { return p.st.resident() }

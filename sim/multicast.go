@@ -210,12 +210,18 @@ func (s *Sim) bind(o *mcObject, b *binding) {
 	s.bindings.add(1)
 }
 
-// MulticastBindMem is cuMulticastBindMem; it blocks until the team is complete.
+// MulticastBindMem is cuMulticastBindMem; it blocks until the team is complete. The memory
+// is bound for the device that owns it.
 func (s *Sim) MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
-	f := s.enter(opMulticastBindMem)
-	if f != nil {
+	if f := s.enter(opMulticastBindMem); f != nil {
 		return f.wrap("cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
 	}
+	return s.bindMem("cuMulticastBindMem", mc, -1, mcOffset, mem, memOffset, size, flags)
+}
+
+// bindMem binds memory by handle for device dev, or for the memory's own device with dev
+// -1 (cuMulticastBindMem, which names none).
+func (s *Sim) bindMem(name string, mc cu.MemHandle, dev int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
 	defer s.lockShards(mc, mem)()
 	h, f := lookupMC(s.shardOf(mc), mc)
 	var m *handle
@@ -233,23 +239,37 @@ func (s *Sim) MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandl
 	if f == nil && (memOffset%s.cfg.MulticastGranularity != 0 || memOffset+size > m.mem.size || memOffset+size < memOffset) {
 		f = fail(cu.ERROR_INVALID_VALUE, "memory range misaligned or past the end of the allocation")
 	}
+	if f == nil && dev >= 0 {
+		f = s.boundFor(m.mem, dev)
+	}
 	if f == nil {
-		f = s.bindable(h.mc, m.mem.dev, mcOffset, size)
+		if dev < 0 {
+			dev = m.mem.dev
+		}
+		f = s.bindable(h.mc, dev, mcOffset, size)
 	}
 	if f != nil {
-		return f.wrap("cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
+		if name == "cuMulticastBindMem" {
+			return f.wrap(name, "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
+		}
+		return f.wrap(name, "%v+%d, device %d, %v+%d, %d, flags %d", mc, mcOffset, dev, mem, memOffset, size, flags)
 	}
-	s.bind(h.mc, &binding{dev: m.mem.dev, mcOff: mcOffset, size: size, mem: m.mem, memOff: memOffset})
+	s.bind(h.mc, &binding{dev: dev, mcOff: mcOffset, size: size, mem: m.mem, memOff: memOffset})
 	return nil
 }
 
 // MulticastBindAddr is cuMulticastBindAddr: it binds the memory mapped at [ptr, ptr+size),
-// which may span several mappings of one device's memory.
+// which may span several mappings of one device's memory, for that device.
 func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
-	f := s.enter(opMulticastBindAddr)
-	if f != nil {
+	if f := s.enter(opMulticastBindAddr); f != nil {
 		return f.wrap("cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
 	}
+	return s.bindAddr("cuMulticastBindAddr", mc, -1, mcOffset, ptr, size, flags)
+}
+
+// bindAddr binds mapped memory for device dev, or for the memory's own device with dev -1
+// (cuMulticastBindAddr, which names none).
+func (s *Sim) bindAddr(name string, mc cu.MemHandle, dev int, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
 	var hd hold
 	s.va.lock(&hd, uint64(ptr), size)
 	defer hd.unlock()
@@ -272,13 +292,20 @@ func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DeviceP
 		switch {
 		case m == nil:
 			f = fail(cu.ERROR_INVALID_VALUE, "address not mapped")
-		case m.h.mem == nil || m.h.mem.dev < 0:
+		case m.h.mem == nil || dev < 0 && m.h.mem.dev < 0:
 			f = fail(cu.ERROR_INVALID_VALUE, "address does not map device memory")
-		case len(pieces) > 0 && pieces[0].dev != m.h.mem.dev:
+		case dev < 0 && len(pieces) > 0 && pieces[0].dev != m.h.mem.dev:
 			f = fail(cu.ERROR_INVALID_VALUE, "range maps memory of several devices")
-		default:
+		case dev >= 0:
+			f = s.boundFor(m.h.mem, dev)
+		}
+		if f == nil {
 			k := min(end, m.end()) - cur
-			pieces = append(pieces, &binding{dev: m.h.mem.dev, mcOff: mcOffset + (cur - uint64(ptr)), size: k, mem: m.h.mem, memOff: cur - m.base})
+			d := dev
+			if d < 0 {
+				d = m.h.mem.dev
+			}
+			pieces = append(pieces, &binding{dev: d, mcOff: mcOffset + (cur - uint64(ptr)), size: k, mem: m.h.mem, memOff: cur - m.base})
 			cur += k
 		}
 	}
@@ -286,7 +313,10 @@ func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DeviceP
 		f = s.bindable(h.mc, pieces[0].dev, mcOffset, size)
 	}
 	if f != nil {
-		return f.wrap("cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
+		if name == "cuMulticastBindAddr" {
+			return f.wrap(name, "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
+		}
+		return f.wrap(name, "%v+%d, device %d, %v, %d, flags %d", mc, mcOffset, dev, ptr, size, flags)
 	}
 	for _, b := range pieces {
 		s.bind(h.mc, b)

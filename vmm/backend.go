@@ -89,8 +89,22 @@ type Backend interface {
 	MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error
 	// MulticastBindAddr is cuMulticastBindAddr.
 	MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error
+	// MulticastBindMemV2 is cuMulticastBindMem_v2 (CUDA 13.1): the bind for device ordinal,
+	// which host NUMA memory needs. A driver without the call fails, once the ordinal is
+	// known to be a device, with an error matching loader.ErrNotSupported (and
+	// cu.ERROR_NOT_SUPPORTED), whatever the other arguments.
+	MulticastBindMemV2(mc cu.MemHandle, ordinal int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error
+	// MulticastBindAddrV2 is cuMulticastBindAddr_v2 (CUDA 13.1), and fails as
+	// MulticastBindMemV2 does on a driver without it.
+	MulticastBindAddrV2(mc cu.MemHandle, ordinal int, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error
 	// MulticastUnbind is cuMulticastUnbind.
 	MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) error
+
+	// PointerAttributes is cuPointerGetAttributes, for the attributes of
+	// cu.PointerAttributeSet, asked from the primary context of device ordinal (Access is
+	// that device's access). An address the driver does not know reports zeros (MemoryType
+	// 0), not an error.
+	PointerAttributes(ordinal int, ptr cu.DevicePtr) (cu.PointerAttributes, error)
 
 	// Synchronous copies and memset, issued from the primary context of device ordinal.
 

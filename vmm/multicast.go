@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/units"
@@ -27,6 +28,10 @@ type Multicast struct {
 
 	mu    sync.Mutex
 	binds []binding // what Close must unbind
+
+	// binds13 says which bind calls the backend has (bind13.go): 0 not known yet,
+	// bindsV2 CUDA 13.1's, which name the device, bindsV1 only 13.0's.
+	binds13 atomic.Int32
 }
 
 type binding struct {
@@ -130,10 +135,30 @@ func (mc *Multicast) AddDevice(dev int) error {
 }
 
 // Bind binds size bytes of a, from memOffset, at offset off of the object, for the device
-// that owns a.
+// that owns a, which must be device memory (host memory needs BindFor, which names the
+// device). It uses cuMulticastBindMem_v2 where the driver has it (CUDA 13.1), and
+// cuMulticastBindMem otherwise.
 func (mc *Multicast) Bind(off uint64, a *Allocation, memOffset, size uint64) error {
+	return mc.bind(-1, off, a, memOffset, size)
+}
+
+// BindFor binds size bytes of a, from memOffset, at offset off of the object, for device
+// dev: memory of dev, or host NUMA memory of the node closest to dev (its HOST_NUMA_ID).
+// Binding host memory takes cuMulticastBindMem_v2 (CUDA 13.1): with an older driver it fails
+// with an error matching ErrUnsupported (and cu.ERROR_NOT_SUPPORTED) that says so. Device
+// memory is bound with the 13.0 call where the driver has no other.
+func (mc *Multicast) BindFor(dev int, off uint64, a *Allocation, memOffset, size uint64) error {
+	return mc.bind(dev, off, a, memOffset, size)
+}
+
+// bind is Bind (dev -1: the memory's device) and BindFor.
+func (mc *Multicast) bind(dev int, off uint64, a *Allocation, memOffset, size uint64) error {
 	args := func() string {
-		return units.Size(size) + " of " + a.Handle().String() + " at offset " + units.Size(off)
+		s := units.Size(size) + " of " + a.Handle().String() + " at offset " + units.Size(off)
+		if dev >= 0 {
+			s += " for device " + strconv.Itoa(dev)
+		}
+		return s
 	}
 	if err := mc.enter(); err != nil {
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
@@ -147,25 +172,37 @@ func (mc *Multicast) Bind(off uint64, a *Allocation, memOffset, size uint64) err
 	if err != nil {
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
 	}
-	if p.Location.Type != cu.MEM_LOCATION_TYPE_DEVICE {
-		return &Error{Op: "multicast bind", Args: args(), Err: invalid("memory that is not device memory")}
+	device := p.Location.Type == cu.MEM_LOCATION_TYPE_DEVICE
+	switch {
+	case dev < 0 && !device:
+		return &Error{Op: "multicast bind", Args: args(), Err: invalid(p.Location.String() + " memory: name the device it is bound for with BindFor")}
+	case dev < 0:
+		dev = int(p.Location.ID)
+	case device && int(p.Location.ID) != dev:
+		return &Error{Op: "multicast bind", Args: args(), Err: invalid("memory of " + p.Location.String() + " is bound only for that device")}
 	}
-	if err := mc.m.b.MulticastBindMem(mc.h, off, a.h, memOffset, size, 0); err != nil {
+	if err := mc.bindMem(dev, off, a.h, memOffset, size, device); err != nil {
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
 	}
-	mc.bound(int(p.Location.ID), off, size)
+	mc.bound(dev, off, size)
 	return nil
 }
 
-// BindAddress binds the size bytes mapped at device address addr (memory of one device) at
-// offset off of the object.
+// BindAddress binds the size bytes mapped at device address addr at offset off of the
+// object, for device dev: memory of dev, or (CUDA 13.1) host NUMA memory of the node
+// closest to dev. It uses cuMulticastBindAddr_v2 where the driver has it and
+// cuMulticastBindAddr otherwise, which takes the device from the memory; where that fails
+// on host memory, the error matches ErrUnsupported and says that only the 13.1 call binds
+// it.
 func (mc *Multicast) BindAddress(off uint64, addr cu.DevicePtr, dev int, size uint64) error {
-	args := func() string { return rangeArgs(addr, size) + " at offset " + units.Size(off) }
+	args := func() string {
+		return rangeArgs(addr, size) + " at offset " + units.Size(off) + " for device " + strconv.Itoa(dev)
+	}
 	if err := mc.enter(); err != nil {
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
 	}
 	defer mc.l.exit()
-	if err := mc.m.b.MulticastBindAddr(mc.h, off, addr, size, 0); err != nil {
+	if err := mc.bindAddr(dev, off, addr, size); err != nil {
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
 	}
 	mc.bound(dev, off, size)

@@ -34,10 +34,12 @@ func (s symbolSet) complete() bool { return len(s.Missing) == 0 }
 
 // symbolKind sorts a driver entry point into "vmm", "multicast" or "" (neither). dma-buf
 // export (cuMemGetHandleForAddressRange, CUDA 11.7) is not part of VMM itself: a driver
-// without it still does everything else, so it does not make the VMM set incomplete.
+// without it still does everything else, so it does not make the VMM set incomplete. Nor
+// do the optional symbols (cu.OptionalSymbol: CUDA 13.1's multicast binds), which cu uses
+// only where the driver has them.
 func symbolKind(s loader.Symbol) string {
 	switch {
-	case s.Name == "cuMemGetHandleForAddressRange":
+	case s.Name == "cuMemGetHandleForAddressRange", cu.OptionalSymbol(s.Name):
 		return ""
 	case strings.HasPrefix(s.Name, "cuMulticast"):
 		return "multicast"

@@ -1,6 +1,7 @@
 // Package ipc shares device memory between processes: exported allocations travel as file
-// descriptors over a Unix domain socket (SCM_RIGHTS, Linux), and fabric handles travel as
-// plain values over any transport.
+// descriptors over a Unix domain socket (SCM_RIGHTS, Linux) or, where no socket can join the
+// two processes, are taken by the importer with pidfd_getfd (Linux 5.6+); fabric handles
+// travel as plain values over any transport.
 //
 // # Descriptors
 //
@@ -28,6 +29,29 @@
 // driver reports them, and the driver itself maps whole allocations only, so a size that
 // is not the allocation's is refused when it is mapped.
 //
+// # Without a socket: pidfd_getfd
+//
+// The socket is the default transport. Where a socket broker between the two processes is
+// not possible, the exporter publishes a Ticket instead (Exported.Ticket): one line of text
+// that names its pid and the descriptors' numbers with the header, and travels by any channel
+// (a file, an environment variable, a Kubernetes annotation). The importer takes copies of
+// the descriptors with pidfd_open and pidfd_getfd (Fetch) and imports them as it would
+// descriptors received over a socket (FetchAndImport does both). The exporter keeps its
+// descriptors open until the importer has fetched them.
+//
+// The ticket is checked as a message is: its decoder accepts only what MarshalText writes,
+// at most MaxDescriptors descriptors and a valid header; Fetch checks that the ticket was
+// made on this machine since its last boot and in this pid namespace, that the process it
+// reaches is the one that made it (its start time), and that each descriptor it takes is
+// open on the file the ticket names and is not a socket, pipe or directory, closing every
+// descriptor it took on any error; Import checks the sizes, the driver the memory.
+//
+// pidfd_getfd needs ptrace access to the exporter: the same user, and, under Yama's
+// kernel.yama.ptrace_scope 1, the importer an ancestor of the exporter or named by it
+// (AllowImporter, or AllowAnyImporter), or CAP_SYS_PTRACE. The errors say which rule
+// refused and the remedy: an old kernel matches ErrUnsupported and vmm.ErrUnsupported, a
+// refused permission os.ErrPermission, an exporter that has exited os.ErrProcessDone.
+//
 // # Fabric handles
 //
 // FabricHandle is a fabric handle with the allocation's size, a value that implements
@@ -38,8 +62,8 @@
 // # Errors
 //
 // Errors are *vmm.Error values (package "ipc") that match vmm's sentinels with errors.Is
-// (vmm.ErrInvalid, vmm.ErrClosed, vmm.ErrOutOfRange) and the driver's results; a message
-// or claim of the peer's that cannot be valid matches ErrProtocol.
+// (vmm.ErrInvalid, vmm.ErrClosed, vmm.ErrOutOfRange) and the driver's results; a message,
+// ticket or claim of the peer's that cannot be valid matches ErrProtocol.
 package ipc
 
 import (
@@ -58,7 +82,8 @@ import (
 
 var (
 	// ErrUnsupported is returned by Send and Receive where SCM_RIGHTS is not available
-	// (every platform but Linux).
+	// (every platform but Linux), and by Fetch where pidfd_getfd is not (every platform but
+	// Linux, and Linux before 5.6); the latter also matches vmm.ErrUnsupported.
 	ErrUnsupported = errors.New("descriptor passing is not supported on this platform")
 	// ErrProtocol is returned for a message that is not a valid header and descriptors,
 	// and for a claim of the peer's that cannot be true.

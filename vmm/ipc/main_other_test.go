@@ -10,5 +10,7 @@ import (
 
 func runChildIfRequested() {}
 
+func runPidfdChildIfRequested() {}
+
 // receiverAgrees checks Receive against UnmarshalBinary where Receive can run (Linux).
 func receiverAgrees(*testing.T, []byte, ipc.Header, error) {}

@@ -7,5 +7,6 @@ import (
 
 func TestMain(m *testing.M) {
 	runChildIfRequested()
+	runPidfdChildIfRequested()
 	os.Exit(m.Run())
 }

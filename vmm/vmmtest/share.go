@@ -1,6 +1,7 @@
 package vmmtest
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -103,40 +104,54 @@ func testFabric(t *testing.T, e *env) {
 	isError(t, err, "a made-up fabric handle is refused")
 }
 
+// testPeer checks peer access for every ordered pair of devices (the recorded rules are
+// the same for each pair).
 func testPeer(t *testing.T, e *env) {
 	if e.ndev < 2 {
 		t.Skip("one device")
 	}
-	ok, err := e.b.CanAccessPeer(0, 1)
+	for a := range e.ndev {
+		for b := range e.ndev {
+			if a != b {
+				t.Run(fmt.Sprintf("%d-%d", a, b), func(t *testing.T) { testPeerPair(t, e, a, b) })
+			}
+		}
+	}
+}
+
+// testPeerPair: memory of device a, mapped for a and b, written from b and read by both;
+// memory of b filled by a's copy; read-only access for a.
+func testPeerPair(t *testing.T, e *env, a, b int) {
+	ok, err := e.b.CanAccessPeer(a, b)
 	noError(t, err)
-	rank, err := e.b.P2PAttribute(cu.DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, 0, 1)
+	rank, err := e.b.P2PAttribute(cu.DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, a, b)
 	noError(t, err)
-	t.Logf("peer 0->1: can access %v, access supported %d", ok, rank)
+	t.Logf("peer %d->%d: can access %v, access supported %d", a, b, ok, rank)
 	if !ok {
-		t.Skip("device 0 cannot access device 1")
+		t.Skipf("device %d cannot access device %d", a, b)
 	}
 	j := newJanitor(t, e.b)
-	h := j.mustCreate(e.g, e.prop(0))
+	h := j.mustCreate(e.g, e.prop(a))
 	va := j.mustReserve(e.g)
 	j.mustMap(va, e.g, 0, h)
-	e.c.check(t, "peer/grant-both", e.b.SetAccess(va, e.g, append(rw(0), rw(1)...)))
-	want := Pattern(8, int(e.g))
-	noError(t, e.b.CopyHtoD(1, va, want), "write from device 1's context")
-	requireBytes(t, e.b, 0, va, want)
-	requireBytes(t, e.b, 1, va, want)
-	f, err := e.b.GetAccess(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: 1}, va)
+	e.c.check(t, "peer/grant-both", e.b.SetAccess(va, e.g, append(rw(a), rw(b)...)))
+	want := Pattern(byte(8+a*16+b), int(e.g))
+	noError(t, e.b.CopyHtoD(b, va, want), "write from the peer's context")
+	requireBytes(t, e.b, a, va, want)
+	requireBytes(t, e.b, b, va, want)
+	f, err := e.b.GetAccess(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(b)}, va)
 	noError(t, err)
 	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
-	// Memory on device 1, read from device 0.
-	h1 := j.mustCreate(e.g, e.prop(1))
-	va1 := j.mustReserve(e.g)
-	j.mustMap(va1, e.g, 0, h1)
-	noError(t, e.b.SetAccess(va1, e.g, append(rw(1), rw(0)...)))
-	noError(t, e.b.CopyDtoD(0, va1, va, e.g), "device 0 copies its memory into device 1's")
-	requireBytes(t, e.b, 1, va1, want)
+	// Memory on device b, filled by device a's copy.
+	hb := j.mustCreate(e.g, e.prop(b))
+	vb := j.mustReserve(e.g)
+	j.mustMap(vb, e.g, 0, hb)
+	noError(t, e.b.SetAccess(vb, e.g, append(rw(b), rw(a)...)))
+	noError(t, e.b.CopyDtoD(a, vb, va, e.g), "device a copies its memory into device b's")
+	requireBytes(t, e.b, b, vb, want)
 	// read-only for the peer
-	e.c.check(t, "peer/read-only", e.b.SetAccess(va1, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: 0}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
-	requireBytes(t, e.b, 0, va1, want)
+	e.c.check(t, "peer/read-only", e.b.SetAccess(vb, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(a)}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
+	requireBytes(t, e.b, a, vb, want)
 }
 
 func testMulticast(t *testing.T, e *env) {

@@ -117,6 +117,8 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 		{"fabric", testFabric},
 		{"peer", testPeer},
 		{"multicast", testMulticast},
+		{"multicast-v2", testMulticastV2},
+		{"pointer", testPointer},
 		{"ipc", testIPC},
 		{"copy", testCopy},
 		{"limits", testLimits},

@@ -86,6 +86,8 @@ const sampleProtos = `package cu
 //cu cuThingRead(dst unsafe.Pointer, src DevicePtr, n uint64) v10020
 //cu cuLaunch(fn uintptr, a uint32, b uint32, c uint32, d uint32, e uint32, g uint32, params uintptr) v4000
 //cu cuSync() v2000
+//cu cuThingBind_v2(a MemHandle, dev int32, off uint64, b MemHandle, boff uint64, n uint64, flags uint64) v13010 optional
+//cu:decl CUresult CUDAAPI cuThingBind_v2(CUmemGenericAllocationHandle a, CUdevice dev, size_t off, CUmemGenericAllocationHandle b, size_t boff, size_t n, unsigned long long flags);
 //cu:enum ThingKind CUthingKind
 //cu:define CU_THING_USAGE_BIT
 `
@@ -154,6 +156,11 @@ func TestGenerateCalls(t *testing.T) {
 	require.Contains(t, calls, "return callKeep(procThingRead, uintptr(dst), uintptr(src), uintptr(n))")
 	require.Contains(t, calls, "return callN(procLaunch, uintptr(fn), uintptr(a), uintptr(b), uintptr(c), uintptr(d), uintptr(e), uintptr(g), uintptr(params))")
 	require.Contains(t, calls, "func cuSync() (err error) {")
+	// Handles pinned for a call through callN; an optional call declared by its //cu:decl
+	// line (the header has no cuThingBind_v2), listed by optionalSymbol.
+	require.Contains(t, calls, "return callN(procThingBind_v2, uintptr(drv0), uintptr(dev), uintptr(off), uintptr(drv1), uintptr(boff), uintptr(n), uintptr(flags))")
+	require.Contains(t, procs, `procThingBind_v2 = lib.NewProc(loader.Symbol{Name: "cuThingBind_v2", Version: 13010})`)
+	require.Contains(t, procs, "func optionalSymbol(name string) bool {\n\tswitch name {\n\tcase \"cuThingBind_v2\":\n\t\treturn true\n\t}\n\treturn false\n}")
 
 	// The enum: typed, the size sentinel left out, the deprecated alias marked; the define.
 	require.Contains(t, types, "type ThingKind int32")
@@ -177,7 +184,18 @@ func TestPrototypeDisagreesWithHeader(t *testing.T) {
 		{"//cu cuThingSet(ptr DevicePtr, things []Thing, n uint64) v10020", "cuda.h declares 3 parameters, the prototype passes 4"},
 		{"//cu cuNoSuchCall() v10020", "cuNoSuchCall (prototypes.go:3): cuda.h declares no such function"},
 		{"//cu cuMemsetD8(dst DevicePtr, value NoType, count uint64) v3020", "parameter value: no type NoType in package cu"},
-		{"//cu cuLaunch(fn uintptr, a uint32, b uint32, c uint32, d uint32, e uint32, g uint32, params unsafe.Pointer) v4000", "cuLaunch: 8 arguments go through purego.SyscallN, which takes values only; params is not one"},
+		{"//cu cuLaunch(fn uintptr, a uint32, b uint32, c uint32, d uint32, e uint32, g uint32, params unsafe.Pointer) v4000", "cuLaunch: 8 arguments go through purego.SyscallN, which takes values (and pinned handles) only; params is not one"},
+		// An optional call is checked against its //cu:decl line...
+		{"//cu cuThingNew(a MemHandle, dev int64) v13010 optional\n//cu:decl CUresult CUDAAPI cuThingNew(CUmemGenericAllocationHandle a, CUdevice dev);",
+			"cuThingNew (prototypes.go:3): parameter 2 (CUdevice dev in the //cu:decl line (prototypes.go:4)) is 4 bytes, int64 is 8"},
+		{"//cu cuThingNew(a MemHandle) v13010 optional\n//cu:decl CUresult CUDAAPI cuThingNew(CUmemGenericAllocationHandle a, CUdevice dev);",
+			"the //cu:decl line (prototypes.go:4) declares 2 parameters, the prototype passes 1"},
+		{"//cu cuThingNew(a MemHandle, dev Nope) v13010 optional\n//cu:decl CUresult CUDAAPI cuThingNew(CUmemGenericAllocationHandle a, CUnope dev);",
+			"unknown C type"},
+		// ... and, once the header declares it too, the two must agree.
+		{"//cu cuMemsetD8(dst DevicePtr, value uint8, count uint64) v3020 optional\n//cu:decl CUresult CUDAAPI cuMemsetD8(CUdeviceptr dstDevice, unsigned int uc, size_t N);",
+			"cuMemsetD8 (prototypes.go:3): cuda.h's declaration and the //cu:decl line (prototypes.go:4) disagree: parameter 2 is unsigned char uc, and unsigned int uc"},
+		{"//cu cuThingNew(a MemHandle, dev int32) v13010 optional", "cuThingNew (prototypes.go:3): cuda.h declares no such function"},
 	} {
 		_, err := generate([]byte(sample+sampleCalls), nil, samplePackage(t, "package cu\n\n"+c.line+"\n//cu:enum ThingKind CUthingKind\n"))
 		require.ErrorContains(t, err, c.want, c.line)
@@ -201,6 +219,22 @@ func TestPrototypeVersionAgainstTypedefs(t *testing.T) {
 	dir = samplePackage(t, "package cu\n\n//cu cuSync() v2000\n")
 	_, err = generate([]byte(sample+sampleCalls), typedefs, dir)
 	require.ErrorContains(t, err, "cuSync (prototypes.go:3): cudaTypedefs.h has no PFN_cuSync")
+
+	// A call with a //cu:decl line is newer than the header, and so than its typedefs: its
+	// version is checked only once they have its PFN.
+	optional := "package cu\n\n//cu cuThingNew(a MemHandle) v13010 optional\n//cu:decl CUresult CUDAAPI cuThingNew(CUmemGenericAllocationHandle a);\n"
+	_, err = generate([]byte(sample+sampleCalls), typedefs, samplePackage(t, optional))
+	require.NoError(t, err)
+	_, err = generate([]byte(sample+sampleCalls), append(typedefs, "#define PFN_cuThingNew  PFN_cuThingNew_v13020\n"...), samplePackage(t, optional))
+	require.ErrorContains(t, err, "cuThingNew (prototypes.go:3): the prototype asks for ABI version 13010, but cudaTypedefs.h's PFN_cuThingNew is version 13020")
+}
+
+// A //cu:decl line that agrees with the header's declaration is accepted: the header caught up.
+func TestDeclAgreesWithHeader(t *testing.T) {
+	dir := samplePackage(t, "package cu\n\n//cu cuMemsetD8(dst DevicePtr, value uint8, count uint64) v3020 optional\n//cu:decl CUresult CUDAAPI cuMemsetD8(CUdeviceptr d, unsigned char v, size_t n);\n")
+	files, err := generate([]byte(sample+sampleCalls), nil, dir)
+	require.NoError(t, err)
+	require.Contains(t, string(files["zprocs.go"]), `case "cuMemsetD8":`)
 }
 
 func TestParsePrototypeErrors(t *testing.T) {
@@ -214,6 +248,12 @@ func TestParsePrototypeErrors(t *testing.T) {
 		{"//cu cuA() v1\n//cu cuA() v2", "the Go name cuA is taken by line 1"},
 		{"//cu cuA() v1\n//cu cuA as a2() v2", "cuA: version 2, but line 1 says 1"},
 		{"//cux cuA() v1", "unknown directive"},
+		{"//cu cuA() v1 optional\n//cu cuA as a2() v1", "cuA: optional on one line and not on line 1"},
+		{"//cu cuA() v1\n//cu:decl CUresult CUDAAPI cuA(void);", "cuA: only an optional call has a //cu:decl line"},
+		{"//cu cuB() v1 optional\n//cu:decl CUresult CUDAAPI cuA(void);", "cuA: a //cu:decl line follows the //cu line of the function it declares"},
+		{"//cu cuA() v1 optional\n\n//cu:decl CUresult CUDAAPI cuA(void);", "cuA: a //cu:decl line follows"},
+		{"//cu cuA() v1 optional\n//cu:decl int cuA(void);", "want //cu:decl CUresult CUDAAPI"},
+		{"//cu cuA() v1 optional\n//cu:decl CUresult CUDAAPI cuA(void);\n//cu cuA as a2() v1 optional\n//cu:decl CUresult CUDAAPI cuA(void);", "cuA: declared already by line 2"},
 		{"package cu\n", "no //cu lines"},
 	} {
 		_, err := parseProtos(c.src)

@@ -52,8 +52,8 @@ func planCall(c *call, fs frameShape) (plan, error) {
 	p := plan{word: make([]int, len(c.params))}
 	if c.cArgs() > fs.maxArgs {
 		for _, q := range c.params {
-			if q.kind != kindValue {
-				return p, fmt.Errorf("%s: %d arguments go through purego.SyscallN, which takes values only; %s is not one", c.symbol, c.cArgs(), q.name)
+			if q.kind != kindValue && q.kind != kindHandle {
+				return p, fmt.Errorf("%s: %d arguments go through purego.SyscallN, which takes values (and pinned handles) only; %s is not one", c.symbol, c.cArgs(), q.name)
 			}
 		}
 		p.layout = layoutMany
@@ -169,7 +169,11 @@ func emitCall(w *writer, c *call, fs frameShape) error {
 	switch p.layout {
 	case layoutMany:
 		var as []string
-		for _, q := range c.params {
+		for i, q := range c.params {
+			if q.kind == kindHandle {
+				as = append(as, "uintptr("+drv[i]+")")
+				continue
+			}
 			as = append(as, "uintptr("+q.name+")")
 		}
 		w.p("\treturn callN(%s, %s)", procName(c.symbol), strings.Join(as, ", "))
@@ -344,5 +348,25 @@ func emitProcs(version int, calls []*call) ([]byte, error) {
 		w.p("\t%s = lib.NewProc(loader.Symbol{Name: %q, Version: %d%s})", procName(c.symbol), c.symbol, c.version, export)
 	}
 	w.p(")")
+	w.p("")
+	var optional []string
+	seen = map[string]bool{}
+	for _, c := range calls {
+		if c.optional && !seen[c.symbol] {
+			seen[c.symbol] = true
+			optional = append(optional, strconv.Quote(c.symbol))
+		}
+	}
+	w.p("// optionalSymbol reports whether prototypes.go marks the symbol name optional: drivers")
+	w.p("// cuvmm supports may lack it, and cu calls it only where the driver has it.")
+	w.p("func optionalSymbol(name string) bool {")
+	if len(optional) > 0 {
+		w.p("\tswitch name {")
+		w.p("\tcase %s:", strings.Join(optional, ", "))
+		w.p("\t\treturn true")
+		w.p("\t}")
+	}
+	w.p("\treturn false")
+	w.p("}")
 	return w.gofmt()
 }

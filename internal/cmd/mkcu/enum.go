@@ -163,6 +163,10 @@ func cleanComment(text string) string {
 	for i, l := range lines {
 		l = strings.TrimSpace(l)
 		l = strings.TrimLeft(l, "*")
+		if i == len(lines)-1 {
+			// A comment closed with "**/" (CUpointer_attribute's) leaves a '*' at its end.
+			l = strings.TrimRight(l, "*")
+		}
 		lines[i] = l
 	}
 	return strings.Join(strings.Fields(strings.Join(lines, " ")), " ")

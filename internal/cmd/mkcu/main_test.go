@@ -209,3 +209,8 @@ func TestSentencesAndShorten(t *testing.T) {
 	require.Equal(t, "cuMemCreate works", capitalize("cuMemCreate works"))
 	require.Equal(t, "No device", capitalize("no device"))
 }
+
+func TestCleanComment(t *testing.T) {
+	require.Equal(t, "1 if mapped, 0 otherwise", cleanComment(" 1 if mapped, 0 otherwise *"), "the '*' a \"**/\" leaves")
+	require.Equal(t, "First line. Second line.", cleanComment("\n * First line.\n * Second line.\n "))
+}

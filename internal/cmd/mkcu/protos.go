@@ -41,6 +41,19 @@ type proto struct {
 	goName  string // the generated function
 	params  []param
 	version int
+	// optional marks a symbol that drivers cuvmm supports may lack (one newer than the
+	// header's CUDA version): cu uses it only where the driver has it.
+	optional bool
+}
+
+// declLine is a //cu:decl line: the C declaration of an optional call, for a header that
+// predates it. It stands in for the header's declaration in the prototype check, which
+// therefore still checks the call's parameters (against the header's types); where the
+// header does declare the function, the two must agree.
+type declLine struct {
+	line   int
+	symbol string
+	params []cParam
 }
 
 // enumLine is one //cu:enum or //cu:define line.
@@ -55,10 +68,11 @@ type enumLine struct {
 type protoSet struct {
 	calls []*proto
 	enums []*enumLine
+	decls map[string]*declLine // by symbol
 }
 
 var (
-	protoRE     = regexp.MustCompile(`^//cu (\w+)(?: as (\w+))?\((.*)\) v(\d+)$`)
+	protoRE     = regexp.MustCompile(`^//cu (\w+)(?: as (\w+))?\((.*)\) v(\d+)( optional)?$`)
 	identOnlyRE = regexp.MustCompile(`^[A-Za-z_]\w*$`)
 )
 
@@ -81,11 +95,14 @@ func readProtos(dir string) (*protoSet, error) {
 }
 
 func parseProtos(src string) (*protoSet, error) {
-	ps := &protoSet{}
+	ps := &protoSet{decls: map[string]*declLine{}}
 	names := map[string]int{}
+	var prev *proto // the //cu line of the line before, if it was one
 	for i, l := range strings.Split(src, "\n") {
 		l = strings.TrimRight(l, " \t\r")
 		n := i + 1
+		last := prev
+		prev = nil
 		switch {
 		case strings.HasPrefix(l, "//cu "):
 			p, err := parseProto(l)
@@ -98,6 +115,17 @@ func parseProtos(src string) (*protoSet, error) {
 			}
 			names[p.goName] = n
 			ps.calls = append(ps.calls, p)
+			prev = p
+		case strings.HasPrefix(l, "//cu:decl "):
+			d, err := parseDecl(l[len("//cu:decl "):], last)
+			if err != nil {
+				return nil, fmt.Errorf("%d: %w", n, err)
+			}
+			d.line = n
+			if q, dup := ps.decls[d.symbol]; dup {
+				return nil, fmt.Errorf("%d: %s: declared already by line %d", n, d.symbol, q.line)
+			}
+			ps.decls[d.symbol] = d
 		case strings.HasPrefix(l, "//cu:enum "):
 			f := strings.Fields(l[len("//cu:enum "):])
 			if len(f) != 2 || !identOnlyRE.MatchString(f[1]) || (f[0] != "-" && !token.IsExported(f[0])) {
@@ -115,21 +143,49 @@ func parseProtos(src string) (*protoSet, error) {
 			}
 			ps.enums = append(ps.enums, &enumLine{line: n, macros: f})
 		case strings.HasPrefix(l, "//cu"):
-			return nil, fmt.Errorf("%d: unknown directive %q (want //cu, //cu:enum or //cu:define)", n, l)
+			return nil, fmt.Errorf("%d: unknown directive %q (want //cu, //cu:decl, //cu:enum or //cu:define)", n, l)
 		}
 	}
 	if len(ps.calls) == 0 {
 		return nil, fmt.Errorf(" no //cu lines: nothing to generate")
 	}
-	// The variants of one symbol share its ABI version: there is one proc per symbol.
+	// The variants of one symbol share its ABI version and whether it is optional: there
+	// is one proc per symbol.
 	version := map[string]*proto{}
 	for _, p := range ps.calls {
 		if q, ok := version[p.symbol]; ok && q.version != p.version {
 			return nil, fmt.Errorf("%d: %s: version %d, but line %d says %d", p.line, p.symbol, p.version, q.line, q.version)
+		} else if ok && q.optional != p.optional {
+			return nil, fmt.Errorf("%d: %s: optional on one line and not on line %d", p.line, p.symbol, q.line)
 		}
 		version[p.symbol] = p
 	}
 	return ps, nil
+}
+
+// parseDecl reads the C declaration of a //cu:decl line, which must follow the optional
+// //cu line of the function it declares (after, the //cu line before it, or nil).
+func parseDecl(text string, after *proto) (*declLine, error) {
+	text = strings.TrimSuffix(strings.TrimSpace(text), ";")
+	m := funcDeclRE.FindStringSubmatch(text)
+	if m == nil || !strings.HasPrefix(text, "CUresult ") {
+		return nil, fmt.Errorf("want //cu:decl CUresult CUDAAPI <symbol>(<C parameters>);, as cuda.h writes it: %q", text)
+	}
+	d := &declLine{symbol: m[1]}
+	switch {
+	case after == nil || after.symbol != d.symbol:
+		return nil, fmt.Errorf("%s: a //cu:decl line follows the //cu line of the function it declares", d.symbol)
+	case !after.optional:
+		// A header without the function predates it, so drivers of that header's version
+		// lack it: cu must not count on it.
+		return nil, fmt.Errorf("%s: only an optional call has a //cu:decl line (end its //cu line with \"optional\")", d.symbol)
+	}
+	params, err := splitParams(m[2])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d.symbol, err)
+	}
+	d.params = params
+	return d, nil
 }
 
 func parseProto(l string) (*proto, error) {
@@ -148,6 +204,7 @@ func parseProto(l string) (*proto, error) {
 		return nil, fmt.Errorf("%s: the generated function %s must be unexported: the exported wrapper is hand-written", p.symbol, p.goName)
 	}
 	p.version, _ = strconv.Atoi(m[4])
+	p.optional = m[5] != ""
 	seen := map[string]bool{}
 	if strings.TrimSpace(m[3]) == "" {
 		return p, nil

@@ -1,0 +1,83 @@
+package sim
+
+import (
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/loader"
+)
+
+// CUDA 13.1's multicast binds that name the device the binding is for. A Sim has them when
+// its Config.DriverVersion is 13010 or more; every preset keeps 13000, the GPU hosts'
+// driver, which lacks them. What they add, as NVIDIA's 13.1 reference has it: device memory
+// is bound only for the device it was created on (what the 13.0 calls do implicitly), and
+// host NUMA memory for a device whose HOST_NUMA_ID is the memory's node (which the 13.0
+// calls cannot do). No driver here has them: the results sim returns for what they refuse
+// are the reference's, not recorded.
+
+// bindV2Version is the driver version with cuMulticastBindMem_v2 and cuMulticastBindAddr_v2.
+const bindV2Version = 13010
+
+// missingSymbol is the error of a call whose symbol the simulated driver lacks, as package cu
+// reports one: it matches loader.ErrNotSupported and cu.ERROR_NOT_SUPPORTED.
+type missingSymbol struct{ err *loader.SymbolError }
+
+func (e *missingSymbol) Error() string   { return "sim: " + e.err.Error() }
+func (e *missingSymbol) Unwrap() []error { return []error{e.err, cu.ERROR_NOT_SUPPORTED} }
+
+// noBindV2 is the error of CUDA 13.1's binds on a driver older than 13.1, or nil.
+func (s *Sim) noBindV2(symbol string) error {
+	if s.cfg.DriverVersion >= bindV2Version {
+		return nil
+	}
+	return &missingSymbol{&loader.SymbolError{Name: symbol, Version: bindV2Version, Status: loader.SymbolNotFound}}
+}
+
+// boundFor checks that memory p may be bound for device dev: device memory only for its own
+// device, host NUMA memory only for a device whose HOST_NUMA_ID is the memory's node.
+func (s *Sim) boundFor(p *phys, dev int) *failure {
+	if p.dev >= 0 {
+		if p.dev != dev {
+			return fail(cu.ERROR_INVALID_DEVICE, "device memory is bound only for the device it was created on")
+		}
+		return nil
+	}
+	if p.prop.Location.Type != cu.MEM_LOCATION_TYPE_HOST_NUMA {
+		return fail(cu.ERROR_INVALID_VALUE, "host memory that is not of a NUMA node")
+	}
+	if node := s.cfg.Devices[dev].attribute(cu.DEVICE_ATTRIBUTE_HOST_NUMA_ID); int(p.prop.Location.ID) != node {
+		return fail(cu.ERROR_INVALID_DEVICE, "host NUMA memory is bound only for a device whose HOST_NUMA_ID is its node")
+	}
+	return nil
+}
+
+// MulticastBindMemV2 is cuMulticastBindMem_v2 (CUDA 13.1): cuMulticastBindMem for device
+// ordinal. With a DriverVersion below 13010 it fails as cu does on a driver without the
+// symbol (once the ordinal is known to be a device, as cu resolves it first).
+func (s *Sim) MulticastBindMemV2(mc cu.MemHandle, ordinal int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
+	f := s.enter(opMulticastBindMemV2)
+	if f == nil {
+		_, f = s.device(ordinal)
+	}
+	if f != nil {
+		return f.wrap("cuMulticastBindMem_v2", "%v+%d, device %d, %v+%d, %d, flags %d", mc, mcOffset, ordinal, mem, memOffset, size, flags)
+	}
+	if err := s.noBindV2("cuMulticastBindMem_v2"); err != nil {
+		return err
+	}
+	return s.bindMem("cuMulticastBindMem_v2", mc, ordinal, mcOffset, mem, memOffset, size, flags)
+}
+
+// MulticastBindAddrV2 is cuMulticastBindAddr_v2 (CUDA 13.1): cuMulticastBindAddr for device
+// ordinal, refused as MulticastBindMemV2 is on an older driver.
+func (s *Sim) MulticastBindAddrV2(mc cu.MemHandle, ordinal int, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
+	f := s.enter(opMulticastBindAddrV2)
+	if f == nil {
+		_, f = s.device(ordinal)
+	}
+	if f != nil {
+		return f.wrap("cuMulticastBindAddr_v2", "%v+%d, device %d, %v, %d, flags %d", mc, mcOffset, ordinal, ptr, size, flags)
+	}
+	if err := s.noBindV2("cuMulticastBindAddr_v2"); err != nil {
+		return err
+	}
+	return s.bindAddr("cuMulticastBindAddr_v2", mc, ordinal, mcOffset, ptr, size, flags)
+}

@@ -1,0 +1,700 @@
+package ipc_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/reexec"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/buffer"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/cuvmm/cuvmm/vmm/vmmtest"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+// envPidfdChild makes the test binary the exporting child of pidfdCrossProcess; its value is
+// the backend ("sim" or "cuda").
+const envPidfdChild = "CUVMM_IPC_PIDFD_CHILD"
+
+// envPidfdFetch makes the test binary a child that fetches the ticket in the variable, and
+// says how that went on stdout (TestFetchAnotherUser).
+const envPidfdFetch = "CUVMM_IPC_PIDFD_FETCH"
+
+func runPidfdChildIfRequested() {
+	if text, ok := os.LookupEnv(envPidfdFetch); ok {
+		tk, err := ipc.ParseTicket(text)
+		if err == nil {
+			var r *ipc.Received
+			if r, err = ipc.Fetch(tk); err == nil {
+				err = r.Close()
+			}
+		}
+		fmt.Printf("permission=%v unsupported=%v uid=%d\n%v\n", errors.Is(err, os.ErrPermission), errors.Is(err, ipc.ErrUnsupported), os.Geteuid(), err)
+		os.Exit(0)
+	}
+	name := os.Getenv(envPidfdChild)
+	if name == "" {
+		return
+	}
+	if err := pidfdChild(name); err != nil {
+		fmt.Fprintln(os.Stderr, "ipc pidfd child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// pidfdChild exports a buffer filled with vmmtest.Pattern(seed), names its parent as its
+// importer, writes the ticket on stdout and waits for a line on stdin: "done" once the
+// parent has imported and written vmmtest.Pattern(reply) at the end, which it checks; end
+// of file where the parent gave up.
+func pidfdChild(backend string) error {
+	be, err := openBackend(backend)
+	if err != nil {
+		return err
+	}
+	m := vmm.New(be)
+	props := vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
+	b, err := buffer.New(m, 2*mib, buffer.Options{Props: &props, Policy: buffer.Exact})
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	for _, size := range []uint64{6 * mib, 8 * mib} {
+		if err := b.Grow(size); err != nil {
+			return err
+		}
+	}
+	if _, err := b.WriteAt(vmmtest.Pattern(seed, int(b.Size())), 0); err != nil {
+		return err
+	}
+	var allocs []*vmm.Allocation
+	for _, c := range b.Chunks() {
+		a, err := m.Retain(b.Base() + cu.DevicePtr(c.Offset))
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		allocs = append(allocs, a)
+	}
+	e, err := ipc.Export(m, allocs...)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	// Where Yama's ptrace_scope is 1 the parent, an ancestor, needs no leave; this says so
+	// anyway, as an exporter whose importer is not its ancestor would.
+	if err := ipc.AllowImporter(os.Getppid()); err != nil {
+		return err
+	}
+	t, err := e.Ticket()
+	if err != nil {
+		return err
+	}
+	text, err := t.MarshalText()
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Printf("%s\n", text); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(os.Stdin).ReadString('\n')
+	if err == io.EOF && line == "" {
+		return nil // the parent skipped
+	}
+	if err != nil || line != "done\n" {
+		return fmt.Errorf("parent said %q (%v)", line, err)
+	}
+	got := make([]byte, 4096)
+	if _, err := b.ReadAt(got, int64(b.Size())-4096); err != nil {
+		return err
+	}
+	if !bytes.Equal(got, vmmtest.Pattern(reply, 4096)) {
+		return errors.New("the parent's write does not show in the exported memory")
+	}
+	return nil
+}
+
+// skipRefused skips the test where this system refuses pidfd_getfd (an old kernel, a
+// seccomp filter, ptrace rules), saying why and the remedy.
+func skipRefused(t *testing.T, err error) {
+	t.Helper()
+	if errors.Is(err, ipc.ErrUnsupported) || errors.Is(err, os.ErrPermission) {
+		t.Skipf("this system refuses pidfd_getfd: %v", err)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that a child's output goroutine writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// pidfdCrossProcess starts a re-executed test binary that exports a buffer and writes its
+// ticket, imports it here by pidfd_getfd, checks its bytes, writes at its end and lets the
+// child check that write. Descriptors are counted once the driver is fully up.
+func pidfdCrossProcess(t *testing.T, backend string, be vmm.Backend) {
+	m := vmm.New(be)
+	// The driver's own descriptors are opened before the count (the real one opens a few
+	// dozen when it creates a context, and maybe more at its first import): a round in this
+	// process, which fetches its own descriptors, does it.
+	func() {
+		b := shareable(t, m)
+		defer b.Close()
+		e := exportBuffer(t, m, b)
+		defer e.Close()
+		tk, err := e.Ticket()
+		require.NoError(t, err)
+		r, err := ipc.Fetch(tk)
+		skipRefused(t, err)
+		require.NoError(t, err)
+		for i, fd := range r.FDs() {
+			var st unix.Stat_t
+			require.NoError(t, unix.Fstat(fd, &st))
+			link, _ := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", fd))
+			t.Logf("%s: descriptor %d of allocation %d is %q, mode %#o, device %d:%d", backend, fd, i, link, st.Mode&unix.S_IFMT, unix.Major(st.Rdev), unix.Minor(st.Rdev))
+		}
+		imp, err := ipc.Import(m, r, []int{0})
+		require.NoError(t, errors.Join(err, r.Close()))
+		got := make([]byte, imp.Size())
+		_, err = imp.ReadAt(got, 0)
+		require.NoError(t, err)
+		require.Equal(t, vmmtest.Pattern(seed, int(8*mib)), got, "this process's own bytes, fetched back")
+		require.NoError(t, imp.Close())
+	}()
+	before := openFDs(t)
+	func() {
+		cmd := reexec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), envPidfdChild+"="+backend)
+		var stderr lockedBuffer
+		cmd.Stderr = &stderr
+		stdin, err := cmd.StdinPipe()
+		require.NoError(t, err)
+		stdout, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		waited := false
+		wait := func() error {
+			waited = true
+			return cmd.Wait()
+		}
+		defer func() {
+			if !waited {
+				stdin.Close()
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		}()
+		type line struct {
+			s   string
+			err error
+		}
+		lines := make(chan line, 1)
+		go func() {
+			s, err := bufio.NewReader(stdout).ReadString('\n')
+			lines <- line{s, err}
+		}()
+		var text string
+		select {
+		case l := <-lines:
+			require.NoError(t, l.err, "the child's ticket (stderr: %s)", stderr.String())
+			text = strings.TrimSuffix(l.s, "\n")
+		case <-time.After(2 * time.Minute):
+			t.Fatalf("no ticket from the child (stderr: %s)", stderr.String())
+		}
+		tk, err := ipc.ParseTicket(text)
+		require.NoError(t, err)
+		require.Equal(t, cmd.Process.Pid, tk.PID, "under an emulator the child is the emulator's process")
+		require.Equal(t, []uint64{2 * mib, 4 * mib, 2 * mib}, tk.Header.Sizes)
+		imp, err := ipc.FetchAndImport(tk, m, []int{0})
+		if err != nil {
+			require.NoError(t, stdin.Close())
+			require.NoError(t, wait(), "child: %s", stderr.String())
+			skipRefused(t, err)
+		}
+		require.NoError(t, err)
+		got := make([]byte, imp.Size())
+		_, err = imp.ReadAt(got, 0)
+		require.NoError(t, err)
+		require.Equal(t, vmmtest.Pattern(seed, int(8*mib)), got, "the child's bytes")
+		_, err = imp.WriteAt(vmmtest.Pattern(reply, 4096), int64(imp.Size())-4096)
+		require.NoError(t, err)
+		require.NoError(t, imp.Close())
+		_, err = io.WriteString(stdin, "done\n")
+		require.NoError(t, err)
+		require.NoError(t, stdin.Close())
+		require.NoError(t, wait(), "child: %s", stderr.String())
+	}()
+	require.Equal(t, before, openFDs(t), "descriptors leaked")
+}
+
+func TestFetchCrossProcess(t *testing.T) {
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	pidfdCrossProcess(t, "sim", s)
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
+func TestFetchInProcess(t *testing.T) {
+	before := openFDs(t)
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	m := vmm.New(s)
+	b := shareable(t, m)
+	e := exportBuffer(t, m, b)
+	tk, err := e.Ticket()
+	require.NoError(t, err)
+	require.Equal(t, os.Getpid(), tk.PID)
+	require.Equal(t, e.Header, tk.Header)
+	require.Len(t, tk.Files, 3)
+	for i, fd := range e.FDs() {
+		require.Equal(t, fd, tk.Files[i].FD)
+	}
+
+	// The ticket travels as text, alone or inside JSON.
+	text, err := tk.MarshalText()
+	require.NoError(t, err)
+	require.Equal(t, tk.String(), string(text))
+	require.True(t, strings.HasPrefix(string(text), "cuvmm-pidfd-v1:pid="+strconv.Itoa(os.Getpid())+":"), string(text))
+	msg, err := json.Marshal(struct{ Memory ipc.Ticket }{tk})
+	require.NoError(t, err)
+	var got struct{ Memory ipc.Ticket }
+	require.NoError(t, json.Unmarshal(msg, &got))
+	require.Equal(t, tk, got.Memory)
+
+	r, err := ipc.Fetch(got.Memory)
+	skipRefused(t, err)
+	require.NoError(t, err)
+	require.Equal(t, e.Header, r.Header)
+	fds := r.FDs()
+	require.Len(t, fds, 3)
+	for _, fd := range fds {
+		flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		require.NoError(t, err)
+		require.NotZero(t, flags&unix.FD_CLOEXEC, "fetched close-on-exec")
+	}
+	imp, err := ipc.Import(m, r, []int{0})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	data := make([]byte, imp.Size())
+	_, err = imp.ReadAt(data, 0)
+	require.NoError(t, err)
+	require.Equal(t, vmmtest.Pattern(seed, int(8*mib)), data)
+	require.NoError(t, imp.Close())
+
+	// The exporter keeps its descriptors: a second importer fetches them again.
+	imp, err = ipc.FetchAndImport(tk, m, nil)
+	require.NoError(t, err)
+	require.Equal(t, uint64(8*mib), imp.Size())
+	require.NoError(t, imp.Close())
+
+	// Once the exporter has closed them, there is nothing to fetch: a number not open, or
+	// open on another file (here the first is the number the kernel gives the pidfd).
+	require.NoError(t, e.Close())
+	_, err = ipc.Fetch(tk)
+	if errors.Is(err, unix.EBADF) {
+		require.Contains(t, err.Error(), fmt.Sprintf("descriptor %d is not open in process %d", tk.Files[0].FD, tk.PID))
+		require.Contains(t, err.Error(), "must keep its descriptors (the Exported) open until the importer has fetched")
+	} else {
+		require.ErrorIs(t, err, ipc.ErrProtocol)
+		require.Contains(t, err.Error(), fmt.Sprintf("descriptor %d of process %d (allocation 0) is open on file", tk.Files[0].FD, tk.PID))
+		require.Contains(t, err.Error(), "the exporter closed it and the number was reused")
+	}
+	_, err = e.Ticket()
+	require.ErrorIs(t, err, vmm.ErrClosed)
+
+	require.NoError(t, b.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+	require.Equal(t, before, openFDs(t), "descriptors leaked")
+
+	_, err = (*ipc.Exported)(nil).Ticket()
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+}
+
+// NewTicket refuses descriptors that cannot be memory, and counts that do not match.
+func TestNewTicketRefuses(t *testing.T) {
+	fx := newFixture(t)
+	defer fx.close(t)
+	h := fx.e.Header
+	a, z := socketpair(t, unix.SOCK_STREAM)
+	defer a.Close()
+	defer z.Close()
+	for _, c := range []struct {
+		name string
+		fds  []int
+		says string
+	}{
+		{"a pipe", []int{fx.cuda[0], int(fx.pipeR.Fd())}, "is a pipe, not memory"},
+		{"a socket", []int{fileFD(t, a), fx.cuda[1]}, "is a socket, not memory"},
+		{"closed", []int{fx.cuda[0], 1 << 20}, "bad file descriptor"},
+		{"negative", []int{-1, fx.cuda[1]}, "descriptor -1"},
+		{"too few", fx.cuda[:1], "1 descriptors for 2 sizes"},
+	} {
+		_, err := ipc.NewTicket(h, c.fds)
+		require.ErrorIs(t, err, vmm.ErrInvalid, c.name)
+		require.Contains(t, err.Error(), c.says, c.name)
+	}
+	_, err := ipc.NewTicket(ipc.Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 3, Sizes: []uint64{3}}, fx.cuda[:1])
+	require.ErrorIs(t, err, ipc.ErrProtocol)
+	// A regular file and a character device may be memory: the import decides.
+	_, err = ipc.NewTicket(h, []int{int(fx.file.Fd()), fx.devnull()})
+	require.NoError(t, err)
+}
+
+// fileFD is a descriptor of c, valid while c is open.
+func fileFD(t *testing.T, c *net.UnixConn) int {
+	rc, err := c.SyscallConn()
+	require.NoError(t, err)
+	var fd int
+	require.NoError(t, rc.Control(func(f uintptr) { fd = int(f) }))
+	return fd
+}
+
+// aThread is the id of a thread of this process other than its main thread.
+func aThread(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/task")
+	require.NoError(t, err)
+	for _, e := range ents {
+		if tid, err := strconv.Atoi(e.Name()); err == nil && tid != os.Getpid() {
+			return tid
+		}
+	}
+	t.Skip("a process of one thread")
+	return 0
+}
+
+// A ticket that lies: every case fetches (and imports what it fetched) in this process and
+// its exporter is this process; after each every descriptor fetched is closed and sim holds
+// what it held before.
+func TestFetchHostileTicket(t *testing.T) {
+	type ticketCase struct {
+		name   string
+		ticket func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket // from the fixture's true ticket
+		is     []error
+		says   []string
+	}
+	stat := func(t *testing.T, fd int) ipc.TicketFile {
+		var st unix.Stat_t
+		require.NoError(t, unix.Fstat(fd, &st))
+		return ipc.TicketFile{FD: fd, Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+	}
+	// with names the descriptors fds, each with its true file, and sizes of 2 MiB.
+	with := func(fds ...int) func(*testing.T, *fixture, ipc.Ticket) ipc.Ticket {
+		return func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Files, tk.Header.Sizes = nil, nil
+			for _, fd := range fds {
+				tk.Files = append(tk.Files, stat(t, fd))
+				tk.Header.Sizes = append(tk.Header.Sizes, 2*mib)
+			}
+			return tk
+		}
+	}
+	// closedFD is a descriptor number not open here, and above those Fetch opens: the number
+	// of a descriptor just closed is the next one the kernel gives (the pidfd, say).
+	closedFD := func(t *testing.T) int {
+		const high = 1000
+		_, err := unix.FcntlInt(high, unix.F_GETFD, 0)
+		require.ErrorIs(t, err, unix.EBADF)
+		return high
+	}
+	cases := []ticketCase{
+		{name: "no such process", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.PID = 1 << 22 // above the largest pid_max: never a process
+			return tk
+		}, is: []error{os.ErrProcessDone, unix.ESRCH}, says: []string{"process 4194304 is gone"}},
+		{name: "a process that has exited", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			cmd := reexec.Command(os.Args[0], "-test.run=^$")
+			require.NoError(t, cmd.Run())
+			tk.PID = cmd.Process.Pid
+			return tk
+		}, is: []error{os.ErrProcessDone}},
+		{name: "another start time", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Start++
+			return tk
+		}, is: []error{os.ErrProcessDone}, says: []string{"is not the exporter: it started at", "its pid was reused"}},
+		{name: "a thread's id", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.PID = aThread(t)
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"is not a process (a thread's id?)"}},
+		{name: "pid 0", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.PID = 0
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"pid 0 (1 to 4194304)"}},
+		{name: "another boot", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Boot = "00000000-0000-0000-0000-000000000000"
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"another machine or before a reboot", "FabricHandle"}},
+		{name: "a boot id that is not one", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Boot = strings.ToUpper(tk.Boot)
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"not a lowercase UUID"}},
+		{name: "another pid namespace", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.PIDNS++
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"another pid namespace", "shareProcessNamespace"}},
+		{name: "a descriptor not open", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Files[0].FD = closedFD(t)
+			return tk
+		}, is: []error{unix.EBADF}, says: []string{"is not open in process"}},
+		{name: "the second descriptor not open", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Files[1].FD = closedFD(t)
+			return tk
+		}, is: []error{unix.EBADF}, says: []string{"is not open in process"}},
+		{name: "a descriptor past any table", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Files[1].FD = 1<<31 - 1
+			return tk
+		}, is: []error{unix.EBADF}, says: []string{"descriptor 2147483647 is not open"}},
+		{name: "another file than the ticket's", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Files[1].Ino = tk.Files[0].Ino
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"(allocation 1) is open on file", "number was reused"}},
+		{name: "the descriptors swapped", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Files[0].FD, tk.Files[1].FD = tk.Files[1].FD, tk.Files[0].FD
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"(allocation 0) is open on file"}},
+		{name: "a pipe", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			return with(fx.cuda[0], int(fx.pipeW.Fd()))(t, fx, tk)
+		}, is: []error{ipc.ErrProtocol}, says: []string{"(allocation 1) is a pipe, not memory"}},
+		{name: "a socket", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			a, z := socketpair(t, unix.SOCK_STREAM)
+			t.Cleanup(func() { a.Close(); z.Close() })
+			return with(fileFD(t, a))(t, fx, tk)
+		}, is: []error{ipc.ErrProtocol}, says: []string{"is a socket, not memory"}},
+		{name: "a directory", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			d, err := os.Open(t.TempDir())
+			require.NoError(t, err)
+			t.Cleanup(func() { d.Close() })
+			return with(int(d.Fd()))(t, fx, tk)
+		}, is: []error{ipc.ErrProtocol}, says: []string{"is a directory, not memory"}},
+		{name: "a regular file", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			return with(int(fx.file.Fd()))(t, fx, tk)
+		}, is: []error{cu.ERROR_UNKNOWN}, says: []string{"import allocation 0 (fd"}},
+		{name: "/dev/null after CUDA memory", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			return with(fx.cuda[0], fx.devnull())(t, fx, tk)
+		}, is: []error{cu.ERROR_UNKNOWN}, says: []string{"import allocation 1 (fd"}},
+		{name: "254 descriptors", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			for len(tk.Files) < 254 {
+				tk.Files = append(tk.Files, tk.Files[0])
+				tk.Header.Sizes = append(tk.Header.Sizes, 2*mib)
+			}
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"254 descriptors (1 to 253)"}},
+		{name: "fewer descriptors than sizes", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Files = tk.Files[:1]
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"1 descriptors for 2 sizes"}},
+		{name: "a size larger than the allocation", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Header.Sizes[0] = 4 * mib
+			return tk
+		}, is: []error{cu.ERROR_NOT_SUPPORTED}, says: []string{"claimed size 4MiB", "only whole allocations"}},
+		{name: "a size past the device's memory", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Header.Sizes[0] = 64 << 40
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"claims 64TiB", "more than its 81079MiB of memory"}},
+		{name: "sizes past 2^64", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Header.Sizes = []uint64{1 << 63, 1 << 63}
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"sizes overflow"}},
+		{name: "a fabric handle type", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+			tk.Header.HandleType = cu.MEM_HANDLE_TYPE_FABRIC
+			return tk
+		}, is: []error{ipc.ErrProtocol}, says: []string{"handle type"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := openFDs(t)
+			fx := newFixture(t)
+			t.Cleanup(func() {
+				failed := t.Failed()
+				fx.close(t)
+				if !failed {
+					require.Equal(t, before, openFDs(t), "descriptors left open")
+				}
+			})
+			tk, err := fx.e.Ticket()
+			require.NoError(t, err)
+			tk = c.ticket(t, fx, tk)
+			held := fx.s.Stats()
+			mid := openFDs(t)
+			imp, err := ipc.FetchAndImport(tk, fx.m, []int{0})
+			require.Nil(t, imp)
+			require.Error(t, err)
+			skipRefused(t, err)
+			t.Log(err)
+			for _, is := range c.is {
+				require.ErrorIs(t, err, is)
+			}
+			for _, s := range c.says {
+				require.Contains(t, err.Error(), s)
+			}
+			var ie *vmm.Error
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, "ipc", ie.Pkg)
+			require.Contains(t, []string{"fetch", "import"}, ie.Op)
+			require.Equal(t, mid, openFDs(t), "every descriptor fetched is closed")
+			after := fx.s.Stats()
+			require.Equal(t, [4]int{held.Handles, held.Allocations, held.Reservations, held.Mappings},
+				[4]int{after.Handles, after.Allocations, after.Reservations, after.Mappings}, "a failed import leaves nothing behind")
+		})
+	}
+}
+
+// The most descriptors a ticket names, one allocation's many times over: fetched, imported,
+// mapped one after another.
+func TestFetchMaxDescriptors(t *testing.T) {
+	before := openFDs(t)
+	fx := newFixture(t)
+	tk, err := fx.e.Ticket()
+	require.NoError(t, err)
+	for len(tk.Files) < ipc.MaxDescriptors {
+		tk.Files = append(tk.Files, tk.Files[0])
+		tk.Header.Sizes = append(tk.Header.Sizes, 2*mib)
+	}
+	text, err := tk.MarshalText()
+	require.NoError(t, err)
+	tk, err = ipc.ParseTicket(string(text))
+	require.NoError(t, err)
+	r, err := ipc.Fetch(tk)
+	skipRefused(t, err)
+	require.NoError(t, err)
+	require.Len(t, r.FDs(), ipc.MaxDescriptors)
+	imp, err := ipc.Import(fx.m, r, nil)
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	require.Equal(t, uint64(2+4+251*2)*mib, imp.Size())
+	require.NoError(t, imp.Close())
+	fx.close(t)
+	require.Equal(t, before, openFDs(t))
+}
+
+// The kernel's own refusal: a child running as another user (nobody) may not take this
+// process's descriptors, and is told why and what to do. Root only (to start the child as
+// another user).
+func TestFetchAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("starting a child as another user needs root")
+	}
+	const nobody = 65534
+	fx := newFixture(t)
+	defer fx.close(t)
+	tk, err := fx.e.Ticket()
+	require.NoError(t, err)
+	// The test binary, where nobody can run it: go test's build directory is root's alone.
+	dir, err := os.MkdirTemp("", "cuvmm-pidfd-")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	bin := filepath.Join(dir, "ipc.test")
+	data, err := os.ReadFile(os.Args[0])
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bin, data, 0o755))
+
+	cmd := reexec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), envPidfdFetch+"="+tk.String())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	var pe *os.PathError
+	if errors.As(err, &pe) || errors.Is(err, exec.ErrNotFound) {
+		t.Skipf("cannot start the test binary as nobody: %v", err)
+	}
+	require.NoError(t, err, "%s", out)
+	t.Logf("%s", out)
+	if strings.HasPrefix(string(out), "permission=false unsupported=true") {
+		t.Skipf("this kernel has no pidfd_getfd: %s", out)
+	}
+	require.True(t, strings.HasPrefix(string(out), fmt.Sprintf("permission=true unsupported=false uid=%d\n", nobody)), "%s", out)
+	require.Contains(t, string(out), fmt.Sprintf("this process may not take descriptors of process %d (operation not permitted)", os.Getpid()))
+	require.Contains(t, string(out), "needs ptrace access to the exporter")
+	require.Contains(t, string(out), fmt.Sprintf("process %d runs as uid 0 (or is not dumpable), this one as uid %d", os.Getpid(), nobody))
+}
+
+func TestAllowImporter(t *testing.T) {
+	require.ErrorIs(t, ipc.AllowImporter(-1), vmm.ErrInvalid)
+	// The parent of this process, then nobody; without Yama neither changes anything.
+	require.NoError(t, ipc.AllowImporter(os.Getppid()))
+	require.NoError(t, ipc.AllowAnyImporter())
+	require.NoError(t, ipc.AllowImporter(0))
+	if _, err := os.Stat("/proc/sys/kernel/yama"); err == nil {
+		err := ipc.AllowImporter(1 << 22)
+		require.ErrorIs(t, err, os.ErrProcessDone, "Yama refuses a pid that is no process")
+	}
+}
+
+// FuzzFetch fetches and imports tickets of this process that name descriptors by number,
+// some with their true files and some not, with claimed sizes: plan holds (descriptor,
+// 2 MiB units, true file) triples. Whatever the ticket, FetchAndImport returns an error or
+// memory of the claimed size, and afterwards no descriptor is left open and sim holds
+// nothing.
+func FuzzFetch(f *testing.F) {
+	f.Add([]byte{0, 1, 1})
+	f.Add([]byte{255, 1, 1, 254, 2, 1}) // the fixture's descriptors, as the target finds them
+	f.Add([]byte{3, 1, 1, 4, 2, 1, 5, 1, 0})
+	f.Add([]byte{7, 0, 1})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, plan []byte) {
+		if len(plan) > 3*16 {
+			return
+		}
+		before := openFDs(t)
+		fx := newFixture(t)
+		tk, err := fx.e.Ticket()
+		require.NoError(t, err)
+		tk.Files, tk.Header.Sizes = nil, nil
+		for i := 0; i+2 < len(plan); i += 3 {
+			fd := int(plan[i] % 64)
+			switch plan[i] {
+			case 255, 254:
+				fd = fx.cuda[255-int(plan[i])]
+			}
+			var file ipc.TicketFile
+			var st unix.Stat_t
+			if plan[i+2]&1 != 0 && unix.Fstat(fd, &st) == nil {
+				file = ipc.TicketFile{FD: fd, Dev: uint64(st.Dev), Ino: uint64(st.Ino)}
+			} else {
+				file = ipc.TicketFile{FD: fd, Dev: uint64(plan[i+2]), Ino: uint64(plan[i+1])}
+			}
+			tk.Files = append(tk.Files, file)
+			tk.Header.Sizes = append(tk.Header.Sizes, uint64(plan[i+1]%8)*2*mib)
+		}
+		imp, err := ipc.FetchAndImport(tk, fx.m, nil)
+		if err != nil {
+			require.Nil(t, imp)
+			var ie *vmm.Error
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, "ipc", ie.Pkg)
+		} else {
+			require.Equal(t, tk.Header.Total(), imp.Size())
+			require.NoError(t, imp.Close())
+		}
+		fx.close(t)
+		require.Equal(t, before, openFDs(t), "descriptors left open")
+	})
+}

@@ -1,0 +1,167 @@
+package ipc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+)
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	return len(ents)
+}
+
+// injected makes the n-th pidfd_getfd of the test (from 1) fail with errno, and pidfd_open
+// fail with openErr if it is not 0; the others are the kernel's.
+func injected(t *testing.T, openErr unix.Errno, n int, errno unix.Errno) {
+	t.Helper()
+	open, getfd := pidfdOpen, pidfdGetfd
+	t.Cleanup(func() { pidfdOpen, pidfdGetfd = open, getfd })
+	pidfdOpen = func(pid, flags int) (int, error) {
+		if openErr != 0 {
+			return -1, openErr
+		}
+		return open(pid, flags)
+	}
+	calls := 0
+	pidfdGetfd = func(pidfd, fd, flags int) (int, error) {
+		if calls++; calls == n {
+			return -1, errno
+		}
+		return getfd(pidfd, fd, flags)
+	}
+}
+
+// devnullTicket is a ticket of this process for three descriptors of /dev/null.
+func devnullTicket(t *testing.T) Ticket {
+	t.Helper()
+	var fds []int
+	for range 3 {
+		f, err := os.Open(os.DevNull)
+		require.NoError(t, err)
+		t.Cleanup(func() { f.Close() })
+		fds = append(fds, int(f.Fd()))
+	}
+	h := Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 << 20, Sizes: []uint64{2 << 20, 2 << 20, 2 << 20}}
+	tk, err := NewTicket(h, fds)
+	require.NoError(t, err)
+	return tk
+}
+
+// What the kernel's refusals say, and what they match, with the errors injected: the
+// descriptors fetched before the refusal are closed.
+func TestFetchRefusals(t *testing.T) {
+	type refused struct {
+		name    string
+		open    unix.Errno // pidfd_open's error, or 0
+		nth     int        // which pidfd_getfd fails
+		errno   unix.Errno
+		is, not []error
+		says    []string
+	}
+	socket := "use the socket transport (Send and Receive)"
+	for _, c := range []refused{
+		{name: "no pidfd_open", open: unix.ENOSYS,
+			is:   []error{vmm.ErrUnsupported, ErrUnsupported, unix.ENOSYS, errors.ErrUnsupported},
+			not:  []error{os.ErrPermission, ErrProtocol},
+			says: []string{"pidfd_open is not available on this kernel (Linux ", "Linux 5.6 or later is needed", "seccomp", socket}},
+		{name: "no pidfd_getfd", nth: 1, errno: unix.ENOSYS,
+			is:   []error{vmm.ErrUnsupported, ErrUnsupported, unix.ENOSYS},
+			says: []string{"pidfd_getfd is not available on this kernel", "Linux 5.6 or later is needed", socket}},
+		{name: "EPERM", nth: 2, errno: unix.EPERM,
+			is:  []error{os.ErrPermission, unix.EPERM},
+			not: []error{vmm.ErrUnsupported, ErrUnsupported, ErrProtocol},
+			says: []string{"pidfd_getfd: this process may not take descriptors of process", "needs ptrace access to the exporter",
+				"same user (uid and gid)", "dumpable", "kernel.yama.ptrace_scope 0, or 1 and this process an ancestor of the exporter",
+				"prctl(PR_SET_PTRACER): AllowImporter in the exporter", "CAP_SYS_PTRACE", "seccomp", socket}},
+		{name: "EACCES", nth: 3, errno: unix.EACCES,
+			is:   []error{os.ErrPermission, unix.EACCES},
+			says: []string{"may not take descriptors", "CAP_SYS_PTRACE"}},
+		{name: "ESRCH", nth: 2, errno: unix.ESRCH,
+			is:   []error{os.ErrProcessDone, unix.ESRCH},
+			says: []string{"is gone (no such process)", "the exporter must run until the importer has fetched"}},
+		{name: "ESRCH from pidfd_open", open: unix.ESRCH,
+			is:   []error{os.ErrProcessDone, unix.ESRCH},
+			says: []string{"is gone"}},
+		{name: "EBADF", nth: 3, errno: unix.EBADF,
+			is:   []error{unix.EBADF},
+			not:  []error{os.ErrProcessDone},
+			says: []string{"is not open in process", "must keep its descriptors (the Exported) open"}},
+		{name: "EINVAL from pidfd_open", open: unix.EINVAL,
+			is:   []error{ErrProtocol, unix.EINVAL},
+			says: []string{"is not a process (a thread's id?)"}},
+		{name: "EMFILE", nth: 2, errno: unix.EMFILE,
+			is:   []error{unix.EMFILE},
+			not:  []error{ErrProtocol, os.ErrPermission},
+			says: []string{"pidfd_getfd of descriptor"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tk := devnullTicket(t)
+			injected(t, c.open, c.nth, c.errno)
+			before := countFDs(t)
+			r, err := Fetch(tk)
+			require.Nil(t, r)
+			for _, is := range c.is {
+				require.ErrorIs(t, err, is)
+			}
+			for _, not := range c.not {
+				require.NotErrorIs(t, err, not)
+			}
+			for _, s := range c.says {
+				require.Contains(t, err.Error(), s)
+			}
+			var ie *vmm.Error
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, "ipc", ie.Pkg)
+			require.Equal(t, "fetch", ie.Op)
+			require.Equal(t, before, countFDs(t), "the descriptors fetched before the refusal are closed")
+			t.Log(err)
+		})
+	}
+}
+
+// The remedy for a refused permission says what Yama's setting here allows, and whose the
+// exporter is.
+func TestPermissionRemedy(t *testing.T) {
+	dir := t.TempDir()
+	scope := yamaScope
+	t.Cleanup(func() { yamaScope = scope })
+	for _, c := range []struct{ scope, says string }{
+		{"0", "here kernel.yama.ptrace_scope is 0"},
+		{"1", "here kernel.yama.ptrace_scope is 1"},
+		{"2", "here kernel.yama.ptrace_scope is 2, which leaves CAP_SYS_PTRACE the only way"},
+		{"3", "here kernel.yama.ptrace_scope is 3, which forbids it to every process until a reboot"},
+	} {
+		yamaScope = filepath.Join(dir, "scope"+c.scope)
+		require.NoError(t, os.WriteFile(yamaScope, []byte(c.scope+"\n"), 0o644))
+		require.Contains(t, permissionRemedy(os.Getpid()), c.says)
+	}
+	yamaScope = filepath.Join(dir, "absent")
+	require.NotContains(t, permissionRemedy(os.Getpid()), "; here ", "no Yama, the same user: nothing to add")
+	yamaScope = ""
+	require.NotContains(t, permissionRemedy(os.Getpid()), "ptrace_scope is")
+	// /proc/1 is root's: a process of another user is named as such.
+	if os.Geteuid() != 0 {
+		require.Contains(t, permissionRemedy(1), fmt.Sprintf("process 1 runs as uid 0 (or is not dumpable), this one as uid %d", os.Geteuid()))
+	}
+}
+
+// A refusal says what was refused, the kernel's words, and the remedy, in that order.
+func TestRefusalText(t *testing.T) {
+	err := refuse("pidfd_getfd", unix.EPERM, Ticket{PID: 42}, 7)
+	s := err.Error()
+	i, j, k := strings.Index(s, "process 42"), strings.Index(s, "("+unix.EPERM.Error()+")"), strings.Index(s, "needs ptrace access")
+	require.True(t, i >= 0 && i < j && j < k, s)
+	require.ErrorIs(t, refuse("pidfd_open", fmt.Errorf("wrapped: %w", unix.ENOSYS), Ticket{PID: 42}, -1), vmm.ErrUnsupported)
+	other := errors.New("not an errno")
+	require.ErrorIs(t, refuse("pidfd_open", other, Ticket{PID: 42}, -1), other)
+}
