@@ -250,6 +250,26 @@ func TestMulticastWritesEveryReplica(t *testing.T) {
 	assert.Equal(t, 1, s.Stats().Bindings)
 }
 
+// TestMulticastBindAddrAtTheTop binds a range that would run past the top of the address
+// space. Found by internal/vmmfuzz: its end wrapped to 0, so no mapping was looked at, and
+// the bind indexed the first of no pieces and panicked.
+func TestMulticastBindAddrAtTheTop(t *testing.T) {
+	cfg := sim.PresetHGX8()
+	cfg.DriverVersion = 13010 // the binds of a device too
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	mc, err := s.MulticastCreate(&cu.MulticastObjectProp{NumDevices: 2, Size: 4 * mib})
+	require.NoError(t, err)
+	require.NoError(t, s.MulticastAddDevice(mc, 0))
+	require.NoError(t, s.MulticastAddDevice(mc, 1))
+	top := ^cu.DevicePtr(0) &^ (2*mib - 1) // the last 2 MiB: the range ends at 2^64
+	require.ErrorIs(t, s.MulticastBindAddr(mc, 0, top, 2*mib, 0), cu.ERROR_INVALID_VALUE)
+	require.ErrorIs(t, s.MulticastBindAddrV2(mc, 0, 0, top, 2*mib, 0), cu.ERROR_INVALID_VALUE)
+	require.ErrorIs(t, s.MulticastBindAddr(mc, 0, top, 4*mib, 0), cu.ERROR_INVALID_VALUE)
+	require.NoError(t, s.Release(mc))
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
 func TestConcurrentUse(t *testing.T) {
 	s, err := sim.New(sim.PresetHGX8())
 	require.NoError(t, err)
