@@ -125,3 +125,50 @@ func (w *world) ipcTransfer(a *args) {
 	_ = r.FDs()
 	w.check("Received.Close", r.Close(), "close")
 }
+
+// ipcTicket publishes an export as a ticket, in text form (sometimes altered on the way),
+// and fetches and imports its descriptors with pidfd_getfd, as a process without a socket
+// to the exporter would; the exporter is this process.
+func (w *world) ipcTicket(a *args) {
+	e, ok := pick(w, a, &w.exported)
+	if !ok {
+		return
+	}
+	tk, err := e.Ticket()
+	w.check("Exported.Ticket", err, "ticket")
+	if err != nil {
+		return
+	}
+	text, err := tk.MarshalText()
+	if err != nil {
+		w.errorf("Ticket.MarshalText: %v", err)
+		return
+	}
+	if a.n(4) == 0 {
+		text[a.n(len(text))] ^= 1 << a.n(7)
+	}
+	if tk, err = ipc.ParseTicket(string(text)); err != nil {
+		w.check("ipc.ParseTicket", err, "ticket")
+		return
+	}
+	m, access := w.mgr(a), a.devList(w.devs)
+	if a.bit() {
+		x, err := ipc.FetchAndImport(tk, m, access)
+		w.check("ipc.FetchAndImport", err, "fetch", "import")
+		if err == nil {
+			put(w, &w.imported, x)
+		}
+		return
+	}
+	r, err := ipc.Fetch(tk)
+	w.check("ipc.Fetch", err, "fetch")
+	if err != nil {
+		return
+	}
+	x, err := ipc.Import(m, r, access)
+	w.check("ipc.Import", err, "import")
+	if err == nil {
+		put(w, &w.imported, x)
+	}
+	w.check("Received.Close", r.Close(), "close")
+}

@@ -21,3 +21,9 @@ func (w *world) ipcTransfer(a *args) {
 	_, err := ipc.Receive(nil)
 	w.check("ipc.Receive", err, "receive")
 }
+
+// ipcTicket checks that fetching fails as it should where pidfd_getfd is not available.
+func (w *world) ipcTicket(a *args) {
+	_, err := ipc.Fetch(ipc.Ticket{})
+	w.check("ipc.Fetch", err, "fetch")
+}

@@ -41,6 +41,14 @@ func accessor(f func()) func(*world) error { return func(*world) error { f(); re
 // firstErr runs fs and returns the first error, for a case of several calls.
 func firstErr(errs ...error) error { return errors.Join(errs...) }
 
+// w0closed closes what a call that needs no world returned, if it succeeded.
+func w0closed(r *ipc.Received, err error) error {
+	if err == nil {
+		r.Close()
+	}
+	return err
+}
+
 // errSetup is what a case returns when it could not make the objects it needs (a fault
 // armed by another worker): it checks nothing then.
 var errSetup = errors.New("setup failed")
@@ -250,6 +258,7 @@ var nilCases = func() []nilCase {
 		add(n+"AddDevice", w1("add device", "device"), false, func(*world) error { return mk().AddDevice(0) })
 		add(n+"Bind", w1("bind"), false, withAlloc(func(w *world, a *vmm.Allocation) error { return mk().Bind(0, a, 0, g2) }))
 		add(n+"BindAddress", w1("bind"), false, func(*world) error { return mk().BindAddress(0, addr, 0, g2) })
+		add(n+"BindFor", w1("bind"), false, withAlloc(func(w *world, a *vmm.Allocation) error { return mk().BindFor(0, 0, a, 0, g2) }))
 		add(n+"Unbind", w1("unbind"), false, func(*world) error { return mk().Unbind(0, 0, g2) })
 		add(n+"Close", w1("release", "close"), true, func(*world) error { return mk().Close() })
 		add(n+"Reservation.MapMulticast", w1("map"), false, withResv(func(w *world, r *vmm.Reservation) error { return w.closed(r.MapMulticast(0, mk())) }))
@@ -324,6 +333,7 @@ var nilCases = func() []nilCase {
 		add(n+"FDs", nil, true, accessor(func() { _ = mk().FDs() }))
 		add(n+"Close", w1("close"), true, func(*world) error { return mk().Close() })
 		add(n+"Send", w1("send"), false, func(*world) error { return ipc.Send(nil, mk()) })
+		add(n+"Ticket", w1("ticket"), false, func(*world) error { _, err := mk().Ticket(); return err })
 	}
 	for _, rr := range []struct {
 		name string
@@ -352,6 +362,20 @@ var nilCases = func() []nilCase {
 		_, rerr := ipc.Receive(nil)
 		_, ierr := ipc.ReceiveAndImport(nil, nil, nil)
 		return firstErr(ipc.SendFDs(nil, ipc.Header{}, nil), rerr, ierr)
+	})
+	add("ipc.Fetch of a zero Ticket", w1("fetch", "ticket"), false, func(*world) error { return w0closed(ipc.Fetch(ipc.Ticket{})) })
+	add("ipc.FetchAndImport of a zero Ticket", w1("fetch", "ticket"), false, func(w *world) error {
+		return w.closed(ipc.FetchAndImport(ipc.Ticket{}, w.m, nil))
+	})
+	add("ipc.ParseTicket of nothing", w1("ticket"), false, func(*world) error { _, err := ipc.ParseTicket(""); return err })
+	add("zero Pointer", nil, true, accessor(func() {
+		var p vmm.Pointer
+		_, _ = p.Share()
+		_, _ = p.String(), p.AllowedHandleTypes()
+	}))
+	add("Manager.Pointer of nothing", w1("pointer"), true, func(w *world) error {
+		_, err := w.m.Pointer(0)
+		return err
 	})
 	add("peer.Stripe over no device", w1("stripe"), false, func(w *world) error {
 		return w.closed(peer.Stripe(w.m, g2, nil, peer.StripeOptions{}))

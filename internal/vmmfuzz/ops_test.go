@@ -49,6 +49,7 @@ var ops = []op{
 	{"Multicast ops", (*world).multicastOps},
 	{"Multicast ops", (*world).multicastOps},
 	{"Tx", (*world).tx},
+	{"Manager.Pointer", (*world).pointer},
 	// The building blocks.
 	{"buffer.New", (*world).bufNew},
 	{"Buffer.Grow/Shrink", (*world).bufResize},
@@ -68,6 +69,7 @@ var ops = []op{
 	{"ipc transfer", (*world).ipcTransfer},
 	{"ipc transfer", (*world).ipcTransfer},
 	{"ipc.ExportFabric", (*world).ipcExportFabric},
+	{"ipc tickets", (*world).ipcTicket},
 	{"FabricHandle.Import", (*world).ipcFabricImport},
 	{"ipc.ImportFabric", (*world).ipcImportFabric},
 	{"Imported ops", (*world).importedOps},
@@ -93,6 +95,7 @@ var ops = []op{
 	{"raw MulticastCreate", (*world).rawMulticastCreate},
 	{"raw multicast", (*world).rawMulticast},
 	{"raw copies", (*world).rawCopy},
+	{"raw PointerAttributes", (*world).rawPointer},
 	// Faults, nil inputs, descriptors.
 	{"FailNth", (*world).armFault},
 	{"FailNth", (*world).armFault},
@@ -448,7 +451,7 @@ func (w *world) resvOps(a *args) {
 // multicastProps are a multicast object's properties: mostly a team of two devices.
 func (w *world) multicastProps(a *args) vmm.MulticastProps {
 	return vmm.MulticastProps{
-		Devices:     of(a, 2, 2, 1, w.devs, 0, w.devs+1, -1),
+		Devices:     of(a, 2, 2, 2, 2, 2, w.devs, 1, 0, w.devs+1, -1),
 		Size:        a.size(w.gran),
 		HandleTypes: of(a, cu.MEM_HANDLE_TYPE_NONE, cu.MEM_HANDLE_TYPE_NONE, cu.MEM_HANDLE_TYPE_FABRIC, 0x40),
 	}
@@ -486,7 +489,15 @@ func (w *world) multicastOps(a *args) {
 		}
 		w.check("Multicast.Bind", mc.Bind(off, x, memOff, size), "multicast bind")
 	case 3:
-		w.check("Multicast.BindAddress", mc.BindAddress(off, w.anyAddr(a), a.dev(w.devs), a.size(w.gran)), "multicast bind")
+		if a.bit() {
+			w.check("Multicast.BindAddress", mc.BindAddress(off, w.anyAddr(a), a.dev(w.devs), a.size(w.gran)), "multicast bind")
+			return
+		}
+		x, ok := w.alloc(a)
+		if !ok {
+			return
+		}
+		w.check("Multicast.BindFor", mc.BindFor(a.dev(w.devs), off, x, 0, x.Size()), "multicast bind")
 	case 4:
 		w.check("Multicast.Unbind", mc.Unbind(a.dev(w.devs), off, a.size(w.gran)), "multicast unbind")
 	case 5:
@@ -563,6 +574,20 @@ func (w *world) tx(a *args) {
 		w.check("Pending.Retry", w.pending.Retry(), "release", "free", "unmap", "close")
 		_ = w.pending.Len()
 	}
+}
+
+func (w *world) pointer(a *args) {
+	m, addr := w.mgr(a), w.anyAddr(a)
+	var p vmm.Pointer
+	var err error
+	if a.bit() {
+		p, err = m.Pointer(addr)
+	} else {
+		p, err = m.PointerOn(a.dev(w.devs), addr)
+	}
+	w.check("Manager.Pointer", err, "pointer")
+	_, _ = p.Share()
+	_, _ = p.String(), p.AllowedHandleTypes()
 }
 
 // errFuzzRollback is the cause of the rollbacks tx asks for.
@@ -1258,7 +1283,7 @@ func (w *world) rawMulticast(a *args) {
 	if a.n(16) == 0 {
 		flags = 1
 	}
-	switch a.n(4) {
+	switch a.n(6) {
 	case 0:
 		w.check("raw MulticastAddDevice", w.s.MulticastAddDevice(mc, a.dev(w.devs)), "cuMulticastAddDevice")
 	case 1:
@@ -1267,9 +1292,15 @@ func (w *world) rawMulticast(a *args) {
 	case 2:
 		err := w.s.MulticastBindAddr(mc, mcOff, w.anyAddr(a), size, flags)
 		w.check("raw MulticastBindAddr", err, "cuMulticastBindAddr")
-	default:
+	case 3:
 		err := w.s.MulticastUnbind(mc, a.dev(w.devs), mcOff, size)
 		w.check("raw MulticastUnbind", err, "cuMulticastUnbind")
+	case 4:
+		err := w.s.MulticastBindMemV2(mc, a.dev(w.devs), mcOff, w.anyHandle(a), of[uint64](a, 0, 0, w.gran, 1), size, flags)
+		w.check("raw MulticastBindMemV2", err, "cuMulticastBindMem_v2")
+	default:
+		err := w.s.MulticastBindAddrV2(mc, a.dev(w.devs), mcOff, w.anyAddr(a), size, flags)
+		w.check("raw MulticastBindAddrV2", err, "cuMulticastBindAddr_v2")
 	}
 }
 
@@ -1285,6 +1316,11 @@ func (w *world) rawCopy(a *args) {
 	default:
 		w.check("raw MemsetD8", w.s.MemsetD8(dev, dst, a.byte(), a.count()), "cuMemsetD8")
 	}
+}
+
+func (w *world) rawPointer(a *args) {
+	_, err := w.s.PointerAttributes(a.dev(w.devs), w.anyAddr(a))
+	w.check("raw PointerAttributes", err, "cuPointerGetAttributes")
 }
 
 // --- faults, descriptors ---
