@@ -238,10 +238,21 @@ func (a *vaSpace) reserve(size, align, hintAlign, hint uint64) uint64 {
 			return hint
 		}
 	}
+	return a.firstFit(size, align, 0)
+}
+
+// firstFit reserves size bytes at the lowest free address aligned to align, other than
+// avoid (0: none), where a reservation would also block the next one: as if [avoid,
+// avoid+size) were taken first. It returns 0 when no free range is large enough. The
+// caller holds a.mu.
+func (a *vaSpace) firstFit(size, align, avoid uint64) uint64 {
 	// The lowest free range that holds size bytes at an aligned address: the ranges large
 	// enough in address order, until one fits once its start is aligned.
 	for f := a.free.firstFit(size); f != nil; f = a.free.firstFitFrom(f.key+1, size) {
 		addr := (f.key + align - 1) &^ (align - 1)
+		if avoid != 0 && addr == avoid && addr+size > addr {
+			addr = (avoid + size + align - 1) &^ (align - 1)
+		}
 		if addr >= f.key && addr+size <= f.key+f.span && addr+size > addr {
 			a.take(f, addr, size)
 			return addr

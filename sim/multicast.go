@@ -287,7 +287,9 @@ func (s *Sim) bindAddr(name string, mc cu.MemHandle, dev int, mcOffset uint64, p
 		f = fail(cu.ERROR_INVALID_VALUE, "address not aligned to the multicast granularity")
 	}
 	var pieces []*binding
-	for cur, end := uint64(ptr), uint64(ptr)+size; f == nil && cur < end; {
+	// By what is left rather than up to ptr+size, which is 0 for a range that ends at the
+	// top of the address space.
+	for cur, left := uint64(ptr), size; f == nil && left > 0; {
 		m := hd.mappingAt(cur)
 		switch {
 		case m == nil:
@@ -300,13 +302,13 @@ func (s *Sim) bindAddr(name string, mc cu.MemHandle, dev int, mcOffset uint64, p
 			f = s.boundFor(m.h.mem, dev)
 		}
 		if f == nil {
-			k := min(end, m.end()) - cur
+			k := min(left, m.end()-cur)
 			d := dev
 			if d < 0 {
 				d = m.h.mem.dev
 			}
 			pieces = append(pieces, &binding{dev: d, mcOff: mcOffset + (cur - uint64(ptr)), size: k, mem: m.h.mem, memOff: cur - m.base})
-			cur += k
+			cur, left = cur+k, left-k
 		}
 	}
 	if f == nil {

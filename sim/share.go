@@ -26,8 +26,8 @@ import (
 // ("cuvmm-sim.d<device>", "cuvmm-sim.f<device>.<secret>") whose device exists here and whose
 // size is a whole number of that device's granules, no larger than its memory. A fabric
 // token carries a 256-bit secret that only the exporter and the holders of the token know,
-// and the file it leads to must bear that secret in its name before anything is opened
-// for reading or writing: a forged token reaches nothing.
+// and the file it leads to must bear that secret and the token's device in its name
+// before anything is opened for reading or writing: a forged token reaches nothing.
 
 const (
 	shareName  = "cuvmm-sim.d" // + device: memory shared as a descriptor

@@ -58,9 +58,9 @@ func describeFile(f *os.File) (size uint64, dev int, ok bool) {
 
 // openFabric opens the memfd a fabric token leads to in another process. The path comes
 // from the token, so nothing is opened for reading or writing until the file is known to
-// bear the token's secret: first a path-only descriptor (O_PATH: no open of the file
-// itself, so no device, pipe or regular file is touched), whose target must be a memfd
-// named with the secret; then the same file, reopened through that descriptor.
+// bear the token's device and secret: first a path-only descriptor (O_PATH: no open of
+// the file itself, so no device, pipe or regular file is touched), whose target must be a
+// memfd named with them; then the same file, reopened through that descriptor.
 func openFabric(tok fabricToken) (*os.File, error) {
 	pfd, err := unix.Open(fmt.Sprintf("/proc/%d/fd/%d", tok.pid, tok.fd), unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -71,7 +71,8 @@ func openFabric(tok fabricToken) (*os.File, error) {
 	if !ok {
 		return nil, fmt.Errorf("descriptor %d of process %d is not a sim allocation", tok.fd, tok.pid)
 	}
-	if _, secret, ok := parseFileName(name); !ok || secret != hex.EncodeToString(tok.secret[:]) {
+	// The device too: the importer takes the token's device for the memory's.
+	if dev, secret, ok := parseFileName(name); !ok || dev != int(tok.dev) || secret != hex.EncodeToString(tok.secret[:]) {
 		return nil, fmt.Errorf("descriptor %d of process %d is not the token's allocation", tok.fd, tok.pid)
 	}
 	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_RDWR|unix.O_CLOEXEC, 0)

@@ -232,13 +232,16 @@ func TestForgedFabricTokens(t *testing.T) {
 	pid := uint32(os.Getpid())
 	realFD := binary.LittleEndian.Uint32(real[52:])
 	for name, tok := range map[string]cu.MemFabricHandle{
-		"read-only file of the victim":       forge(real, pid, uint32(ro.Fd()), 0),
-		"real memfd, wrong secret":           forge(real, pid, realFD, 0x5a),
-		"random secret":                      forge(real, pid, 3, 0x11),
-		"another process's descriptor":       forge(real, 1, 0, 0),
-		"read-only file, wrong secret too":   forge(real, pid, uint32(ro.Fd()), 0x77),
-		"trailing bytes that must be zero":   func() cu.MemFabricHandle { x := real; x[63] = 1; return x }(),
-		"not a sim token":                    {1, 2, 3},
+		"read-only file of the victim":     forge(real, pid, uint32(ro.Fd()), 0),
+		"real memfd, wrong secret":         forge(real, pid, realFD, 0x5a),
+		"random secret":                    forge(real, pid, 3, 0x11),
+		"another process's descriptor":     forge(real, 1, 0, 0),
+		"read-only file, wrong secret too": forge(real, pid, uint32(ro.Fd()), 0x77),
+		"trailing bytes that must be zero": func() cu.MemFabricHandle { x := real; x[63] = 1; return x }(),
+		"not a sim token":                  {1, 2, 3},
+		// Found by FuzzFabricToken: the device was taken from the token, not checked
+		// against the file, so the real memory imported as another device's.
+		"real token, another device":         func() cu.MemFabricHandle { x := real; x[56] = 1; return x }(),
 		"real memfd, secret of the real one": forge(real, pid, uint32(ro.Fd()), 0), // the secret alone leads nowhere else
 	} {
 		_, err := b.ImportFabric(tok)

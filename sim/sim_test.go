@@ -250,6 +250,26 @@ func TestMulticastWritesEveryReplica(t *testing.T) {
 	assert.Equal(t, 1, s.Stats().Bindings)
 }
 
+// TestMulticastBindAddrAtTheTop binds a range that would run past the top of the address
+// space. Found by internal/vmmfuzz: its end wrapped to 0, so no mapping was looked at, and
+// the bind indexed the first of no pieces and panicked.
+func TestMulticastBindAddrAtTheTop(t *testing.T) {
+	cfg := sim.PresetHGX8()
+	cfg.DriverVersion = 13010 // the binds of a device too
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	mc, err := s.MulticastCreate(&cu.MulticastObjectProp{NumDevices: 2, Size: 4 * mib})
+	require.NoError(t, err)
+	require.NoError(t, s.MulticastAddDevice(mc, 0))
+	require.NoError(t, s.MulticastAddDevice(mc, 1))
+	top := ^cu.DevicePtr(0) &^ (2*mib - 1) // the last 2 MiB: the range ends at 2^64
+	require.ErrorIs(t, s.MulticastBindAddr(mc, 0, top, 2*mib, 0), cu.ERROR_INVALID_VALUE)
+	require.ErrorIs(t, s.MulticastBindAddrV2(mc, 0, 0, top, 2*mib, 0), cu.ERROR_INVALID_VALUE)
+	require.ErrorIs(t, s.MulticastBindAddr(mc, 0, top, 4*mib, 0), cu.ERROR_INVALID_VALUE)
+	require.NoError(t, s.Release(mc))
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
 func TestConcurrentUse(t *testing.T) {
 	s, err := sim.New(sim.PresetHGX8())
 	require.NoError(t, err)
@@ -315,6 +335,33 @@ func TestRefuseHints(t *testing.T) {
 	require.NotEqual(t, want, b, "the hint is ignored")
 	require.NoError(t, s.Free(a, 2<<20))
 	require.NoError(t, s.Free(b, 2<<20))
+}
+
+// TestRefuseHintsOverMapping refuses a hint where first fit lands on a range that a mapping
+// already runs into (a mapping may run past its reservation into unreserved space). Found
+// by internal/vmmfuzz: the range first fit chose was reserved for a moment to find the
+// next one, and its release failed because of that mapping, so a reservation nobody had
+// asked for stayed, and the Sim never came clean again.
+func TestRefuseHintsOverMapping(t *testing.T) {
+	cfg := sim.PresetH200()
+	cfg.RefuseHints = true
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	h, err := s.Create(4*mib, devProp(0, 0), 0)
+	require.NoError(t, err)
+	a, err := s.Reserve(2*mib, 0, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, s.Map(a, 4*mib, 0, h, 0), "runs 2 MiB past its reservation")
+	hint := a + 2*mib // where first fit lands next, under the mapping's second half
+	b, err := s.Reserve(2*mib, 0, hint, 0)
+	require.NoError(t, err)
+	require.NotEqual(t, hint, b, "the hint is refused")
+	require.Equal(t, 2, s.Stats().Reservations, "a and b, nothing else")
+	require.NoError(t, s.Unmap(a, 4*mib))
+	require.NoError(t, s.Free(a, 2*mib))
+	require.NoError(t, s.Free(b, 2*mib))
+	require.NoError(t, s.Release(h))
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
 
 func TestMulticastAndMappingSizesBounded(t *testing.T) {

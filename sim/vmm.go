@@ -327,17 +327,16 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 
 // reserveAt places a reservation, at hint when it is free unless the configuration refuses
 // hints; 0 when the address space is full. The caller holds s.va.mu.
+//
+// A refused hint where first fit lands anyway gives the next range first fit would find,
+// found without reserving the hint's range first: that range is visible to the calls that
+// do not take s.va.mu while it is reserved, and a mapping already running into it (one may
+// run past its own reservation) would keep it from being freed again.
 func (s *Sim) reserveAt(size, align, hintAlign, hint uint64) uint64 {
 	if !s.cfg.RefuseHints || hint == 0 {
 		return s.va.reserve(size, align, hintAlign, hint)
 	}
-	addr := s.va.reserve(size, align, hintAlign, 0)
-	if addr == hint { // first fit landed on the hint anyway: take the next range instead
-		other := s.va.reserve(size, align, hintAlign, 0)
-		s.va.unreserve(addr, size)
-		addr = other
-	}
-	return addr
+	return s.va.firstFit(size, align, hint)
 }
 
 // Free is cuMemAddressFree. Recorded: ptr and size must be exactly one reservation (not

@@ -21,12 +21,24 @@ func (m *Manager) Create(size uint64, p Props) (*Allocation, error) {
 	if !m.usable() {
 		return nil, opErr(errNoBackend, "create", "%s on %v", units.Size(size), p.Location)
 	}
+	_ = m.orphans.Retry() // what is refused again stays listed; Pending says it
 	d := p.Driver()
 	h, err := m.b.Create(size, &d, 0)
 	if err != nil {
 		return nil, opErr(err, "create", "%s on %v", units.Size(size), p.Location)
 	}
 	return &Allocation{m: m, h: h, size: size}, nil
+}
+
+// releaseRetained releases a reference the Manager retained for a question of its own (the
+// properties of what is mapped somewhere); a release the driver refuses goes to the
+// Manager's Pending list, as nobody else holds the handle to retry it.
+func (m *Manager) releaseRetained(h cu.MemHandle) error {
+	err := m.b.Release(h)
+	if err != nil {
+		m.orphans.Add("release of a reference the Manager retained", func() error { return m.b.Release(h) })
+	}
+	return err
 }
 
 // Retain returns a new reference to the memory mapped at addr.

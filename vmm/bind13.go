@@ -83,6 +83,6 @@ func (mc *Multicast) hostMemoryAt(addr cu.DevicePtr) bool {
 		return false
 	}
 	p, err := mc.m.b.Properties(h)
-	_ = mc.m.b.Release(h)
+	_ = mc.m.releaseRetained(h) // a refusal stays in the Manager's Pending list
 	return err == nil && p.Location.Type != cu.MEM_LOCATION_TYPE_DEVICE
 }

@@ -372,8 +372,8 @@ func (m *Manager) propsAt(addr cu.DevicePtr) (cu.MemAllocationProp, error) {
 	if err != nil {
 		err = opErr(err, "properties", "of the memory at %v", addr)
 	}
-	if rerr := m.b.Release(h); rerr != nil {
-		err = errors.Join(err, opErr(rerr, "release", "%v", h))
+	if rerr := m.releaseRetained(h); rerr != nil {
+		err = errors.Join(err, opErr(rerr, "release", "%v (kept in the Manager's Pending list)", h))
 	}
 	return p, err
 }

@@ -16,6 +16,8 @@ import (
 // ErrInvalid.
 type Manager struct {
 	b Backend
+	// orphans are releases the driver refused of objects no caller holds (Pending).
+	orphans Pending
 }
 
 // New returns a Manager over b. A nil b, or a nil pointer of a Backend type (the result of
@@ -35,6 +37,20 @@ func (m *Manager) Backend() Backend {
 		return nil
 	}
 	return m.b
+}
+
+// Pending is the manager's own list of releases the driver refused, for what no caller
+// holds: the undo of an operation that failed and returned nothing to retry it on (a
+// transaction begun without a Pending list of its own, a building block's constructor), and
+// the reference Pointer retained. Create and Reserve retry the list first (an atomic load
+// while it is empty), so that nothing such a refusal leaves stays for longer than the
+// driver refuses; Pending().Retry() does it now and says what is still refused. A nil
+// Manager has no list (nil).
+func (m *Manager) Pending() *Pending {
+	if m == nil {
+		return nil
+	}
+	return &m.orphans
 }
 
 // usable reports whether m has a backend to call.

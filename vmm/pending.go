@@ -3,6 +3,7 @@ package vmm
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // Pending holds the releases the driver refused (a Close of an Allocation, Reservation or
@@ -13,6 +14,7 @@ import (
 type Pending struct {
 	mu    sync.Mutex
 	items []pendingItem
+	n     atomic.Int64 // len(items), so that an empty list is retried without the lock
 }
 
 type pendingItem struct {
@@ -33,15 +35,36 @@ func (p *Pending) Do(what string, release func() error) error {
 func (p *Pending) Add(what string, release func() error) {
 	p.mu.Lock()
 	p.items = append(p.items, pendingItem{what, release})
+	p.n.Store(int64(len(p.items)))
 	p.mu.Unlock()
+}
+
+// MoveTo hands every kept release to q (an object that could not be made gives what it
+// failed to undo to its Manager's list: Manager.Pending).
+func (p *Pending) MoveTo(q *Pending) {
+	if p == q {
+		return
+	}
+	p.mu.Lock()
+	items := p.items
+	p.items = nil
+	p.n.Store(0)
+	p.mu.Unlock()
+	for _, it := range items {
+		q.Add(it.what, it.do)
+	}
 }
 
 // Retry runs the kept releases in the order they were added, keeps those that fail again,
 // and returns their errors joined (nil when none is left).
 func (p *Pending) Retry() error {
+	if p.n.Load() == 0 {
+		return nil
+	}
 	p.mu.Lock()
 	items := p.items
 	p.items = nil
+	p.n.Store(0)
 	p.mu.Unlock()
 	var errs []error
 	var left []pendingItem
@@ -54,14 +77,11 @@ func (p *Pending) Retry() error {
 	if len(left) > 0 {
 		p.mu.Lock()
 		p.items = append(left, p.items...)
+		p.n.Store(int64(len(p.items)))
 		p.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
 
 // Len is how many releases wait for a retry.
-func (p *Pending) Len() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.items)
-}
+func (p *Pending) Len() int { return int(p.n.Load()) }

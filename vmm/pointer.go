@@ -73,8 +73,8 @@ func (m *Manager) describe(addr cu.DevicePtr, dev int, a cu.PointerAttributes) (
 	if props, err := m.b.Properties(h); err == nil {
 		p.Props = props
 	}
-	if err := m.b.Release(h); err != nil {
-		return p, opErr(err, "pointer", "%v: release of the retained %v", addr, h)
+	if err := m.releaseRetained(h); err != nil {
+		return p, opErr(err, "pointer", "%v: release of the retained %v (kept in the Manager's Pending list)", addr, h)
 	}
 	return p, nil
 }

@@ -52,6 +52,7 @@ func (m *Manager) Reserve(size uint64, opts ...ReserveOption) (*Reservation, err
 	if !m.usable() {
 		return nil, opErr(errNoBackend, "reserve", "%s alignment %d hint %v", units.Size(size), o.align, o.hint)
 	}
+	_ = m.orphans.Retry() // what is refused again stays listed; Pending says it
 	va, err := m.b.Reserve(size, o.align, o.hint, 0)
 	if err != nil {
 		return nil, opErr(err, "reserve", "%s alignment %d hint %v", units.Size(size), o.align, o.hint)

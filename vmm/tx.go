@@ -38,9 +38,12 @@ type undoStep struct {
 	restore bool
 }
 
-// Begin starts a transaction on m whose failed undo releases go to pending (nil: they are
-// reported by Rollback and otherwise dropped).
+// Begin starts a transaction on m whose failed undo releases go to pending; with nil they
+// go to the Manager's own list (Manager.Pending), which its next Create or Reserve retries.
 func (m *Manager) Begin(pending *Pending) *Tx {
+	if pending == nil {
+		pending = m.Pending()
+	}
 	return &Tx{m: m, pending: pending}
 }
 
@@ -87,7 +90,7 @@ func (t *Tx) Restore(what string, restore func() error) {
 func (t *Tx) Commit() { t.undo = nil }
 
 // Rollback undoes every recorded step, last first, and returns cause. A release that fails
-// is kept in the Pending list (or, without one, joined to the error); a restore that fails
+// is kept in the Pending list given to Begin, or the Manager's; a restore that fails
 // joins an error matching ErrBroken, which says that the object the transaction worked on
 // no longer holds what it held before.
 func (t *Tx) Rollback(cause error) error {

@@ -206,3 +206,68 @@ func TestMulticast(t *testing.T) {
 		t.Fatalf("no devices: %v", err)
 	}
 }
+
+// What no caller holds goes to the Manager's own list when the driver refuses to release
+// it: the undo of a transaction begun without a list, and the reference Pointer retained.
+// The next Create or Reserve retries it, so that nothing stays once the driver accepts.
+func TestManagerPendingKeepsOrphans(t *testing.T) {
+	s := newSim(t)
+	m := vmm.New(s)
+	tx := m.Begin(nil)
+	if _, err := tx.Create(2*mib, vmm.DeviceProps(0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailNth("Release", 1, cu.ERROR_UNKNOWN); err != nil {
+		t.Fatal(err)
+	}
+	cause := errors.New("later step failed")
+	if err := tx.Rollback(cause); err != cause {
+		t.Fatalf("Rollback = %v, want the cause alone", err)
+	}
+	if n := m.Pending().Len(); n != 1 {
+		t.Fatalf("the Manager keeps %d releases, want 1", n)
+	}
+
+	// Pointer's retained reference.
+	r, err := m.Reserve(2 * mib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.Create(2*mib, vmm.DeviceProps(0)) // retries the list first: it is empty now
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := m.Pending().Len(); n != 0 {
+		t.Fatalf("Create left %d releases in the list", n)
+	}
+	mp, err := r.Map(0, a, 0, 2*mib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetAccess(0, 2*mib, vmm.ReadWrite(0)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.FailNth("Release", 1, cu.ERROR_UNKNOWN); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Pointer(r.Base()); err == nil || !errors.Is(err, cu.ERROR_UNKNOWN) {
+		t.Fatalf("Pointer with its release refused: %v", err)
+	}
+	if n := m.Pending().Len(); n != 1 {
+		t.Fatalf("the Manager keeps %d releases, want 1", n)
+	}
+	for _, c := range []interface{ Close() error }{mp, a, r} {
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.Stats().Clean() {
+		t.Fatal("the retained reference was dropped without a release")
+	}
+	if err := m.Pending().Retry(); err != nil || m.Pending().Len() != 0 || !s.Stats().Clean() {
+		t.Fatalf("retry: %v, pending %d, stats %+v", err, m.Pending().Len(), s.Stats())
+	}
+	if (*vmm.Manager)(nil).Pending() != nil {
+		t.Fatal("a nil Manager has a list")
+	}
+}

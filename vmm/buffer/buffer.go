@@ -250,7 +250,9 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
 	b.reserved = res
 	if size > 0 {
 		if err := b.grow(size); err != nil {
-			return fail(errors.Join(err, b.closeLocked()))
+			err = errors.Join(err, b.closeLocked())
+			b.pending.MoveTo(m.Pending()) // no Buffer is returned to retry them on
+			return fail(err)
 		}
 	}
 	return b, nil

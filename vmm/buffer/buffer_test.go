@@ -591,3 +591,23 @@ func TestErrorNamesOperation(t *testing.T) {
 }
 
 func second(_ int, err error) error { return err }
+
+// A New that fails, and whose undo the driver refuses too, returns no Buffer to retry the
+// release on: what it could not release goes to the Manager's Pending list, which the next
+// Create retries.
+func TestNewFailedUndoGoesToTheManager(t *testing.T) {
+	s, m := newSim(t)
+	require.NoError(t, s.FailNth("Map", 1, cu.ERROR_OUT_OF_MEMORY))
+	require.NoError(t, s.FailNth("Release", 1, cu.ERROR_UNKNOWN)) // the undo
+	require.NoError(t, s.FailNth("Release", 2, cu.ERROR_UNKNOWN)) // Close's retry of it
+	b, err := buffer.New(m, 2*mib, buffer.Options{})
+	require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
+	require.Nil(t, b)
+	require.Equal(t, 1, m.Pending().Len())
+	require.EqualValues(t, 1, s.Stats().Handles, "the refused release holds the chunk")
+	a, err := m.Create(2*mib, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	require.Zero(t, m.Pending().Len())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}

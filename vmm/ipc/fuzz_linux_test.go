@@ -148,3 +148,154 @@ func FuzzReceive(f *testing.F) {
 		require.Equal(t, before, openFDs(t), "descriptors left open")
 	})
 }
+
+// FuzzImportClaims imports the fixture's exported allocations (2 MiB and 4 MiB) and
+// descriptors that are no allocation (the null device, a pipe, a regular file) under
+// claims of the fuzzer's: the header's granularity and sizes, and which descriptor goes
+// with each size. Import succeeds exactly when every claim is true; when it fails it
+// leaves nothing imported, reserved or mapped; and every descriptor is closed in the end.
+func FuzzImportClaims(f *testing.F) {
+	le := func(vs ...uint64) []byte {
+		b := make([]byte, 8*len(vs))
+		for i, v := range vs {
+			binary.LittleEndian.PutUint64(b[8*i:], v)
+		}
+		return b
+	}
+	f.Add(uint64(2*mib), le(2*mib, 4*mib), []byte{0, 1})
+	f.Add(uint64(2*mib), le(4*mib, 2*mib), []byte{0, 1})
+	f.Add(uint64(2*mib), le(2*mib, 2*mib), []byte{0, 0})
+	f.Add(uint64(2*mib), le(2*mib), []byte{2})
+	f.Add(uint64(2*mib), le(2*mib), []byte{3})
+	f.Add(uint64(4096), le(4096, 4*mib), []byte{0, 1})
+	f.Add(uint64(2*mib), le(1<<40, 2*mib), []byte{1, 0})
+	f.Add(uint64(2*mib), le(1<<63, 1<<63), []byte{1, 1})
+	f.Add(uint64(1<<63), le(1<<63), []byte{0})
+	f.Fuzz(func(t *testing.T, gran uint64, sizes, which []byte) {
+		n := min(len(which), 4)
+		if n == 0 {
+			return
+		}
+		claims := make([]uint64, n)
+		for i := range claims {
+			var b [8]byte
+			copy(b[:], sizes[min(8*i, len(sizes)):])
+			claims[i] = binary.LittleEndian.Uint64(b[:])
+		}
+		before := openFDs(t)
+		fx := newFixture(t)
+		real := map[int]uint64{fx.cuda[0]: 2 * mib, fx.cuda[1]: 4 * mib}
+		choices := []int{fx.cuda[0], fx.cuda[1], fx.devnull(), int(fx.file.Fd()), int(fx.pipeR.Fd())}
+		fds := make([]int, n)
+		truth := true // every descriptor is an allocation of the size claimed for it
+		var total uint64
+		for i := range fds {
+			fds[i] = choices[int(which[i])%len(choices)]
+			truth = truth && real[fds[i]] == claims[i]
+			total += claims[i]
+		}
+		a, z := socketpair(t, unix.SOCK_SEQPACKET)
+		require.NoError(t, rawSend(a, wire(gran, claims...), unix.UnixRights(fds...)))
+		require.NoError(t, a.Close())
+		require.NoError(t, z.SetDeadline(time.Now().Add(2*time.Second)))
+		r, err := ipc.Receive(z)
+		if err != nil {
+			// Not a header (granularity, sizes): Receive's to refuse, and it did.
+			require.ErrorIs(t, err, ipc.ErrProtocol)
+		} else {
+			held := fx.s.Stats()
+			imp, err := ipc.Import(fx.m, r, nil)
+			if truth {
+				require.NoError(t, err, "claims %v of %v are true", claims, fds)
+			}
+			if err == nil {
+				require.True(t, truth, "claims %v of %v imported", claims, fds)
+				require.Equal(t, total, imp.Size())
+				_, err = imp.WriteAt([]byte("claims"), int64(total-6))
+				require.NoError(t, err)
+				require.NoError(t, imp.Close())
+			} else {
+				require.Nil(t, imp)
+				var ve *vmm.Error
+				require.ErrorAs(t, err, &ve)
+				require.Equal(t, "ipc", ve.Pkg)
+				require.Equal(t, "import", ve.Op)
+				after := fx.s.Stats()
+				require.Equal(t, [4]int{held.Handles, held.Allocations, held.Reservations, held.Mappings},
+					[4]int{after.Handles, after.Allocations, after.Reservations, after.Mappings}, "a failed import leaves nothing behind")
+			}
+			require.NoError(t, r.Close())
+		}
+		require.NoError(t, z.Close())
+		fx.close(t)
+		require.Equal(t, before, openFDs(t), "descriptors left open")
+	})
+}
+
+// FuzzDmaBufReceive sends data as one dma-buf message with fds copies of a descriptor whose
+// size is size (a memfd, which lseek answers as a dma-buf does) over a seqpacket or stream
+// socket. ReceiveDmaBuf must take the message exactly when the header decodes, exactly one
+// descriptor came, and its size is the one the header claims; it must never hang, and no
+// descriptor may stay open once the DmaBuf it returned is closed.
+func FuzzDmaBufReceive(f *testing.F) {
+	valid, _ := ipc.DmaBufHeader{Addr: 0x302000000, Size: 6 * mib, Device: 0, Chunks: 3}.MarshalBinary()
+	for typ := range uint8(2) {
+		f.Add(typ, valid, uint8(1), uint64(6*mib))
+		f.Add(typ, valid, uint8(1), uint64(2*mib))
+		f.Add(typ, valid, uint8(0), uint64(6*mib))
+		f.Add(typ, valid, uint8(2), uint64(6*mib))
+		f.Add(typ, valid[:20], uint8(1), uint64(6*mib))
+		f.Add(typ, append(valid, 0), uint8(1), uint64(6*mib))
+		f.Add(typ, []byte("CUVMMIPC\x01\x00\x01\x00"), uint8(1), uint64(4096))
+		f.Add(typ, []byte{}, uint8(1), uint64(0))
+	}
+	f.Fuzz(func(t *testing.T, typ uint8, data []byte, fds uint8, size uint64) {
+		if len(data) > 4096 {
+			return // longer than a header: refused at its 49th byte whatever follows
+		}
+		st := []int{unix.SOCK_SEQPACKET, unix.SOCK_STREAM}[typ%2]
+		n := int(fds % 4)
+		size %= 1 << 40 // a memfd is sparse: any size up to this costs nothing
+		var want ipc.DmaBufHeader
+		accept := want.UnmarshalBinary(data) == nil && n == 1 && want.Size == size
+		if st == unix.SOCK_STREAM && len(data) > 48 {
+			accept = false // the message is the first 48 bytes; the rest is the next one
+			if want.UnmarshalBinary(data[:48]) == nil && n == 1 && want.Size == size {
+				accept = true
+			}
+		}
+		before := openFDs(t)
+		mfd, err := unix.MemfdCreate("fuzz-dma-buf", unix.MFD_CLOEXEC)
+		require.NoError(t, err)
+		require.NoError(t, unix.Ftruncate(mfd, int64(size)))
+		a, z := socketpair(t, st)
+		var oob []byte
+		if n > 0 {
+			oob = unix.UnixRights(repeat(mfd, n)...)
+		}
+		sent := rawSend(a, data, oob) == nil
+		require.NoError(t, unix.Close(mfd))
+		require.NoError(t, a.Close())
+		require.NoError(t, z.SetDeadline(time.Now().Add(2*time.Second)))
+		d, err := ipc.ReceiveDmaBuf(z)
+		if accept && sent {
+			require.NoError(t, err)
+			require.Equal(t, want.Addr, d.Addr)
+			require.Equal(t, want.Size, d.Size)
+			require.Equal(t, want.Device, d.Device)
+			require.Equal(t, want.Chunks, d.Chunks)
+			require.Equal(t, want.PCIe, d.PCIe)
+			require.Equal(t, want.Generation, d.Generation)
+			require.NoError(t, d.Close())
+		} else {
+			require.Error(t, err)
+			require.Nil(t, d)
+			require.NotErrorIs(t, err, os.ErrDeadlineExceeded, "ReceiveDmaBuf waited for a peer that closed")
+			var ie *vmm.Error
+			require.ErrorAs(t, err, &ie)
+			require.Equal(t, "receive dma-buf", ie.Op)
+		}
+		require.NoError(t, z.Close())
+		require.Equal(t, before, openFDs(t), "descriptors left open")
+	})
+}

@@ -382,7 +382,8 @@ type Imported struct {
 // Import imports the descriptors r carries, maps them in one reservation and grants the
 // devices of access read-write access in one call (the first is the one copies use; nil
 // means device 0). The descriptors stay r's. On error nothing is left imported, reserved
-// or mapped.
+// or mapped, unless the driver refuses to undo a step too: the error then names each step
+// it refused, and what that step held stays.
 //
 // The sizes in r's header are the peer's claims: each must be a non-zero multiple of the
 // granularity of the device its allocation lives on, the allocations of one device may
@@ -733,8 +734,10 @@ func (f *FabricHandle) decodeText(t []byte) error {
 	if err != nil || (len(sizeText) > 1 && sizeText[0] == '0') {
 		return fmt.Errorf("%w: fabric handle size %q", ErrProtocol, sizeText)
 	}
+	// The decoder skips \r and \n; the length keeps them out, so that a handle has one
+	// text form.
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(handleText)
-	if err != nil || len(raw) != len(f.Handle) {
+	if err != nil || len(raw) != len(f.Handle) || len(handleText) != base64.RawURLEncoding.EncodedLen(len(f.Handle)) {
 		return fmt.Errorf("%w: fabric handle is not %d bytes of URL-safe base64", ErrProtocol, len(f.Handle))
 	}
 	var d FabricHandle

@@ -119,7 +119,10 @@ func TestFabricHandleEncodings(t *testing.T) {
 
 	for _, s := range []string{"", "cuvmm-fabric-v1:", "cuvmm-fabric-v1:12", "cuvmm-fabric-v1:x:AAAA", "cuvmm-fabric-v1:01:" + strings.Repeat("A", 86),
 		"cuvmm-fabric-v1:1:" + strings.Repeat("A", 85), "cuvmm-fabric-v2:1:" + strings.Repeat("A", 86), "cuvmm-fabric-v1:1:" + strings.Repeat("A", 85) + "=",
-		"cuvmm-fabric-v1:-1:" + strings.Repeat("A", 86)} {
+		"cuvmm-fabric-v1:-1:" + strings.Repeat("A", 86),
+		// Found by FuzzFabricText: the base64 decoder skips line breaks.
+		"cuvmm-fabric-v1:1:" + strings.Repeat("A", 43) + "\r\n" + strings.Repeat("A", 43),
+		"cuvmm-fabric-v1:1:" + strings.Repeat("A", 86) + "\n"} {
 		require.ErrorIs(t, got.UnmarshalText([]byte(s)), ipc.ErrProtocol, s)
 	}
 	require.Equal(t, fh, got, "a failed decode leaves the value alone")
