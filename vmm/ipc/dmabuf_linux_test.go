@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
@@ -136,20 +135,12 @@ func dmaBufCrossProcess(t *testing.T, b *buffer.Buffer, kind string) string {
 	defer d.Close()
 	a, z := socketpair(t, unix.SOCK_SEQPACKET)
 	defer a.Close()
-	zf, err := z.File()
-	require.NoError(t, err)
-	require.NoError(t, z.Close())
-	cmd := reexec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envDmaBufChild+"="+kind)
-	cmd.ExtraFiles = []*os.File{zf} // fd 3 in the child
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	require.NoError(t, cmd.Start())
-	require.NoError(t, zf.Close())
+	wait := startChild(t, envDmaBufChild, kind, z)
 	require.NoError(t, ipc.SendDmaBuf(a, d))
 	reply := make([]byte, 512)
 	n, rerr := a.Read(reply)
-	require.NoError(t, cmd.Wait(), "child: %s", out.String())
+	out, werr := wait()
+	require.NoError(t, werr, "child: %s", out)
 	require.NoError(t, rerr)
 	return string(reply[:n])
 }

@@ -333,6 +333,26 @@ func TestImportFaultInjection(t *testing.T) {
 	}
 }
 
+// startChild re-executes the test binary with env=value and z as its descriptor 3 (this
+// process's z is closed); wait waits for the child and returns what it printed.
+func startChild(t *testing.T, env, value string, z *net.UnixConn) (wait func() (string, error)) {
+	t.Helper()
+	zf, err := z.File()
+	require.NoError(t, err)
+	require.NoError(t, z.Close())
+	cmd := reexec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+value)
+	cmd.ExtraFiles = []*os.File{zf} // fd 3 in the child
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	require.NoError(t, zf.Close())
+	return func() (string, error) {
+		err := cmd.Wait()
+		return out.String(), err
+	}
+}
+
 // crossProcess exports a buffer, sends it to a re-executed test binary that imports it,
 // checks its bytes and writes a reply, and checks the reply. Descriptors are counted once
 // the driver is fully up (the real one opens a few dozen when it creates a context).
@@ -346,22 +366,12 @@ func crossProcess(t *testing.T, backend string, be vmm.Backend) {
 		defer e.Close()
 		a, z := socketpair(t, unix.SOCK_SEQPACKET)
 		defer a.Close()
-		zf, err := z.File()
-		require.NoError(t, err)
-		require.NoError(t, z.Close())
-
-		cmd := reexec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), envChild+"="+backend)
-		cmd.ExtraFiles = []*os.File{zf} // fd 3 in the child
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		require.NoError(t, cmd.Start())
-		require.NoError(t, zf.Close())
+		wait := startChild(t, envChild, backend, z)
 		require.NoError(t, ipc.Send(a, e))
 		done := make([]byte, 4)
 		n, rerr := a.Read(done)
-		werr := cmd.Wait()
-		require.NoError(t, werr, "child: %s", out.String())
+		out, werr := wait()
+		require.NoError(t, werr, "child: %s", out)
 		require.NoError(t, rerr)
 		require.Equal(t, "done", string(done[:n]))
 	}()
