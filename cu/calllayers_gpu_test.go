@@ -12,7 +12,7 @@ import (
 )
 
 // BenchmarkGPUCallLayers attributes the cost of cu's bookkeeping around the short VMM calls
-// (create, map, release): each variant adds one piece to a bare syscall6 on the resolved
+// (create, map, unmap, release): each variant adds pieces to a bare syscall6 on the resolved
 // entry point, and they run interleaved, iteration by iteration, in bench/c/callcost.c's
 // cycle, so that the driver's drift falls on all alike. Right after a driver call the
 // caller's code and data are cold in the caches, so each extra function or cache line costs
@@ -23,9 +23,13 @@ import (
 //
 //	layers <size> <op> <variant> median <ns> median-paired-ratio <x>
 //
-// Variants: raw (syscall6, heap scratch); proc (+ Proc.Addr); table (+ the handle table:
-// add, pin and unpin, release); frame (a frame instead of heap scratch, and call instead of
-// syscall6, with the driver's values); cu (the exported functions).
+// Variants:
+//   - raw: syscall6 with heap scratch;
+//   - frame: the generated calls (a frame and call), without the handle table: the cost of
+//     a plain binding;
+//   - pin: the exported create and release, and a map that pins its handle as MemMap does
+//     but records no mapping (and an unmap that looks for none);
+//   - cu: the exported functions.
 func BenchmarkGPUCallLayers(b *testing.B) {
 	requireDriver(b)
 	runtime.LockOSThread()
@@ -64,63 +68,59 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 		return sc.h
 	}
 	rawMap := func(va, size, h uint64) { ck("map", syscall6(mapFn, uintptr(va), uintptr(size), 0, uintptr(h), 0, 0)) }
+	rawUnmap := func(va, size uint64) { ck("unmap", syscall6(unmapFn, uintptr(va), uintptr(size), 0, 0, 0, 0)) }
 	rawRelease := func(h uint64) { ck("release", syscall6(releaseFn, uintptr(h), 0, 0, 0, 0, 0)) }
+	frameCreate := func(size uint64) uint64 {
+		var f frame
+		*(*MemAllocationProp)(unsafe.Pointer(&f.scratch[1])) = *prop
+		f.ref(0, 0)
+		f.ref(2, 1)
+		f.a[1] = uintptr(size)
+		must(f.call(procMemCreate))
+		return f.scratch[0]
+	}
+	frameMap := func(va, size, h uint64) { must(cuMemMap(DevicePtr(va), size, 0, h, 0)) }
+	frameUnmap := func(va, size uint64) { must(cuMemUnmap(DevicePtr(va), size)) }
+	cuCreate := func(size uint64) uint64 {
+		h, err := MemCreate(size, prop, 0)
+		must(err)
+		return uint64(h)
+	}
+	cuUnmap := func(va, size uint64) { must(MemUnmap(DevicePtr(va), size)) }
+	cuRelease := func(h uint64) { must(MemRelease(MemHandle(h))) }
+	// pinned pins h as MemMap does, written out.
+	pinned := func(h uint64) *slot {
+		s, gen := handles.slotOf(MemHandle(h))
+		if s == nil || !s.g.Enter(gen) {
+			b.Fatalf("handle %#x: not live", h)
+		}
+		return s
+	}
 	type variant struct {
 		name    string
 		create  func(size uint64) uint64
 		mmap    func(va, size, h uint64)
+		unmap   func(va, size uint64)
 		release func(h uint64)
 	}
 	variants := []variant{
-		{"raw", rawCreate, rawMap, rawRelease},
-		{"proc", func(size uint64) uint64 {
-			ck("create", syscall6(addr(procMemCreate), uintptr(unsafe.Pointer(&sc.h)), uintptr(size), uintptr(unsafe.Pointer(&sc.prop)), 0, 0, 0))
-			return sc.h
-		}, func(va, size, h uint64) {
-			ck("map", syscall6(addr(procMemMap), uintptr(va), uintptr(size), 0, uintptr(h), 0, 0))
-		}, func(h uint64) {
-			ck("release", syscall6(addr(procMemRelease), uintptr(h), 0, 0, 0, 0, 0))
-		}},
-		{"table", func(size uint64) uint64 {
-			h, err := handles.add(rawCreate(size))
-			must(err)
-			return uint64(h)
-		}, func(va, size, h uint64) {
-			s, drv, err := handles.pin(MemHandle(h))
-			must(err)
-			rawMap(va, size, drv)
+		{"raw", rawCreate, rawMap, rawUnmap, rawRelease},
+		{"frame", frameCreate, frameMap, frameUnmap, func(h uint64) { must(cuMemRelease(h)) }},
+		{"pin", cuCreate, func(va, size, h uint64) {
+			s := pinned(h)
+			must(cuMemMap(DevicePtr(va), size, 0, s.drv.Load(), 0))
 			s.unpin()
-		}, func(h uint64) {
-			must(handles.release(MemHandle(h), func(drv uint64) error { rawRelease(drv); return nil }))
-		}},
-		{"frame", func(size uint64) uint64 {
-			var f frame
-			*(*MemAllocationProp)(unsafe.Pointer(&f.scratch[1])) = *prop
-			f.ref(0, 0)
-			f.ref(2, 1)
-			f.a[1] = uintptr(size)
-			must(f.call(procMemCreate))
-			return f.scratch[0]
-		}, func(va, size, h uint64) {
-			must(call(procMemMap, uintptr(va), uintptr(size), 0, uintptr(h), 0))
-		}, func(h uint64) {
-			must(call(procMemRelease, uintptr(h)))
-		}},
-		{"cu", func(size uint64) uint64 {
-			h, err := MemCreate(size, prop, 0)
-			must(err)
-			return uint64(h)
-		}, func(va, size, h uint64) {
+		}, frameUnmap, cuRelease},
+		{"cu", cuCreate, func(va, size, h uint64) {
 			must(MemMap(DevicePtr(va), size, 0, MemHandle(h), 0))
-		}, func(h uint64) {
-			must(MemRelease(MemHandle(h)))
-		}},
+		}, cuUnmap, cuRelease},
 	}
+	ops := []string{"create", "map", "unmap", "release"}
 	base := time.Now()
 	mono := func() time.Duration { return time.Since(base) }
 	// cycle runs one reserve, create, map, set access, unmap, release, free cycle and
-	// returns the ns of create, map and release.
-	cycle := func(v variant, size uint64) [3]float64 {
+	// returns the ns of create, map, unmap and release.
+	cycle := func(v variant, size uint64) [4]float64 {
 		ck("reserve", syscall6(reserveFn, uintptr(unsafe.Pointer(&sc.va)), uintptr(size), 0, 0, 0, 0))
 		va := sc.va
 		t0 := mono()
@@ -129,16 +129,19 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 		v.mmap(va, size, h)
 		t2 := mono()
 		ck("access", syscall6(accessFn, uintptr(va), uintptr(size), uintptr(unsafe.Pointer(&sc.desc)), 1, 0, 0))
-		ck("unmap", syscall6(unmapFn, uintptr(va), uintptr(size), 0, 0, 0, 0))
 		t3 := mono()
-		v.release(h)
+		v.unmap(va, size)
 		t4 := mono()
+		v.release(h)
+		t5 := mono()
 		ck("free", syscall6(freeFn, uintptr(va), uintptr(size), 0, 0, 0, 0))
-		return [3]float64{float64(t1 - t0), float64(t2 - t1), float64(t4 - t3)}
+		return [4]float64{float64(t1 - t0), float64(t2 - t1), float64(t4 - t3), float64(t5 - t4)}
 	}
+	liveBefore, _ := LiveHandles()
+	mapsBefore := handles.maps.count()
 	for _, size := range []uint64{2 << 20, 64 << 20} {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
-			samples := make([][3][]float64, len(variants))
+			samples := make([][4][]float64, len(variants))
 			i := 0
 			for b.Loop() {
 				for j := range variants {
@@ -150,7 +153,7 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 				}
 				i++
 			}
-			for p, op := range []string{"create", "map", "release"} {
+			for p, op := range ops {
 				for w, v := range variants {
 					s := samples[w][p]
 					r := make([]float64, len(s))
@@ -159,6 +162,12 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 					}
 					fmt.Printf("layers %dMiB %s %s median %.0f median-paired-ratio %.4f\n", size>>20, op, v.name, medianOf(s), medianOf(r))
 				}
+			}
+			if n, _ := LiveHandles(); n != liveBefore {
+				b.Fatalf("%d handles live after the cycles, %d before", n, liveBefore)
+			}
+			if n := handles.maps.count(); n != mapsBefore {
+				b.Fatalf("%d mappings recorded after the cycles, %d before", n, mapsBefore)
 			}
 		})
 	}

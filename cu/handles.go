@@ -50,7 +50,10 @@ type slot struct {
 	drop sync.RWMutex
 	refs int32        // references the process holds; written under drop held exclusively
 	maps atomic.Int32 // mappings recorded in the mapping index
-	_    [64 - 16 - 8 - 24 - 4 - 4]byte
+	// nextFree links the free slots of a shard (index + 1; 0 ends the list), under its lock:
+	// the list lives in the slots, which create and release touch anyway.
+	nextFree uint32
+	_        [64 - 16 - 8 - 24 - 4 - 4 - 4]byte
 }
 
 type page [slotsPerPage]slot
@@ -69,9 +72,9 @@ type handleTable struct {
 // hash picks.
 type handleShard struct {
 	mu   sync.Mutex
-	byDr map[uint64]uint32 // driver value -> slot index, for live slots
-	free []uint32
-	_    [64 - 8 - 8 - 24]byte
+	drvs drvIndex // driver value -> slot index, for live slots
+	free uint32   // the first free slot (index + 1; 0: none), linked through nextFree
+	_    [64 - 8 - 32 - 4]byte
 }
 
 var handles handleTable
@@ -119,7 +122,7 @@ func (t *handleTable) add(drv uint64) (MemHandle, error) {
 	sh := t.shard(drv)
 	for {
 		sh.mu.Lock()
-		idx, ok := sh.byDr[drv]
+		idx, ok := sh.drvs.find(drv)
 		if !ok {
 			h, err := t.open(sh, drv)
 			sh.mu.Unlock()
@@ -154,8 +157,9 @@ func (s *slot) ref(idx uint32, drv uint64) (MemHandle, bool) {
 // open fills a free slot with drv; the caller holds sh.mu.
 func (t *handleTable) open(sh *handleShard, drv uint64) (MemHandle, error) {
 	var idx uint32
-	if n := len(sh.free); n > 0 {
-		idx, sh.free = sh.free[n-1], sh.free[:n-1]
+	if sh.free != 0 {
+		idx = sh.free - 1
+		sh.free = t.slot(idx).nextFree
 	} else {
 		var err error
 		if idx, err = t.fresh(); err != nil {
@@ -168,10 +172,7 @@ func (t *handleTable) open(sh *handleShard, drv uint64) (MemHandle, error) {
 	s.refs = 1
 	gen := s.g.Revive()
 	s.drop.Unlock()
-	if sh.byDr == nil {
-		sh.byDr = map[uint64]uint32{}
-	}
-	sh.byDr[drv] = idx
+	sh.drvs.put(drv, idx)
 	return handleOf(idx, gen), nil
 }
 
@@ -251,10 +252,9 @@ func (t *handleTable) unmapped(idx uint32) {
 func (t *handleTable) forget(idx uint32, drv uint64) {
 	sh := t.shard(drv)
 	sh.mu.Lock()
-	if sh.byDr[drv] == idx {
-		delete(sh.byDr, drv)
-	}
-	sh.free = append(sh.free, idx)
+	sh.drvs.remove(drv, idx)
+	t.slot(idx).nextFree = sh.free
+	sh.free = idx + 1
 	sh.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package cgo
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -71,14 +72,17 @@ func BenchmarkConcurrency(b *testing.B) {
 				}
 				names := []string{"c", "cgo", "cuvmm"}
 				rate := make([][]float64, len(ways))
+				cost := make([]processCost, len(ways))
 				for b.Loop() {
 					for r := range reps {
 						for j := range ways {
 							k := (r + j) % len(ways)
+							before := takeProcessCost()
 							d, ops, err := ways[k]()
 							if err != nil {
 								b.Fatalf("%s: %v", names[k], err)
 							}
+							cost[k].add(before, takeProcessCost(), d, ops)
 							rate[k] = append(rate[k], float64(ops)/d.Seconds())
 						}
 					}
@@ -89,10 +93,49 @@ func BenchmarkConcurrency(b *testing.B) {
 						ratios[i] = rate[k][i] / rate[0][i]
 					}
 					fmt.Printf("conc %s %d %s median-ops/s %.0f median-ratio %.4f n %d\n", name, n, way, median(rate[k]), median(ratios), len(ratios))
+					c := cost[k]
+					fmt.Printf("conc-cost %s %d %s cpu-per-wall %.2f cpu-us-per-op %.2f mallocs-per-op %.3f gcs %d\n", name, n, way,
+						c.cpu.Seconds()/c.wall.Seconds(), float64(c.cpu.Microseconds())/float64(c.ops), float64(c.mallocs)/float64(c.ops), c.gcs)
 				}
 			})
 		}
 	}
+}
+
+// processCost is what the process spent while workers ran: CPU time (user and system, all
+// threads), heap allocations and garbage collections, against the wall time and the
+// driver operations done.
+type processCost struct {
+	cpu, wall time.Duration
+	ops       int64
+	mallocs   uint64
+	gcs       uint32
+}
+
+type processSample struct {
+	cpu     time.Duration
+	mallocs uint64
+	gcs     uint32
+}
+
+func takeProcessCost() processSample {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return processSample{
+		cpu:     time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		mallocs: ms.Mallocs,
+		gcs:     ms.NumGC,
+	}
+}
+
+func (c *processCost) add(before, after processSample, wall time.Duration, ops int64) {
+	c.cpu += after.cpu - before.cpu
+	c.mallocs += after.mallocs - before.mallocs
+	c.gcs += after.gcs - before.gcs
+	c.wall += wall
+	c.ops += ops
 }
 
 func envInt(name string, def int) int {
