@@ -26,7 +26,7 @@ for spec in cycle/2MiB:1000x cycle/64MiB:500x cycle/1024MiB:100x batch/2MiB:40x 
 done
 # Concurrency: C threads, a cgo binding and cuvmm goroutines at 1 to 16 workers, on own and
 # on shared handles, interleaved in one process (bench/cgo BenchmarkConcurrency).
-.gpu/cgo.test -test.run '^$' -test.bench 'Concurrency' -test.benchtime 1x >"$work/conc.txt"
+CONC_REPS=${CONC_REPS:-7} .gpu/cgo.test -test.run '^$' -test.bench 'Concurrency' -test.benchtime 1x >"$work/conc.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 >"$work/machine.txt"
 
 # One table: the median of the Go and cgo runs, the C figure, and the ratios.
@@ -57,14 +57,17 @@ awk -v machine="$(cat "$work/machine.txt")" '
 # The concurrency table: thousands of driver operations per second (median of the
 # repetitions) and the median of per-repetition ratios over the C threads.
 awk '$1 == "conc" { k = $2 " " $3; seen[k] = 1; ops[k, $4] = $6; r[k, $4] = $8; n[k] = $10 }
+  $1 == "conc-cost" { k = $2 " " $3; cpu[k, $4] = $8; al[k, $4] = $10 }
   END {
     printf "\nconcurrency (bench/cgo BenchmarkConcurrency): thousand driver operations/s, median of %s repetitions,\n", n["own 1"]
     printf "and the median of per-repetition ratios over C threads; own: each worker its own chunks;\n"
-    printf "shared: half the workers map, query and export shared handles while the others create and release theirs\n"
-    printf "%-8s %7s %10s %10s %10s %9s %9s\n", "workload", "workers", "C", "cgo", "cuvmm", "cgo/C", "cuvmm/C"
+    printf "shared: half the workers map, query and export shared handles while the others create and release theirs;\n"
+    printf "CPU: the process'"'"'s CPU time per driver operation (us, all threads), allocs: heap allocations per operation\n"
+    printf "%-8s %7s %10s %10s %10s %9s %9s %8s %8s %8s %8s %8s\n", "workload", "workers", "C", "cgo", "cuvmm", "cgo/C", "cuvmm/C", "C CPU", "cgo CPU", "cuvmm CPU", "cgo al", "cuvmm al"
     split("own shared", wl, " "); split("1 2 4 8 16", ws, " ")
     for (i = 1; i <= 2; i++) for (j = 1; j <= 5; j++) { k = wl[i] " " ws[j]; if (!(k in seen)) continue
-      printf "%-8s %7s %10.1f %10.1f %10.1f %9.3f %9.3f\n", wl[i], ws[j], ops[k, "c"] / 1000, ops[k, "cgo"] / 1000, ops[k, "cuvmm"] / 1000, r[k, "cgo"], r[k, "cuvmm"] }
+      printf "%-8s %7s %10.1f %10.1f %10.1f %9.3f %9.3f %8.2f %8.2f %8.2f %8.3f %8.3f\n", wl[i], ws[j], ops[k, "c"] / 1000, ops[k, "cgo"] / 1000, ops[k, "cuvmm"] / 1000, r[k, "cgo"], r[k, "cuvmm"],
+        cpu[k, "c"], cpu[k, "cgo"], cpu[k, "cuvmm"], al[k, "cgo"], al[k, "cuvmm"] }
   }' "$work/conc.txt" | tee -a "$out/table.txt"
 
 # Growth of one buffer to 16 GiB in 64 MiB steps and to 4 GiB in 2 MiB steps: grow.c's four
