@@ -3,8 +3,11 @@ package cu
 // drvIndex maps driver values to slot indexes for one shard of the handle table (handles.go):
 // an open-addressing hash table with linear probing, kept at most half full, so that a
 // lookup, an insert and a removal each touch about one cache line of it. Creating and
-// releasing a handle use it right after the driver call, when it is cold in the caches, and
-// a Go map touched about four lines there. The shard's lock serializes its use.
+// releasing a handle use it right after the driver call, when it is cold in the caches;
+// a Go map there (its header, its table, a group's control word and slots), with the free
+// slots in a slice, cost a 2 MiB create and release on an H200 about three points more
+// over a bare call (cu's BenchmarkGPUCallLayers).
+// The shard's lock serializes its use.
 type drvIndex struct {
 	tab []drvEntry // len is 0 or a power of two
 	n   int        // entries in use

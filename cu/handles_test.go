@@ -299,3 +299,66 @@ func TestHandleTableFull(t *testing.T) {
 	require.True(t, errors.Is(err, ERROR_OUT_OF_MEMORY), "%v", err)
 	require.EqualValues(t, maxSlots, tab.next.Load())
 }
+
+// TestHandleValueReuseAndSlotRecycling churns handles through a driver that hands freed
+// values out again, as the real one does with its heap addresses: every live value has
+// exactly one handle, the handle of a freed value stays dead after the value returns, and
+// the table recycles its slots instead of growing past the most handles ever live at once.
+func TestHandleValueReuseAndSlotRecycling(t *testing.T) {
+	tab := new(handleTable)
+	const maxLive = 300
+	var freed []uint64 // values the driver will hand out again, newest last
+	next := uint64(0x7f0000000000)
+	create := func() uint64 {
+		if n := len(freed); n > 0 && n%3 != 0 {
+			v := freed[n-1]
+			freed = freed[:n-1]
+			return v
+		}
+		next += 0x200
+		return next
+	}
+	live := map[uint64]MemHandle{} // value -> its handle
+	var dead []MemHandle
+	seed := uint64(1)
+	rnd := func(n int) int { seed = seed*6364136223846793005 + 1442695040888963407; return int(seed>>33) % n }
+	for step := range 20000 {
+		if len(live) < maxLive && (len(live) == 0 || rnd(2) == 0) {
+			v := create()
+			h, err := tab.add(v)
+			require.NoError(t, err)
+			_, dup := live[v]
+			require.False(t, dup, "step %d: the driver gave out a live value", step)
+			for _, d := range dead {
+				require.NotEqual(t, d, h, "step %d: a released handle came back", step)
+			}
+			live[v] = h
+			continue
+		}
+		var v uint64
+		for v = range live {
+			break
+		}
+		h := live[v]
+		require.NoError(t, tab.release(h, func(got uint64) error {
+			require.Equal(t, v, got)
+			return nil
+		}))
+		delete(live, v)
+		freed = append(freed, v)
+		if len(dead) < 64 {
+			dead = append(dead, h)
+		}
+		require.False(t, tab.known(h), "step %d: released handle still known", step)
+	}
+	for v, h := range live {
+		s, got, err := tab.pin(h)
+		require.NoError(t, err)
+		require.Equal(t, v, got)
+		s.unpin()
+	}
+	n, _ := tab.live()
+	require.Equal(t, len(live), n)
+	require.LessOrEqual(t, int(tab.next.Load()), maxLive+hashShards*8,
+		"slots are recycled: the table grew to %d slots for at most %d live handles", tab.next.Load(), maxLive)
+}

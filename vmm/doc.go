@@ -58,13 +58,15 @@
 // Reservation or Mapping pins itself for each call, without a lock, so that Close waits
 // for the calls in flight and no call reaches the driver after Close has begun.
 //
-// Measured on an H200 (driver 580.159.04) with bench/cgo's BenchmarkConcurrency, workers
-// each creating, mapping, setting access, unmapping and releasing their own 2 MiB chunks,
-// cuvmm goroutines against C threads calling the driver directly, in one process: 1.02x,
-// 0.98x, 0.93x, 0.94x and 0.92x of C's throughput at 1, 2, 4, 8 and 16 workers (a plain cgo
-// binding: 1.02x, 0.98x, 0.97x, 1.00x, 0.96x); with goroutines mapping, querying and
-// exporting shared handles while others create and release theirs, 0.99x, 1.00x, 0.96x,
-// 0.95x and 1.01x (cgo 0.95x to 1.00x). The driver itself serializes most of its VMM
-// bookkeeping: 16 threads do about 1.4 times the operations per second of one on their own
+// Measured on an H200 (driver 580.159.04, 16 CPU cores) with bench/cgo's
+// BenchmarkConcurrency, workers each creating, mapping, setting access, unmapping and
+// releasing their own 2 MiB chunks, cuvmm goroutines against C threads calling the driver
+// directly, in one process: 1.10x, 1.00x, 0.98x, 0.99x and 0.94x of C's throughput at 1, 2,
+// 4, 8 and 16 workers (a plain cgo binding: 1.09x, 1.00x, 1.01x, 0.99x, 0.95x); with
+// goroutines mapping, querying and exporting shared handles while others create and
+// release theirs, 1.00x, 0.99x, 0.98x, 0.95x and 0.96x (cgo 0.94x to 1.00x). The process
+// spends as much CPU time per operation as with the cgo binding (within 2% on own handles)
+// and allocates about once per 500 operations. The driver itself serializes most of its VMM
+// bookkeeping: 16 threads do about 1.7 times the operations per second of one on their own
 // handles. docs/benchmarks.md has the tables and how to reproduce them.
 package vmm
