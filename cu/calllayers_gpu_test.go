@@ -88,14 +88,6 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 	}
 	cuUnmap := func(va, size uint64) { must(MemUnmap(DevicePtr(va), size)) }
 	cuRelease := func(h uint64) { must(MemRelease(MemHandle(h))) }
-	// pinned pins h as MemMap does, written out.
-	pinned := func(h uint64) *slot {
-		s, gen := handles.slotOf(MemHandle(h))
-		if s == nil || !s.g.Enter(gen) {
-			b.Fatalf("handle %#x: not live", h)
-		}
-		return s
-	}
 	type variant struct {
 		name    string
 		create  func(size uint64) uint64
@@ -107,8 +99,9 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 		{"raw", rawCreate, rawMap, rawUnmap, rawRelease},
 		{"frame", frameCreate, frameMap, frameUnmap, func(h uint64) { must(cuMemRelease(h)) }},
 		{"pin", cuCreate, func(va, size, h uint64) {
-			s := pinned(h)
-			must(cuMemMap(DevicePtr(va), size, 0, s.drv.Load(), 0))
+			s, drv, err := handles.pin(MemHandle(h))
+			must(err)
+			must(cuMemMap(DevicePtr(va), size, 0, drv, 0))
 			s.unpin()
 		}, frameUnmap, cuRelease},
 		{"cu", cuCreate, func(va, size, h uint64) {

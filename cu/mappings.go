@@ -57,24 +57,14 @@ type mapIndex struct {
 	nhashed atomic.Int64 // records in the shards
 }
 
-// radixAt returns where start's word is in the radix table: the index of its leaf and its
-// index in the leaf; ok is false when start is not 2 MiB aligned or is above the table.
-func radixAt(start uint64) (top, word uint64, ok bool) {
-	if start&(1<<radixShift-1) != 0 || start>>48 != 0 {
-		return 0, 0, false
-	}
-	g := start >> radixShift
-	return g >> radixLeafLog, g & (1<<radixLeafLog - 1), true
-}
-
 // radixSlot returns the radix word of start, allocating its leaf if make is set; nil when
 // start is not 2 MiB aligned, is above the table, or has no leaf.
 func (x *mapIndex) radixSlot(start uint64, make bool) *atomic.Uint64 {
-	i, j, ok := radixAt(start)
-	if !ok {
+	if start&(1<<radixShift-1) != 0 || start>>48 != 0 {
 		return nil
 	}
-	top := &x.radix[i]
+	g := start >> radixShift
+	top := &x.radix[g>>radixLeafLog]
 	leaf := top.Load()
 	if leaf == nil {
 		if !make {
@@ -87,7 +77,7 @@ func (x *mapIndex) radixSlot(start uint64, make bool) *atomic.Uint64 {
 		}
 		x.grow.Unlock()
 	}
-	return &leaf[j]
+	return &leaf[g&(1<<radixLeafLog-1)]
 }
 
 func radixWord(size uint64, idx uint32) (uint64, bool) {
@@ -305,36 +295,16 @@ func (t *handleTable) unlockDrops(hs []held) {
 // mapped records a mapping the driver just made of h's slot s, which the caller has pinned:
 // recorded before the pin ends, the mapping is seen by the handle's last release, which
 // waits for the pin.
-//
-// It runs right after the driver call, when the caller's code is cold in the caches, so
-// the common case (a 2 MiB aligned mapping no larger than one recorded before, in a leaf
-// that exists, replacing nothing) is written out here rather than in calls to mapIndex.
 func (t *handleTable) mapped(s *slot, h MemHandle, start, size uint64) {
 	s.maps.Add(1)
-	x := &t.maps
-	if w, ok := radixWord(size, uint32(h)); ok && size <= x.largest.Load() {
-		if i, j, ok := radixAt(start); ok {
-			if leaf := x.radix[i].Load(); leaf != nil {
-				if old := leaf[j].Swap(w); old != 0 {
-					t.dropStale(radixRecord(old).idx)
-				}
-				return
-			}
-		}
+	if stale, ok := t.maps.add(start, size, uint32(h)); ok {
+		// A record of a mapping the driver no longer has (an unmap that raced the map of the
+		// same range): count it gone, as its unmap would have.
+		o := t.slot(stale)
+		o.drop.Lock()
+		t.unmapped(stale)
+		o.drop.Unlock()
 	}
-	if stale, ok := x.add(start, size, uint32(h)); ok {
-		t.dropStale(stale)
-	}
-}
-
-// dropStale counts gone the mapping of slot idx whose record a new mapping of the same
-// start replaced: the driver no longer has it (an unmap that raced the map of the same
-// range took the range but not the record), as its unmap would have.
-func (t *handleTable) dropStale(idx uint32) {
-	o := t.slot(idx)
-	o.drop.Lock()
-	t.unmapped(idx)
-	o.drop.Unlock()
 }
 
 // unmap runs driverUnmap on [start, start+size) holding the drop locks of the allocations

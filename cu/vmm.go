@@ -113,27 +113,18 @@ func MemAddressFree(ptr DevicePtr, size uint64) error {
 
 // MemMap maps size bytes of h, from offset, at ptr (cuMemMap).
 func MemMap(ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error {
-	// handles.pin written out (slotOf and Enter are inlined; pin is not): a map costs about
-	// a microsecond in the driver, and every function on its path runs cold after it. The
-	// mapping is recorded while h is pinned, so that its release sees it (mappings.go).
-	err := ErrUnknownHandle
-	if s, gen := handles.slotOf(h); s != nil && s.g.Enter(gen) {
-		if err = cuMemMap(ptr, size, offset, s.drv.Load(), flags); err == nil {
+	// The mapping is recorded while h is pinned, so that its release sees it (mappings.go).
+	s, drv, err := handles.pin(h)
+	if err == nil {
+		if err = cuMemMap(ptr, size, offset, drv, flags); err == nil {
 			handles.mapped(s, h, uint64(ptr), size)
 		}
 		s.unpin()
 	}
 	if err != nil {
-		return memMapErr(err, ptr, size, offset, h, flags)
+		return wrap(err, "cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, h, flags)
 	}
 	return nil
-}
-
-// memMapErr is MemMap's error, out of line to keep the formatting code off its path.
-//
-//go:noinline
-func memMapErr(err error, ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error {
-	return wrap(err, "cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, h, flags)
 }
 
 // MemUnmap unmaps [ptr, ptr+size) (cuMemUnmap).
