@@ -27,20 +27,26 @@ func (x *drvIndex) home(drv uint64) int {
 	return int((drv*0x9e3779b97f4a7c15)>>32) & (len(x.tab) - 1)
 }
 
+// probe returns where drv's entry is, or the empty entry that ends its probe sequence (the
+// table is never full, so there is one); the table must not be empty.
+func (x *drvIndex) probe(drv uint64) (i int, found bool) {
+	for i, m := x.home(drv), len(x.tab)-1; ; i = (i + 1) & m {
+		if e := &x.tab[i]; e.slot == 0 || e.drv == drv {
+			return i, e.slot != 0
+		}
+	}
+}
+
 // find returns the slot index of drv.
 func (x *drvIndex) find(drv uint64) (uint32, bool) {
 	if x.n == 0 {
 		return 0, false
 	}
-	for i, m := x.home(drv), len(x.tab)-1; ; i = (i + 1) & m {
-		e := &x.tab[i]
-		if e.slot == 0 {
-			return 0, false
-		}
-		if e.drv == drv {
-			return e.slot - 1, true
-		}
+	i, ok := x.probe(drv)
+	if !ok {
+		return 0, false
 	}
+	return x.tab[i].slot - 1, true
 }
 
 // put maps drv to slot idx, replacing what drv mapped to.
@@ -48,18 +54,11 @@ func (x *drvIndex) put(drv uint64, idx uint32) {
 	if 2*(x.n+1) > len(x.tab) {
 		x.grow()
 	}
-	for i, m := x.home(drv), len(x.tab)-1; ; i = (i + 1) & m {
-		e := &x.tab[i]
-		if e.slot == 0 {
-			*e = drvEntry{drv: drv, slot: idx + 1}
-			x.n++
-			return
-		}
-		if e.drv == drv {
-			e.slot = idx + 1
-			return
-		}
+	i, ok := x.probe(drv)
+	if !ok {
+		x.n++
 	}
+	x.tab[i] = drvEntry{drv: drv, slot: idx + 1}
 }
 
 func (x *drvIndex) grow() {
@@ -78,16 +77,11 @@ func (x *drvIndex) remove(drv uint64, idx uint32) {
 	if x.n == 0 {
 		return
 	}
-	m := len(x.tab) - 1
-	i := x.home(drv)
-	for ; x.tab[i].drv != drv || x.tab[i].slot == 0; i = (i + 1) & m {
-		if x.tab[i].slot == 0 {
-			return
-		}
-	}
-	if x.tab[i].slot != idx+1 {
+	i, ok := x.probe(drv)
+	if !ok || x.tab[i].slot != idx+1 {
 		return
 	}
+	m := len(x.tab) - 1
 	// Backward-shift deletion: move later entries of the run into the hole when the hole
 	// lies on their probe sequence (their home is not cyclically in (hole, j]), so that no
 	// lookup stops early at it; then empty the last hole.

@@ -77,12 +77,12 @@ func BenchmarkConcurrency(b *testing.B) {
 					for r := range reps {
 						for j := range ways {
 							k := (r + j) % len(ways)
-							before := takeProcessCost()
+							before := sampleProcess()
 							d, ops, err := ways[k]()
 							if err != nil {
 								b.Fatalf("%s: %v", names[k], err)
 							}
-							cost[k].add(before, takeProcessCost(), d, ops)
+							cost[k].add(before, sampleProcess(), d, ops)
 							rate[k] = append(rate[k], float64(ops)/d.Seconds())
 						}
 					}
@@ -112,13 +112,14 @@ type processCost struct {
 	gcs       uint32
 }
 
+// processSample is the process's running totals at one moment, for processCost.add.
 type processSample struct {
 	cpu     time.Duration
 	mallocs uint64
 	gcs     uint32
 }
 
-func takeProcessCost() processSample {
+func sampleProcess() processSample {
 	var ru unix.Rusage
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	var ms runtime.MemStats
