@@ -5,9 +5,9 @@
 // Every driver call this package makes is declared once, as a prototype line in
 // prototypes.go with the ABI version it is called with; internal/cmd/mkcu checks the lines
 // against cuda.h and generates the proc table (zprocs.go) and the functions that make the
-// calls (zcalls.go), on which the exported functions are written. A missing entry point
-// fails only its own calls, with an error that matches both [loader.ErrNotSupported] and
-// [ERROR_NOT_SUPPORTED].
+// calls (zcalls.go), on which the exported functions are written; MemMap alone writes its
+// generated call out in itself (vmm.go says why). A missing entry point fails only its own
+// calls, with an error that matches both [loader.ErrNotSupported] and [ERROR_NOT_SUPPORTED].
 //
 // # Contexts
 //

@@ -100,16 +100,28 @@ func (x *mapIndex) shard(start uint64) *mapShard {
 // record it replaced (a mapping cu did not see go, from a map and an unmap of one range
 // racing), if any.
 func (x *mapIndex) add(start, size uint64, idx uint32) (stale uint32, hadStale bool) {
-	if cur := x.largest.Load(); size > cur {
-		for !x.largest.CompareAndSwap(cur, size) {
-			if cur = x.largest.Load(); size <= cur {
-				break
-			}
+	x.noteSize(size)
+	return x.put(nil, start, size, idx)
+}
+
+// noteSize raises largest to size.
+func (x *mapIndex) noteSize(size uint64) {
+	for cur := x.largest.Load(); size > cur; cur = x.largest.Load() {
+		if x.largest.CompareAndSwap(cur, size) {
+			return
 		}
 	}
+}
+
+// put is add without noteSize; word is start's radix word when the caller has looked it up
+// (radixWordOf), nil to look it up here.
+func (x *mapIndex) put(word *atomic.Uint64, start, size uint64, idx uint32) (stale uint32, hadStale bool) {
 	if w, ok := radixWord(size, idx); ok {
-		if p := x.radixSlot(start, true); p != nil {
-			if old := p.Swap(w); old != 0 {
+		if word == nil {
+			word = x.radixSlot(start, true)
+		}
+		if word != nil {
+			if old := word.Swap(w); old != 0 {
 				return radixRecord(old).idx, true
 			}
 			return 0, false
@@ -292,12 +304,43 @@ func (t *handleTable) unlockDrops(hs []held) {
 	}
 }
 
-// mapped records a mapping the driver just made of h's slot s, which the caller has pinned:
-// recorded before the pin ends, the mapping is seen by the handle's last release, which
-// waits for the pin.
-func (t *handleTable) mapped(s *slot, h MemHandle, start, size uint64) {
-	s.maps.Add(1)
-	if stale, ok := t.maps.add(start, size, uint32(h)); ok {
+// mapping is a map in flight: MemMap pins the handle, counts the mapping on its slot and
+// looks up the record's radix word before the driver call, and endMap records the
+// mapping (or uncounts it) and unpins after. Counting before the call is safe: while s is
+// pinned its release waits, so no drop can find the count at zero with no reference left.
+type mapping struct {
+	s           *slot
+	word        *atomic.Uint64 // start's radix word (radixWordOf); nil: put finds the place
+	start, size uint64
+	idx         uint32
+	grow        bool // size is above largest
+}
+
+// radixWordOf returns the radix word of a mapping of size bytes at start if the mapping
+// is one the radix table records and start's leaf exists, nil otherwise; a leaf is made
+// only for a mapping the driver has made (put). It is inlinable, for MemMap.
+func (x *mapIndex) radixWordOf(start, size uint64) *atomic.Uint64 {
+	if (start|size)&(1<<radixShift-1) != 0 || start>>48 != 0 || size == 0 || size>>(radixShift+32) != 0 {
+		return nil
+	}
+	if leaf := x.radix[start>>(radixShift+radixLeafLog)].Load(); leaf != nil {
+		return &leaf[(start>>radixShift)&(1<<radixLeafLog-1)]
+	}
+	return nil
+}
+
+// endMap records the mapping if the driver made it, and unpins the handle: recorded before
+// the pin ends, the mapping is seen by the handle's last release, which waits for the pin.
+func (t *handleTable) endMap(m *mapping, made bool) {
+	if !made {
+		m.s.maps.Add(-1)
+		m.s.unpin()
+		return
+	}
+	if m.grow {
+		t.maps.noteSize(m.size)
+	}
+	if stale, ok := t.maps.put(m.word, m.start, m.size, m.idx); ok {
 		// A record of a mapping the driver no longer has (an unmap that raced the map of the
 		// same range): count it gone, as its unmap would have.
 		o := t.slot(stale)
@@ -305,6 +348,7 @@ func (t *handleTable) mapped(s *slot, h MemHandle, start, size uint64) {
 		t.unmapped(stale)
 		o.drop.Unlock()
 	}
+	m.s.unpin()
 }
 
 // unmap runs driverUnmap on [start, start+size) holding the drop locks of the allocations

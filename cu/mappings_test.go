@@ -120,18 +120,25 @@ func (d *dropDriver) retain(addr uint64) (uint64, error) {
 	return 0, ERROR_INVALID_VALUE
 }
 
-// mapHandle is MemMap on the table: pin, driver map, record, unpin.
+// mapHandle is MemMap's steps on the table around the fake driver's map: look up the
+// record's word, pin, count, map, then record and unpin (the common record in line, the
+// rest through endMap).
 func mapHandle(t *handleTable, d *dropDriver, h MemHandle, start, size uint64) error {
-	s, drv, err := t.pin(h)
-	if err != nil {
-		return err
+	word := t.maps.radixWordOf(start, size)
+	s, gen := t.slotOf(h)
+	if s == nil || !s.g.Enter(gen) {
+		return ErrUnknownHandle
 	}
-	defer s.unpin()
-	if err := d.mapAt(start, size, drv); err != nil {
-		return err
+	s.maps.Add(1)
+	grow := size > t.maps.largest.Load()
+	err := d.mapAt(start, size, s.drv.Load())
+	if w, ok := radixWord(size, uint32(h)); err == nil && word != nil && !grow && ok && word.CompareAndSwap(0, w) {
+		s.unpin()
+		return nil
 	}
-	t.mapped(s, h, start, size)
-	return nil
+	m := mapping{s: s, word: word, start: start, size: size, idx: uint32(h), grow: grow}
+	t.endMap(&m, err == nil)
+	return err
 }
 
 func unmapRange(t *handleTable, d *dropDriver, start, size uint64) error {
@@ -304,4 +311,27 @@ func TestMapIndexLookups(t *testing.T) {
 	require.Equal(t, 2, x.count())
 	require.Len(t, x.take(0x1000000000+4*g2, g2, nil), 1, "the exact-range fast path")
 	require.Empty(t, x.take(0x2000000000, 1<<40, nil))
+}
+
+// TestRadixWordOfAgreesWithPut checks MemMap's inline lookup against the index's own: a
+// word for exactly the mappings put records in the radix table, and only once their leaf
+// exists.
+func TestRadixWordOfAgreesWithPut(t *testing.T) {
+	x := new(mapIndex)
+	starts := []uint64{0, g2, 3 * g2, 1 << 35, 1<<35 - g2, 0x7f3400000000, 1<<48 - g2, 1 << 48, g2 + 4096, 4096}
+	sizes := []uint64{0, 4096, g2, g2 + 4096, 64 << 20, 1 << 30, 1 << 52, 1 << 53, 1<<53 - g2}
+	for _, start := range starts {
+		for _, size := range sizes {
+			require.Nil(t, x.radixWordOf(start, size), "start %#x size %#x, no leaf", start, size)
+			if leafStart := start &^ (g2 - 1); leafStart>>48 == 0 {
+				x.radixSlot(leafStart, true) // the leaf of start exists
+			}
+			var want *atomic.Uint64
+			if _, ok := radixWord(size, 7); ok {
+				want = x.radixSlot(start, false)
+			}
+			require.Equal(t, want, x.radixWordOf(start, size), "start %#x size %#x", start, size)
+			x.radix = [len(x.radix)]atomic.Pointer[radixLeaf]{} // the next case starts leafless
+		}
+	}
 }
