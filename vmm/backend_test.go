@@ -25,7 +25,9 @@ import (
 
 var (
 	protoLineRE = regexp.MustCompile(`(?m)^//cu (\w+)(?: as (\w+))?\(`)
-	driverRE    = regexp.MustCompile(`\bcu[A-Z]\w*`)
+	// procLineRE matches a proc of zprocs.go: its variable and its C symbol.
+	procLineRE = regexp.MustCompile(`(?m)^\s*(proc\w+)\s*= lib\.NewProc\(loader\.Symbol\{Name: "(\w+)"`)
+	driverRE   = regexp.MustCompile(`\bcu[A-Z]\w*`)
 )
 
 // parseDir parses the non-test Go files of dir.
@@ -60,8 +62,8 @@ func calledNames(body ast.Node) []string {
 }
 
 // cuReach returns, for each function and method name of package cu, the driver calls it
-// reaches: the generated functions of prototypes.go it calls, directly or through other
-// functions of the package. Methods are known by name alone, which package cu keeps
+// reaches: the generated functions of prototypes.go it calls and the procs (zprocs.go) it
+// calls through itself, directly or through other functions of the package. Methods are known by name alone, which package cu keeps
 // unambiguous enough for this: a name shared by two functions reaches the calls of both.
 func cuReach(t *testing.T) map[string][]string {
 	t.Helper()
@@ -76,6 +78,11 @@ func cuReach(t *testing.T) map[string][]string {
 		symbolOf[name] = m[1]
 	}
 	require.NotEmpty(t, symbolOf)
+	procs, err := os.ReadFile("../cu/zprocs.go")
+	require.NoError(t, err)
+	for _, m := range procLineRE.FindAllStringSubmatch(string(procs), -1) {
+		symbolOf[m[1]] = m[2]
+	}
 	calls := map[string][]string{}
 	for _, f := range parseDir(t, "../cu") {
 		for _, d := range f.Decls {
