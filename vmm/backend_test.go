@@ -63,8 +63,9 @@ func calledNames(body ast.Node) []string {
 
 // cuReach returns, for each function and method name of package cu, the driver calls it
 // reaches: the generated functions of prototypes.go it calls and the procs (zprocs.go) it
-// calls through itself, directly or through other functions of the package. Methods are known by name alone, which package cu keeps
-// unambiguous enough for this: a name shared by two functions reaches the calls of both.
+// calls through itself, directly or through other functions of the package. Methods are
+// known by name alone, which package cu keeps unambiguous enough for this: a name shared
+// by two functions reaches the calls of both.
 func cuReach(t *testing.T) map[string][]string {
 	t.Helper()
 	src, err := os.ReadFile("../cu/prototypes.go")
