@@ -60,6 +60,9 @@ type resv struct {
 	in    []*mapping // crossers from earlier reservations that run into this one
 	first [1]*mapping
 	calls [numResvOps]uint64 // calls on the reservation, counted under its lock
+	// Reservations of different goroutines do not share a cache line pair: with its size
+	// a multiple of 128, the allocator places it at an address aligned to 128 bytes.
+	_ [16]byte
 }
 
 // The calls a reservation counts itself, under the lock they take anyway, so that the

@@ -112,7 +112,7 @@ func (s *Sim) SetCapacity(ordinal int, bytes uint64) error {
 	if ordinal < 0 || ordinal >= len(s.cfg.Devices) {
 		return fmt.Errorf("sim: SetCapacity(%d, %d): no such device", ordinal, bytes)
 	}
-	s.capacity[ordinal].Store(bytes)
+	s.devMem[ordinal].setLimit(bytes)
 	return nil
 }
 

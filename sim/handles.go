@@ -55,13 +55,18 @@ func (o *memObject) gone() {
 // handles of different shards never wait for each other.
 const handleShards = 32
 
-// handleShard is one part of the handle table. A handle's shard is fixed by its value.
+// handleShard is one part of the handle table. A handle's shard is fixed by its value, and
+// a new handle goes to the shard of the goroutine that makes it (stripe), so that
+// goroutines on different cores making and releasing their own handles rarely share one.
 type handleShard struct {
-	mu    sync.Mutex
-	m     map[cu.MemHandle]*handle
-	live  int // its handles with references
-	calls [numShardOps]uint64
-	_     [64 - 8 - 8 - 8 - 8*numShardOps]byte
+	mu   sync.Mutex
+	m    map[cu.MemHandle]*handle
+	live int // its handles with references
+	// next and end are the shard's block of handle numbers: next is the next to hand out.
+	next, end uint64
+	calls     [numShardOps]uint64
+	// Shards 128 bytes apart: a core's adjacent-line prefetch fetches lines in pairs.
+	_ [128 - 8 - 8 - 8 - 8 - 8 - 8*numShardOps]byte
 }
 
 // The calls a handle shard counts itself, under its lock.
@@ -82,6 +87,10 @@ const handleStride = 0x10
 // is (value/handleStride) % handleShards.
 const handleBase = 0x5000000000
 
+// handleBlock is how many handle numbers a shard takes from the Sim's count at once: one
+// shared write per handleBlock handles made on a shard.
+const handleBlock = 64
+
 func (s *Sim) shardOf(v cu.MemHandle) *handleShard { return &s.handles[shardIndex(v)] }
 
 func shardIndex(v cu.MemHandle) uint64 { return (uint64(v) / handleStride) % handleShards }
@@ -95,14 +104,21 @@ func (s *Sim) newHandle(mem *phys, mc *mcObject, prop cu.MemAllocationProp) *han
 }
 
 // addHandle gives h its value and one reference, and enters it in the table; count names
-// the shard-counted call it completes (shardCreate), or is -1. Values are handed out in
-// order, so a program that makes the same calls gets the same values, and consecutive
-// values land in different shards.
+// the shard-counted call it completes (shardCreate), or is -1. A value is its shard's index
+// and a number from the shard's block; blocks are numbered in the order shards take them,
+// so values never repeat and grow with the number of handles the Sim has made (by at most
+// a block per shard more).
 func (s *Sim) addHandle(h *handle, count int) {
-	v := cu.MemHandle(handleBase + s.nextHandle.Add(1)*handleStride)
-	sh := s.shardOf(v)
-	h.value, h.refs = v, 1
+	i := stripe() % handleShards
+	sh := &s.handles[i]
 	sh.mu.Lock()
+	if sh.next == sh.end {
+		sh.next = (s.nextBlock.Add(1) - 1) * handleBlock
+		sh.end = sh.next + handleBlock
+	}
+	v := cu.MemHandle(handleBase + (sh.next*handleShards+i)*handleStride)
+	sh.next++
+	h.value, h.refs = v, 1
 	sh.m[v] = h
 	sh.live++
 	if h.mc != nil {
@@ -178,11 +194,7 @@ func (s *Sim) unuse(p *phys) {
 		return
 	}
 	if p.counted {
-		if p.dev >= 0 {
-			s.committed[p.dev].Add(-p.size)
-		} else {
-			s.hostCommitted.Add(-p.size)
-		}
+		s.memOf(p.dev).uncommit(p.size)
 	}
 	if p.fileKey != (fileKey{}) || p.fabric != nil {
 		s.shareMu.Lock()

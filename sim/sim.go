@@ -14,8 +14,10 @@ import (
 // for concurrent use. Each Sim is a separate machine with its own address space and handles.
 //
 // Calls on different objects run in parallel, as the driver runs them: a reservation's
-// mappings have their own lock, handles are spread over independently locked shards, and
-// counters are striped, so goroutines working on their own memory share no lock. Placing
+// mappings have their own lock, handles are spread over independently locked shards (a
+// new handle in the shard of the goroutine that makes it), and counters and each device's
+// committed memory are striped, so goroutines working on their own memory share no lock
+// and mostly write no common cache line. Placing
 // and freeing reservations, and operations on ranges that span reservations, take one lock
 // (the address space's), and multicast calls another.
 type Sim struct {
@@ -23,16 +25,15 @@ type Sim struct {
 	id    uint64 // distinguishes Sims of one process in fabric tokens
 	noVMM bool   // no device supports VMM
 
-	va         vaSpace
-	handles    [handleShards]handleShard
-	nextHandle atomic.Uint64
+	va        vaSpace
+	handles   [handleShards]handleShard
+	nextBlock atomic.Uint64 // the next block of handle numbers a shard takes
 
-	committed     []atomic.Uint64 // per device
-	capacity      []atomic.Uint64
-	hostCommitted atomic.Uint64
-	mcs           counter
-	bindings      counter
-	nextID        atomic.Uint64
+	devMem   []budget // per device
+	hostMem  budget
+	mcs      counter
+	bindings counter
+	nextID   atomic.Uint64
 
 	shareMu   sync.Mutex
 	byFile    map[fileKey]*phys
@@ -64,8 +65,7 @@ func New(cfg Config) (*Sim, error) {
 	s := &Sim{
 		cfg:       cfg,
 		id:        simIDs.Add(1),
-		committed: make([]atomic.Uint64, len(cfg.Devices)),
-		capacity:  make([]atomic.Uint64, len(cfg.Devices)),
+		devMem:    make([]budget, len(cfg.Devices)),
 		byFile:    map[fileKey]*phys{},
 		byFabric:  map[cu.MemFabricHandle]*phys{},
 		win32:     map[uintptr]*phys{},
@@ -74,10 +74,11 @@ func New(cfg Config) (*Sim, error) {
 	for i := range s.handles {
 		s.handles[i].m = map[cu.MemHandle]*handle{}
 	}
+	s.hostMem.limit.Store(cfg.HostCapacity)
 	s.noVMM = !slices.ContainsFunc(cfg.Devices, func(d Device) bool { return d.VMM })
 	unit := uint64(0)
 	for i, d := range cfg.Devices {
-		s.capacity[i].Store(d.TotalMem)
+		s.devMem[i].limit.Store(d.TotalMem)
 		if unit == 0 || d.Granularity < unit {
 			unit = d.Granularity
 		}

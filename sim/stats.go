@@ -1,13 +1,8 @@
 package sim
 
-import (
-	"sync/atomic"
-	"unsafe"
-)
-
 // Stats is a snapshot of what a Sim holds, so a test can prove that code under test leaks
 // nothing: after cleanup, Clean reports true. It is exact when no call is in flight; taken
-// while other goroutines call the Sim, each field is exact at some moment of the call.
+// while other goroutines call the Sim, its counts may be off by what those calls change.
 type Stats struct {
 	// Handles is the number of valid handle values (memory and multicast) with at least one
 	// reference; HandleRefs the sum of their references.
@@ -49,14 +44,14 @@ func (s *Sim) Stats() Stats {
 	st := Stats{
 		Multicast: int(s.mcs.load()),
 		Bindings:  int(s.bindings.load()),
-		Committed: make([]uint64, len(s.committed)),
-		Host:      s.hostCommitted.Load(),
+		Committed: make([]uint64, len(s.devMem)),
+		Host:      s.hostMem.committed(),
 		Calls:     make(map[string]uint64, numOps),
 	}
 	var calls [numOps]uint64
 	st.Reservations, st.Mappings = s.va.count(&calls)
-	for i := range s.committed {
-		st.Committed[i] = s.committed[i].Load()
+	for i := range s.devMem {
+		st.Committed[i] = s.devMem[i].committed()
 	}
 	// Live memory is reachable from a handle entry (entries stay while mapped) or from a
 	// multicast binding.
@@ -104,35 +99,6 @@ func (s *Sim) LiveHandles() int {
 		sh.mu.Lock()
 		n += sh.live
 		sh.mu.Unlock()
-	}
-	return n
-}
-
-// counterStripes is how many cache lines a counter is spread over.
-const counterStripes = 8
-
-// counter is a count that many goroutines update: each goroutine updates the stripe its
-// stack address picks, so that goroutines on different cores rarely write the same cache
-// line, and a read sums the stripes. A counter written by every call on one line would
-// make every core wait for that line, and the Sim would not scale with cores.
-type counter struct {
-	stripes [counterStripes]struct {
-		n atomic.Int64
-		_ [56]byte
-	}
-}
-
-func (c *counter) add(d int64) {
-	// Goroutine stacks are at least 8 KiB apart, so the bits above that spread goroutines
-	// over the stripes; a stack that moves only changes which stripe it uses.
-	var here byte
-	c.stripes[(uintptr(unsafe.Pointer(&here))>>13)%counterStripes].n.Add(d)
-}
-
-func (c *counter) load() int64 {
-	var n int64
-	for i := range c.stripes {
-		n += c.stripes[i].n.Load()
 	}
 	return n
 }

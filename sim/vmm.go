@@ -159,7 +159,7 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 		m.users = 1 // the handle's reference
 		if p.RequestedHandleTypes&(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR|cu.MEM_HANDLE_TYPE_FABRIC) != 0 {
 			if f = s.shareable(m); f != nil {
-				s.uncommit(dev, size)
+				s.memOf(dev).uncommit(size)
 			}
 		} else {
 			m.st = &m.heap
@@ -177,32 +177,24 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 	return c.handle.value, nil
 }
 
+// memOf returns the budget of device dev, or of the host for -1.
+func (s *Sim) memOf(dev int) *budget {
+	if dev >= 0 {
+		return &s.devMem[dev]
+	}
+	return &s.hostMem
+}
+
 // commit counts size bytes against the capacity of device dev (-1: the host), or fails as
 // the driver does when the memory is exhausted.
 func (s *Sim) commit(dev int, size uint64) *failure {
-	used, limit := &s.hostCommitted, s.cfg.HostCapacity
-	if dev >= 0 {
-		used, limit = &s.committed[dev], s.capacity[dev].Load()
-	}
-	for {
-		c := used.Load()
-		if limit != 0 && c+size > limit || c+size < c {
-			if dev >= 0 {
-				return fail(cu.ERROR_OUT_OF_MEMORY, "device memory exhausted") // recorded: vmmtest create/larger-than-device, sweep/create-1TiB
-			}
-			return fail(cu.ERROR_OUT_OF_MEMORY, "host memory capacity exhausted")
-		}
-		if used.CompareAndSwap(c, c+size) {
-			return nil
-		}
-	}
-}
-
-func (s *Sim) uncommit(dev int, size uint64) {
-	if dev >= 0 {
-		s.committed[dev].Add(-size)
-	} else {
-		s.hostCommitted.Add(-size)
+	switch {
+	case s.memOf(dev).commit(size):
+		return nil
+	case dev >= 0:
+		return fail(cu.ERROR_OUT_OF_MEMORY, "device memory exhausted") // recorded: vmmtest create/larger-than-device, sweep/create-1TiB
+	default:
+		return fail(cu.ERROR_OUT_OF_MEMORY, "host memory capacity exhausted")
 	}
 }
 

@@ -77,9 +77,15 @@ func decode(b []byte) program {
 }
 
 // foreignSkip is how many handle values the foreign Sim hands out (and releases) before a
-// run uses it: its later values are far beyond any a run's Sim reaches, so they are
-// unknown there, as a value from another process is to the driver.
+// run uses it: a Sim's values grow with the handles it has made, so the foreign Sim's
+// later values, above foreignFloor, are far beyond any a run's Sim reaches (it makes fewer
+// than foreignSkip/2), and so unknown there, as a value from another process is to the
+// driver.
 const foreignSkip = 1 << 16
+
+// foreignFloor is the highest value the foreign Sim handed out while skipping; set by
+// foreign.
+var foreignFloor cu.MemHandle
 
 // foreign is the other Sim, shared by the runs of this process (each leaves it as it found
 // it):
@@ -95,6 +101,7 @@ var foreign = sync.OnceValue(func() *sim.Sim {
 		if err != nil {
 			panic(err)
 		}
+		foreignFloor = max(foreignFloor, h)
 		if err := s.Release(h); err != nil {
 			panic(err)
 		}

@@ -200,7 +200,7 @@ func (w *world) anyHandle(a *args) cu.MemHandle {
 func (w *world) badHandle(a *args) cu.MemHandle {
 	if a.bit() {
 		if x, ok := w.alloc(a); ok {
-			if h := x.Handle(); h > 0x5000000000+foreignSkip*0x10 {
+			if h := x.Handle(); h > foreignFloor {
 				return h
 			}
 		}
