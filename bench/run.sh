@@ -121,18 +121,30 @@ awk '
 # The simulator on the same machine: one create, reserve, map, set access, unmap, release,
 # free cycle of 2 MiB, its cost with 10 and 100,000 other mappings live, and cycles from 1
 # and 8 goroutines at once (ns of wall time per cycle of all of them: "own" maps into a
-# reservation per goroutine, "cycle" places and frees one each time).
+# reservation per goroutine, "cycle" places and frees one each time). Beside them, what
+# the driver does from 1 and 8 C threads when every cycle places and frees its reservation
+# (bench/c/placement.c): the sim should scale with goroutines only where the driver does.
 .gpu/sim.test -test.run '^$' -test.bench 'Cycle' -test.count 5 >"$work/sim.txt" || grow_rc=$?
-awk '/^BenchmarkCycle/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n); t[n, ++c[n]] = $3 }
-  END { printf "\nsim (median of 5, ns per cycle)\n"
-    for (n in c) { m = c[n]; for (i = 1; i <= m; i++) a[i] = t[n, i]
+gcc -O2 -I/usr/local/cuda/include bench/c/placement.c -o "$work/bin/placement" -lcuda -lpthread
+"$work/bin/placement" 5 >"$work/placement.txt" || grow_rc=$?
+awk 'function median(k,   m, i, j, x) { m = c[k]; for (i = 1; i <= m; i++) a[i] = t[k, i]
       for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++) if (a[j] < a[i]) { x = a[i]; a[i] = a[j]; a[j] = x }
-      med[n] = a[int((m + 1) / 2)]; printf "%-40s %10.0f\n", n, med[n] }
+      return a[int((m + 1) / 2)] }
+  /^BenchmarkCycle/ { n = $1; sub(/-[0-9]+$/, "", n); sub(/^Benchmark/, "", n); t[n, ++c[n]] = $3 }
+  $1 == "placement" { k = "C " $2 "/" $3; t[k, ++c[k]] = $4 }
+  END { printf "\nsim (median of 5, ns per cycle)\n"
+    for (n in c) if (n !~ /^C /) { med[n] = median(n); printf "%-40s %10.0f\n", n, med[n] }
     k10 = "CycleWithLiveMappings/10"; k100 = "CycleWithLiveMappings/100000"
     if (med[k10] > 0) printf "%-40s %10.2f\n", "100000 live / 10 live", med[k100] / med[k10]
     split("cycle own", g, " ")
     for (i = 1; i <= 2; i++) { k1 = "CycleGoroutines/" g[i] "/1"; k8 = "CycleGoroutines/" g[i] "/8"
-      if (med[k8] > 0) printf "%-40s %10.2f\n", "throughput 8 / 1 goroutines, " g[i], med[k1] / med[k8] } }' "$work/sim.txt" | tee -a "$out/table.txt"
+      if (med[k8] > 0) printf "%-40s %10.2f\n", "throughput 8 / 1 goroutines, " g[i], med[k1] / med[k8] }
+    printf "\nthe driver from C threads (bench/c/placement.c, median of 5, operations/s)\n"
+    split("reserve-free cycle", w, " ")
+    for (i = 1; i <= 2; i++) { k1 = "C " w[i] "/1"; k8 = "C " w[i] "/8"; if (!(k1 in c) || !(k8 in c)) continue
+      m1 = median(k1); m8 = median(k8)
+      printf "%-40s %10.0f\n%-40s %10.0f\n%-40s %10.2f\n", w[i] " 1 thread", m1, w[i] " 8 threads", m8, "throughput 8 / 1 threads, " w[i], m8 / m1 } }' \
+  "$work/sim.txt" "$work/placement.txt" | tee -a "$out/table.txt"
 
 cp "$work/growth.csv" "$work/growth_summary.csv" "$out/"
 cp "$out/table.txt" "$work/"
