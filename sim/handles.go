@@ -53,7 +53,7 @@ func (o *memObject) gone() {
 
 // handleShards is how many independently locked parts the handle table has: calls on
 // handles of different shards never wait for each other.
-const handleShards = 32
+const handleShards = 64
 
 // handleShard is one part of the handle table. A handle's shard is fixed by its value, and
 // a new handle goes to the shard of the goroutine that makes it (stripe), so that
