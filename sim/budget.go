@@ -19,7 +19,7 @@ type budget struct {
 
 // budgetStripes is how many stripes a budget has: as many as stripe picks from, since
 // fewer would put some of a few busy goroutines on one stripe.
-const budgetStripes = 64
+const budgetStripes = stripes
 
 // budgetChunk is what a stripe takes from the shared count beyond a create's size, when
 // the capacity has room for it; a stripe holding more than twice this spare returns the

@@ -7,7 +7,10 @@ import (
 
 // stripes is how many parts a striped structure can have: stripe returns fewer than this,
 // and counters, budgets and handle shards divide it.
-const stripes = 64
+const (
+	stripeBits = 6
+	stripes    = 1 << stripeBits
+)
 
 // stripe picks a part of a striped structure for the calling goroutine, from its stack
 // address: goroutines on different cores have different stacks, so they mostly write
@@ -16,7 +19,7 @@ const stripes = 64
 // hashed, so that stacks spaced by any power of two still spread over the stripes.
 func stripe() uint64 {
 	var here byte
-	return (uint64(uintptr(unsafe.Pointer(&here))>>11) * 0x9e3779b97f4a7c15) >> 58
+	return (uint64(uintptr(unsafe.Pointer(&here))>>11) * 0x9e3779b97f4a7c15) >> (64 - stripeBits)
 }
 
 // counterStripes is how many cache lines a counter is spread over.
