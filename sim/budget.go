@@ -11,6 +11,7 @@ import "sync/atomic"
 type budget struct {
 	limit   atomic.Uint64 // 0: no limit
 	taken   atomic.Uint64 // the bytes committed plus the bytes the stripes hold spare
+	_       [48]byte      // the stripes on lines of their own
 	stripes [budgetStripes]struct {
 		spare atomic.Uint64
 		_     [56]byte
@@ -65,6 +66,12 @@ func (b *budget) take(size, extra uint64) bool {
 
 // uncommit counts size bytes no longer committed.
 func (b *budget) uncommit(size uint64) {
+	if limit := b.limit.Load(); limit != 0 && b.taken.Load() > limit {
+		// More is committed than a lowered capacity allows: a stripe keeping these bytes
+		// spare would let a create have them, so they go back to the shared count.
+		b.taken.Add(-size)
+		return
+	}
 	st := &b.stripes[stripe()%budgetStripes]
 	if n := st.spare.Add(size); n > 2*budgetChunk && st.spare.CompareAndSwap(n, budgetChunk) {
 		b.taken.Add(-(n - budgetChunk))

@@ -58,6 +58,25 @@ func TestBudgetLimitLoweredRefusesSpare(t *testing.T) {
 	require.Equal(t, uint64(2*mib), b.committed())
 }
 
+// TestBudgetLimitLoweredBelowCommitted lowers the capacity below what is committed: what is
+// released meanwhile does not become room for a create until the committed bytes are back
+// under the capacity.
+func TestBudgetLimitLoweredBelowCommitted(t *testing.T) {
+	var b budget
+	b.limit.Store(1 << 40)
+	for range 50 {
+		require.True(t, b.commit(2*mib))
+	}
+	b.setLimit(4 * mib)
+	for n := 49; n >= 2; n-- {
+		b.uncommit(2 * mib)
+		require.False(t, b.commit(2*mib), "%d MiB committed, over the capacity of 4 MiB", 2*n)
+	}
+	b.uncommit(2 * mib)
+	require.True(t, b.commit(2*mib), "2 MiB committed, under the capacity of 4 MiB")
+	require.Equal(t, uint64(4*mib), b.committed())
+}
+
 // TestBudgetReturnsExcess releases far more than the stripes keep: they return the excess
 // to the shared count.
 func TestBudgetReturnsExcess(t *testing.T) {

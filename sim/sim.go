@@ -17,9 +17,9 @@ import (
 // mappings have their own lock, handles are spread over independently locked shards (a
 // new handle in the shard of the goroutine that makes it), and counters and each device's
 // committed memory are striped, so goroutines working on their own memory share no lock
-// and mostly write no common cache line. Placing
-// and freeing reservations, and operations on ranges that span reservations, take one lock
-// (the address space's), and multicast calls another.
+// and mostly write no common cache line. Placing and freeing reservations, and operations
+// on ranges that span reservations, take one lock (the address space's), as the driver
+// serializes them too, and multicast calls another.
 type Sim struct {
 	cfg   Config
 	id    uint64 // distinguishes Sims of one process in fabric tokens
