@@ -9,9 +9,14 @@ import "sync/atomic"
 // touch the shared count. A create the shared count cannot satisfy first pulls every
 // stripe's spare back, so it fails only when what is really committed leaves no room.
 type budget struct {
-	limit   atomic.Uint64 // 0: no limit
+	limit atomic.Uint64 // 0: no limit
+	// exact is set once a test has set the limit (SetCapacity): from then on every create
+	// and release goes to the shared count, as with one counter, so that a capacity lowered
+	// below what is committed holds exactly.
+	exact   atomic.Bool
+	_       [52]byte      // exact, read by every create and release, on a line rarely written
 	taken   atomic.Uint64 // the bytes committed plus the bytes the stripes hold spare
-	_       [48]byte      // the stripes on lines of their own
+	_       [56]byte
 	stripes [budgetStripes]struct {
 		spare atomic.Uint64
 		_     [56]byte
@@ -29,15 +34,17 @@ const budgetChunk = 64 << 20
 
 // commit counts size more bytes, or reports false when the capacity has no room for them.
 func (b *budget) commit(size uint64) bool {
-	st := &b.stripes[stripe()%budgetStripes]
-	for sp := st.spare.Load(); sp >= size; sp = st.spare.Load() {
-		if st.spare.CompareAndSwap(sp, sp-size) {
+	if !b.exact.Load() {
+		st := &b.stripes[stripe()%budgetStripes]
+		for sp := st.spare.Load(); sp >= size; sp = st.spare.Load() {
+			if st.spare.CompareAndSwap(sp, sp-size) {
+				return true
+			}
+		}
+		if b.take(size, budgetChunk) {
+			st.spare.Add(budgetChunk)
 			return true
 		}
-	}
-	if b.take(size, budgetChunk) {
-		st.spare.Add(budgetChunk)
-		return true
 	}
 	if b.take(size, 0) {
 		return true
@@ -66,9 +73,7 @@ func (b *budget) take(size, extra uint64) bool {
 
 // uncommit counts size bytes no longer committed.
 func (b *budget) uncommit(size uint64) {
-	if limit := b.limit.Load(); limit != 0 && b.taken.Load() > limit {
-		// More is committed than a lowered capacity allows: a stripe keeping these bytes
-		// spare would let a create have them, so they go back to the shared count.
+	if b.exact.Load() {
 		b.taken.Add(-size)
 		return
 	}
@@ -87,9 +92,10 @@ func (b *budget) reclaim() {
 	}
 }
 
-// setLimit changes the capacity; creates past it fail from then on, even on stripes that
-// held spare bytes.
+// setLimit changes the capacity; creates past it fail from then on, and the budget counts
+// exactly (exact).
 func (b *budget) setLimit(n uint64) {
+	b.exact.Store(true)
 	b.limit.Store(n)
 	b.reclaim()
 }

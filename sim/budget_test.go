@@ -100,41 +100,45 @@ func TestBudgetOverflow(t *testing.T) {
 }
 
 // TestBudgetConcurrent has goroutines commit and release at random against a small
-// capacity: what they hold together never exceeds it, and nothing is left committed.
+// capacity, striped and exact: what they hold together never exceeds it, and nothing is
+// left committed.
 func TestBudgetConcurrent(t *testing.T) {
-	const limit = int64(64 * mib)
-	var b budget
-	b.limit.Store(uint64(limit))
-	var held atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(g), 1))
-			var mine []uint64
-			for range 20000 {
-				if len(mine) > 0 && r.IntN(2) == 0 {
-					size := mine[len(mine)-1]
-					mine = mine[:len(mine)-1]
+	for _, exact := range []bool{false, true} {
+		const limit = int64(64 * mib)
+		var b budget
+		b.limit.Store(uint64(limit))
+		b.exact.Store(exact)
+		var held atomic.Int64
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				r := rand.New(rand.NewPCG(uint64(g), 1))
+				var mine []uint64
+				for range 20000 {
+					if len(mine) > 0 && r.IntN(2) == 0 {
+						size := mine[len(mine)-1]
+						mine = mine[:len(mine)-1]
+						held.Add(-int64(size))
+						b.uncommit(size)
+						continue
+					}
+					size := uint64(1+r.IntN(8)) * mib
+					if b.commit(size) {
+						if h := held.Add(int64(size)); h > limit {
+							t.Errorf("exact %v: %d bytes held, over the capacity of %d", exact, h, limit)
+							return
+						}
+						mine = append(mine, size)
+					}
+				}
+				for _, size := range mine {
 					held.Add(-int64(size))
 					b.uncommit(size)
-					continue
 				}
-				size := uint64(1+r.IntN(8)) * mib
-				if b.commit(size) {
-					if h := held.Add(int64(size)); h > limit {
-						t.Errorf("%d bytes held, over the capacity of %d", h, limit)
-						return
-					}
-					mine = append(mine, size)
-				}
-			}
-			for _, size := range mine {
-				held.Add(-int64(size))
-				b.uncommit(size)
-			}
-		})
+			})
+		}
+		wg.Wait()
+		require.Zero(t, b.committed(), "exact %v", exact)
+		require.True(t, b.commit(uint64(limit)), "exact %v: the whole capacity, after everything was released", exact)
 	}
-	wg.Wait()
-	require.Zero(t, b.committed())
-	require.True(t, b.commit(uint64(limit)), "the whole capacity, after everything was released")
 }
