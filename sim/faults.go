@@ -107,7 +107,9 @@ func (s *Sim) ClearFaults() {
 
 // SetCapacity caps the physical memory cuMemCreate may allocate on device ordinal (the
 // default is the device's TotalMem). Memory already allocated stays; later creates past the
-// cap fail with CUDA_ERROR_OUT_OF_MEMORY.
+// cap fail with CUDA_ERROR_OUT_OF_MEMORY. From then on the device's committed bytes are
+// counted on one shared count, exactly, so creates and releases on it from many goroutines
+// no longer scale with cores.
 func (s *Sim) SetCapacity(ordinal int, bytes uint64) error {
 	if ordinal < 0 || ordinal >= len(s.cfg.Devices) {
 		return fmt.Errorf("sim: SetCapacity(%d, %d): no such device", ordinal, bytes)
