@@ -62,11 +62,12 @@ type handleShard struct {
 	mu   sync.Mutex
 	m    map[cu.MemHandle]*handle
 	live int // its handles with references
-	// next and end are the shard's block of handle numbers: next is the next to hand out.
-	next, end uint64
-	calls     [numShardOps]uint64
+	// next is the next handle number to hand out, from the shard's block; a multiple of
+	// handleBlock when the block is used up (and at first).
+	next  uint64
+	calls [numShardOps]uint64
 	// Shards 128 bytes apart: a core's adjacent-line prefetch fetches lines in pairs.
-	_ [128 - 8 - 8 - 8 - 8 - 8 - 8*numShardOps]byte
+	_ [128 - 8 - 8 - 8 - 8 - 8*numShardOps]byte
 }
 
 // The calls a handle shard counts itself, under its lock.
@@ -112,9 +113,8 @@ func (s *Sim) addHandle(h *handle, count int) {
 	i := stripe() % handleShards
 	sh := &s.handles[i]
 	sh.mu.Lock()
-	if sh.next == sh.end {
+	if sh.next%handleBlock == 0 {
 		sh.next = (s.nextBlock.Add(1) - 1) * handleBlock
-		sh.end = sh.next + handleBlock
 	}
 	v := cu.MemHandle(handleBase + (sh.next*handleShards+i)*handleStride)
 	sh.next++
