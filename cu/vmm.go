@@ -1,6 +1,9 @@
 package cu
 
-import "errors"
+import (
+	"errors"
+	"unsafe"
+)
 
 // The virtual memory management calls. None needs a current context. Each wraps the
 // generated function of its prototype (zcalls.go), which pins handle arguments and lays out
@@ -138,6 +141,10 @@ func MemMap(ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error
 		f.a[2] = uintptr(offset)
 		f.a[3] = uintptr(s.drv.Load())
 		f.a[4] = uintptr(flags)
+		// The slot is unpinned and the record written right after the call: the
+		// trampoline fetches their lines while the runtime leaves the system call.
+		f.prefetch[0] = uintptr(unsafe.Pointer(s))
+		f.prefetch[1] = uintptr(unsafe.Pointer(word))
 		if r := f.invoke(); uint32(r) != 0 {
 			err = Result(int32(uint32(r)))
 		}
