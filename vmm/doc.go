@@ -69,8 +69,11 @@
 // and allocates about once per 500 operations. A second run the same day measured 0.97x to
 // 1.06x at 1 to 8 workers and 0.89x at 16 on own handles (cgo 0.96x there), and 0.94x to
 // 1.06x on shared handles, and a third 1.00x to 1.08x at 1 to 8 workers and 0.91x at 16 on
-// own handles (cgo 0.95x), 0.94x to 0.99x on shared (cgo 0.94x to 1.01x): cells near 0.95x
-// move by several points from run to run, for the cgo binding as for cuvmm. The driver itself serializes most of its VMM
+// own handles (cgo 0.95x), 0.94x to 0.99x on shared (cgo 0.94x to 1.01x). On an H100 host:
+// 0.92x at 1 worker (cgo 0.93x; both Go bindings spend 12% more CPU time per operation than
+// a C thread there), 0.98x to 1.06x at 2 to 8 and 0.93x at 16 (cgo 0.97x) on own handles,
+// 0.96x to 0.98x on shared. Cells near 0.95x move by several points from run to run, for
+// the cgo binding as for cuvmm. The driver itself serializes most of its VMM
 // bookkeeping: 16 threads do about 1.7 times the operations per second of one on their own
 // handles. docs/benchmarks.md has the tables and how to reproduce them.
 package vmm
