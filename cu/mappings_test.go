@@ -125,12 +125,12 @@ func (d *dropDriver) retain(addr uint64) (uint64, error) {
 // rest through endMap).
 func mapHandle(t *handleTable, d *dropDriver, h MemHandle, start, size uint64) error {
 	word := t.maps.radixWordOf(start, size)
-	grow := size > t.maps.largest.Load()
 	s, gen := t.slotOf(h)
 	if s == nil || !s.g.Enter(gen) {
 		return ErrUnknownHandle
 	}
 	s.maps.Add(1)
+	grow := size > t.maps.largest.Load()
 	err := d.mapAt(start, size, s.drv.Load())
 	if w, ok := radixWord(size, uint32(h)); err == nil && word != nil && !grow && ok && word.CompareAndSwap(0, w) {
 		s.unpin()

@@ -124,16 +124,13 @@ func MemMap(ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error
 	// steps against a fake driver.
 	start := uint64(ptr)
 	word := handles.maps.radixWordOf(start, size)
-	// Loaded before the pin's atomic operations, which later loads would wait for: their
-	// misses then overlap the slot's. largest only grows, so grow can only be stale in
-	// the safe direction (endMap's path, which raises largest if it must).
-	grow := size > handles.maps.largest.Load()
-	addr, err := procMemMap.Addr()
 	s, gen := handles.slotOf(h)
 	if s == nil || !s.g.Enter(gen) {
 		return memMapErr(ErrUnknownHandle, ptr, size, offset, h, flags)
 	}
 	s.maps.Add(1)
+	grow := size > handles.maps.largest.Load()
+	addr, err := procMemMap.Addr()
 	if err != nil {
 		err = symbolErr(err)
 	} else {
