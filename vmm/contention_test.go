@@ -30,7 +30,14 @@ func contend(t *testing.T, be vmm.Backend, exportable bool) (refused, accepted i
 	const owners, users, rounds = 4, 4, 40
 	var released sync.Map
 	var nRefused, nAccepted atomic.Int64
-	pool := make(chan cu.MemHandle, 64)
+	// Every fourth round an owner waits (a second at most) until a user has made its first
+	// call on the handle before releasing it, so that some calls are accepted however the
+	// goroutines are scheduled; the other rounds race freely.
+	type offer struct {
+		h    cu.MemHandle
+		seen chan struct{} // closed by the user after its first call; nil: no wait
+	}
+	pool := make(chan offer, 64)
 	var owning, using sync.WaitGroup
 	stop := make(chan struct{})
 	for o := range owners {
@@ -47,9 +54,14 @@ func contend(t *testing.T, be vmm.Backend, exportable bool) (refused, accepted i
 					t.Error(err)
 					return
 				}
+				of := offer{h: h}
+				if i%4 == 0 {
+					of.seen = make(chan struct{})
+				}
 				select {
-				case pool <- h:
+				case pool <- of:
 				default:
+					of.seen = nil
 				}
 				mapped := (o+i)%2 == 0
 				if mapped {
@@ -59,6 +71,12 @@ func contend(t *testing.T, be vmm.Backend, exportable bool) (refused, accepted i
 					}
 				}
 				time.Sleep(time.Duration(i%3) * 20 * time.Microsecond)
+				if of.seen != nil {
+					select {
+					case <-of.seen:
+					case <-time.After(time.Second):
+					}
+				}
 				if err := be.Release(h); err != nil {
 					t.Error(err)
 					return
@@ -82,12 +100,13 @@ func contend(t *testing.T, be vmm.Backend, exportable bool) (refused, accepted i
 			}
 			defer be.Free(va, g)
 			for {
-				var h cu.MemHandle
+				var of offer
 				select {
-				case h = <-pool:
+				case of = <-pool:
 				case <-stop:
 					return
 				}
+				h := of.h
 				for k := range 6 {
 					_, wasReleased := released.Load(h)
 					var err error
@@ -124,6 +143,9 @@ func contend(t *testing.T, be vmm.Backend, exportable bool) (refused, accepted i
 						nRefused.Add(1)
 					default:
 						t.Errorf("call %d on %v: %v", k, h, err)
+					}
+					if k == 0 && of.seen != nil {
+						close(of.seen)
 					}
 				}
 			}
