@@ -49,6 +49,8 @@ func (b *budget) commit(size uint64) bool {
 	if b.take(size, 0) {
 		return true
 	}
+	// Exact budgets too: a create or release that read exact before setLimit set it may
+	// still have left spare on its stripe after setLimit's reclaim.
 	b.reclaim()
 	return b.take(size, 0)
 }
