@@ -25,8 +25,10 @@ for spec in cycle/2MiB:1000x cycle/64MiB:500x cycle/1024MiB:100x batch/2MiB:40x 
   .gpu/cgo.test -test.run '^$' -test.bench "OpsAB/${spec%%:*}\$" -test.benchtime "${spec#*:}" >>"$work/ab.txt"
 done
 # Concurrency: C threads, a cgo binding and cuvmm goroutines at 1 to 16 workers, on own and
-# on shared handles, interleaved in one process (bench/cgo BenchmarkConcurrency).
+# on shared handles, interleaved in one process (bench/cgo BenchmarkConcurrency); once in a
+# process that holds no context and once in one that holds the primary context.
 CONC_REPS=${CONC_REPS:-7} .gpu/cgo.test -test.run '^$' -test.bench 'Concurrency' -test.benchtime 1x >"$work/conc.txt"
+CONC_REPS=${CONC_REPS:-7} CONC_CONTEXT=primary .gpu/cgo.test -test.run '^$' -test.bench 'Concurrency' -test.benchtime 1x >"$work/conc_ctx.txt"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1 >"$work/machine.txt"
 
 # One table: the median of the Go and cgo runs, the C figure, and the ratios.
@@ -54,12 +56,13 @@ awk -v machine="$(cat "$work/machine.txt")" '
         abmpr[k, "cuvmm"], abrm[k, "cuvmm"], abmpr[k, "cgo"], abrm[k, "cgo"], abmpr[k, "cgo-ctimed"] }
   }' "$work/c.txt" "$work/cgo.txt" "$work/go.txt" "$work/ab.txt" | tee "$out/table.txt"
 
-# The concurrency table: thousands of driver operations per second (median of the
+# The concurrency tables: thousands of driver operations per second (median of the
 # repetitions) and the median of per-repetition ratios over the C threads.
-awk '$1 == "conc" { k = $2 " " $3; seen[k] = 1; ops[k, $4] = $6; r[k, $4] = $8; n[k] = $10 }
+conc_table() {
+  awk -v title="$1" '$1 == "conc" { k = $2 " " $3; seen[k] = 1; ops[k, $4] = $6; r[k, $4] = $8; n[k] = $10 }
   $1 == "conc-cost" { k = $2 " " $3; cpu[k, $4] = $8; al[k, $4] = $10 }
   END {
-    printf "\nconcurrency (bench/cgo BenchmarkConcurrency): thousand driver operations/s, median of %s repetitions,\n", n["own 1"]
+    printf "\nconcurrency (bench/cgo BenchmarkConcurrency), %s: thousand driver operations/s, median of %s repetitions,\n", title, n["own 1"]
     printf "and the median of per-repetition ratios over C threads; own: each worker its own chunks;\n"
     printf "shared: half the workers map, query and export shared handles while the others create and release theirs;\n"
     printf "CPU: the process'"'"'s CPU time per driver operation (us, all threads), allocs: heap allocations per operation\n"
@@ -68,7 +71,10 @@ awk '$1 == "conc" { k = $2 " " $3; seen[k] = 1; ops[k, $4] = $6; r[k, $4] = $8; 
     for (i = 1; i <= 2; i++) for (j = 1; j <= 5; j++) { k = wl[i] " " ws[j]; if (!(k in seen)) continue
       printf "%-8s %7s %10.1f %10.1f %10.1f %9.3f %9.3f %8.2f %8.2f %8.2f %8.3f %8.3f\n", wl[i], ws[j], ops[k, "c"] / 1000, ops[k, "cgo"] / 1000, ops[k, "cuvmm"] / 1000, r[k, "cgo"], r[k, "cuvmm"],
         cpu[k, "c"], cpu[k, "cgo"], cpu[k, "cuvmm"], al[k, "cgo"], al[k, "cuvmm"] }
-  }' "$work/conc.txt" | tee -a "$out/table.txt"
+  }' "$2" | tee -a "$out/table.txt"
+}
+conc_table "no context in the process" "$work/conc.txt"
+conc_table "the primary context held" "$work/conc_ctx.txt"
 
 # Growth of one buffer to 16 GiB in 64 MiB steps and to 4 GiB in 2 MiB steps: grow.c's four
 # strategies in C, then bench/grow (the growable buffer and the Go ports of the same four,

@@ -1,9 +1,11 @@
 package cgo
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"testing"
@@ -34,7 +36,16 @@ import (
 //
 // where the ratio is over the C threads of the same repetition. CONC_REPS sets the
 // repetitions (default 5) and CONC_DEVICES spreads workers over that many devices (worker
-// i on device i % n; default 1). bench/run.sh runs it and tabulates the result.
+// i on device i % n; default 1). CONC_CONTEXT=primary retains the primary context of
+// every device used before the runs, as a process that also launches kernels or copies
+// holds one: no worker makes it current, but with a context in the process the driver's
+// VMM calls take a different course (on an H100, one C thread did 2.3x the operations per
+// second, and 16 threads fewer than one; docs/benchmarks.md, "Concurrency"). Without it
+// the process holds no context, as in a process that only allocates and maps. CONC_LOCK=1
+// locks each Go worker to its thread, as a C worker is (on an H100 it closed none of the
+// gap to C). bench/run.sh runs both context modes and tabulates the result; a CPU profile
+// (-test.cpuprofile) tells the Go ways apart by the label way=cgo or way=cuvmm (the C
+// threads' samples carry no label).
 func BenchmarkConcurrency(b *testing.B) {
 	load(b)
 	if err := CCLoad(); err != nil {
@@ -46,6 +57,21 @@ func BenchmarkConcurrency(b *testing.B) {
 	}
 	reps := envInt("CONC_REPS", 5)
 	devices := envInt("CONC_DEVICES", 1)
+	switch mode := os.Getenv("CONC_CONTEXT"); mode {
+	case "":
+	case "primary":
+		for d := range devices {
+			dev, err := cu.DeviceGet(d)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := dev.Primary(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	default:
+		b.Fatalf("CONC_CONTEXT=%q: want primary or nothing", mode)
+	}
 	const size, chunks, rounds, nshared = 2 << 20, 16, 20, 32
 	chs, err := CShare(nshared, size)
 	if err != nil {
@@ -78,7 +104,14 @@ func BenchmarkConcurrency(b *testing.B) {
 						for j := range ways {
 							k := (r + j) % len(ways)
 							before := sampleProcess()
-							d, ops, err := ways[k]()
+							var d time.Duration
+							var ops int64
+							var err error
+							// The label marks the way's goroutines (they inherit it) in a CPU
+							// profile (-test.cpuprofile; go tool pprof -tagfocus way=cuvmm).
+							pprof.Do(context.Background(), pprof.Labels("way", names[k]), func(context.Context) {
+								d, ops, err = ways[k]()
+							})
 							if err != nil {
 								b.Fatalf("%s: %v", names[k], err)
 							}
@@ -146,6 +179,9 @@ func envInt(name string, def int) int {
 	return def
 }
 
+// lockThreads (CONC_LOCK=1) locks each Go worker to its thread.
+var lockThreads = os.Getenv("CONC_LOCK") == "1"
+
 // concOps is what goConc needs of a binding; H is its handle type.
 type concOps[H any] interface {
 	Reserve(size uint64) (uint64, error)
@@ -191,6 +227,10 @@ func goConc[H any](o concOps[H], w Workload, shared []H) (time.Duration, int64, 
 
 func goWork[H any](o concOps[H], w Workload, shared []H, i int, own bool, ready *sync.WaitGroup, start chan struct{}) (ops int64, err error) {
 	dev := i % w.Devices
+	if lockThreads {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	va, err := o.Reserve(w.Size * uint64(w.Chunks))
 	ready.Done()
 	<-start
