@@ -58,22 +58,27 @@
 // Reservation or Mapping pins itself for each call, without a lock, so that Close waits
 // for the calls in flight and no call reaches the driver after Close has begun.
 //
-// Measured on an H200 (driver 580.159.04, 16 CPU cores) with bench/cgo's
+// Measured on an H100 (driver 580.159.04, 16 CPU cores) with bench/cgo's
 // BenchmarkConcurrency, workers each creating, mapping, setting access, unmapping and
 // releasing their own 2 MiB chunks, cuvmm goroutines against C threads calling the driver
-// directly, in one process: 1.10x, 1.00x, 0.98x, 0.99x and 0.94x of C's throughput at 1, 2,
-// 4, 8 and 16 workers (a plain cgo binding: 1.09x, 1.00x, 1.01x, 0.99x, 0.95x); with
-// goroutines mapping, querying and exporting shared handles while others create and
-// release theirs, 1.00x, 0.99x, 0.98x, 0.95x and 0.96x (cgo 0.94x to 1.00x). The process
-// spends as much CPU time per operation as with the cgo binding (within 2% on own handles)
-// and allocates about once per 500 operations. A second run the same day measured 0.97x to
-// 1.06x at 1 to 8 workers and 0.89x at 16 on own handles (cgo 0.96x there), and 0.94x to
-// 1.06x on shared handles, and a third 1.00x to 1.08x at 1 to 8 workers and 0.91x at 16 on
-// own handles (cgo 0.95x), 0.94x to 0.99x on shared (cgo 0.94x to 1.01x). On an H100 host:
-// 0.92x at 1 worker (cgo 0.93x; both Go bindings spend 12% more CPU time per operation than
-// a C thread there), 0.98x to 1.06x at 2 to 8 and 0.93x at 16 (cgo 0.97x) on own handles,
-// 0.96x to 0.98x on shared. Cells near 0.95x move by several points from run to run, for
-// the cgo binding as for cuvmm. The driver itself serializes most of its VMM
-// bookkeeping: 16 threads do about 1.7 times the operations per second of one on their own
-// handles. docs/benchmarks.md has the tables and how to reproduce them.
+// directly, in one process that holds no context: 1.04x, 1.03x, 0.94x, 0.98x and 0.93x of
+// C's throughput at 1, 2, 4, 8 and 16 workers (a plain cgo binding: 1.03x, 1.02x, 0.95x,
+// 0.97x, 0.93x); with goroutines mapping, querying and exporting shared handles while others
+// create and release theirs, 0.97x, 0.99x, 0.94x, 0.95x and 0.95x (cgo 0.96x to 1.01x). In
+// a process that holds the primary context, 0.94x to 1.05x on own handles and 0.96x to 1.00x
+// on shared ones (cgo 0.93x to 1.00x). Cells near 0.95x move by several points from run to
+// run, for the cgo binding as for cuvmm; four earlier runs (three on an H200) put cuvmm at
+// 0.89x to 0.94x at 16 workers on own handles. What keeps both Go bindings under C threads
+// there is CPU time spent inside the driver's calls (9% to 17% more per operation than the
+// C threads spend), not Go code around them, and locking goroutines to their threads does
+// not change it; cuvmm's handle table costs 2 to 5 points more at 16 workers and nothing
+// measurable at one. The process allocates about once per 80 to 500 operations.
+//
+// The driver serializes most of its VMM bookkeeping, and how much depends on whether the
+// process holds a context (a primary context retained, as any process that launches
+// kernels or copies has; none need be current): without one, one thread did about 32
+// thousand operations per second on its own handles and 16 threads 1.4 times that; with
+// one, one thread did about 62 thousand and 16 threads 0.8 times that. So many goroutines
+// making VMM calls gain little over one, and in a process with a context none.
+// docs/benchmarks.md has the tables and how to reproduce them.
 package vmm
