@@ -79,6 +79,8 @@
 // kernels or copies has; none need be current): without one, one thread did about 32
 // thousand operations per second on its own handles and 16 threads 1.4 times that; with
 // one, one thread did about 62 thousand and 16 threads 0.8 times that. So many goroutines
-// making VMM calls gain little over one, and in a process with a context none.
+// making VMM calls gain little over one, and in a process with a context none; and a
+// process that makes many VMM calls without ever needing a context still runs them about
+// twice as fast holding one (cu.Device.Primary), at the cost of the context's device memory.
 // docs/benchmarks.md has the tables and how to reproduce them.
 package vmm
