@@ -41,22 +41,18 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 		release func(h uint64) error
 	}
 	raw := ops{
-		create: func() (uint64, error) { return rawMemCreate(size, prop) },
-		mapH:   func(va DevicePtr, h uint64) error { return cuMemMap(va, size, 0, h, 0) },
-		access: func(va DevicePtr) error { return cuMemSetAccess(va, size, desc) },
-		unmap:  func(va DevicePtr) error { return cuMemUnmap(va, size) },
-		release: func(h uint64) error {
-			return cuMemRelease(h)
-		},
+		create:  func() (uint64, error) { return rawMemCreate(size, prop) },
+		mapH:    func(va DevicePtr, h uint64) error { return cuMemMap(va, size, 0, h, 0) },
+		access:  func(va DevicePtr) error { return cuMemSetAccess(va, size, desc) },
+		unmap:   func(va DevicePtr) error { return cuMemUnmap(va, size) },
+		release: func(h uint64) error { return cuMemRelease(h) },
 	}
 	exported := ops{
-		create: func() (uint64, error) { h, err := MemCreate(size, prop, 0); return uint64(h), err },
-		mapH:   func(va DevicePtr, h uint64) error { return MemMap(va, size, 0, MemHandle(h), 0) },
-		access: func(va DevicePtr) error { return MemSetAccess(va, size, desc) },
-		unmap:  func(va DevicePtr) error { return MemUnmap(va, size) },
-		release: func(h uint64) error {
-			return MemRelease(MemHandle(h))
-		},
+		create:  func() (uint64, error) { h, err := MemCreate(size, prop, 0); return uint64(h), err },
+		mapH:    func(va DevicePtr, h uint64) error { return MemMap(va, size, 0, MemHandle(h), 0) },
+		access:  func(va DevicePtr) error { return MemSetAccess(va, size, desc) },
+		unmap:   func(va DevicePtr) error { return MemUnmap(va, size) },
+		release: func(h uint64) error { return MemRelease(MemHandle(h)) },
 	}
 	work := func(o ops, va DevicePtr) (int64, error) {
 		var hs [chunks]uint64

@@ -69,7 +69,7 @@
 // on shared ones (cgo 0.93x to 1.00x). Cells near 0.95x move by several points from run to
 // run, for the cgo binding as for cuvmm; four earlier runs (three on an H200) put cuvmm at
 // 0.89x to 0.94x at 16 workers on own handles. What keeps both Go bindings under C threads
-// there is CPU time spent inside the driver's calls (9% to 17% more per operation than the
+// there is CPU time spent inside the driver's calls (4% to 17% more per operation than the
 // C threads spend), not Go code around them, and locking goroutines to their threads does
 // not change it; cuvmm's handle table costs 2 to 5 points more at 16 workers and nothing
 // measurable at one. The process allocates about once per 80 to 500 operations.

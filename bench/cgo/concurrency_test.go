@@ -39,13 +39,13 @@ import (
 // i on device i % n; default 1). CONC_CONTEXT=primary retains the primary context of
 // every device used before the runs, as a process that also launches kernels or copies
 // holds one: no worker makes it current, but with a context in the process the driver's
-// VMM calls take a different course (on an H100, one C thread did 1.9x to 2.3x the operations per
-// second, and 16 threads fewer than one; docs/benchmarks.md, "Concurrency"). Without it
-// the process holds no context, as in a process that only allocates and maps. CONC_LOCK=1
-// locks each Go worker to its thread, as a C worker is (on an H100 it closed none of the
-// gap to C). bench/run.sh runs both context modes and tabulates the result; a CPU profile
-// (-test.cpuprofile) tells the Go ways apart by the label way=cgo or way=cuvmm (the C
-// threads' samples carry no label).
+// VMM calls take a different course (on an H100, one C thread did 1.9x to 2.3x the
+// operations per second, and 16 threads fewer than one; docs/benchmarks.md,
+// "Concurrency"). Without it the process holds no context, as in a process that only
+// allocates and maps. CONC_LOCK=1 locks each Go worker to its thread, as a C worker is (on
+// an H100 it closed none of the gap to C). bench/run.sh runs both context modes and
+// tabulates the result; a CPU profile (-test.cpuprofile) tells the Go ways apart by the
+// label way=cgo or way=cuvmm (the C threads' samples carry no label).
 func BenchmarkConcurrency(b *testing.B) {
 	load(b)
 	if err := CCLoad(); err != nil {
