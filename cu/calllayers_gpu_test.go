@@ -71,13 +71,9 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 	rawUnmap := func(va, size uint64) { ck("unmap", syscall6(unmapFn, uintptr(va), uintptr(size), 0, 0, 0, 0)) }
 	rawRelease := func(h uint64) { ck("release", syscall6(releaseFn, uintptr(h), 0, 0, 0, 0, 0)) }
 	frameCreate := func(size uint64) uint64 {
-		var f frame
-		*(*MemAllocationProp)(unsafe.Pointer(&f.scratch[1])) = *prop
-		f.ref(0, 0)
-		f.ref(2, 1)
-		f.a[1] = uintptr(size)
-		must(f.call(procMemCreate))
-		return f.scratch[0]
+		h, err := frameMemCreate(size, prop)
+		must(err)
+		return h
 	}
 	frameMap := func(va, size, h uint64) { must(cuMemMap(DevicePtr(va), size, 0, h, 0)) }
 	frameUnmap := func(va, size uint64) { must(cuMemUnmap(DevicePtr(va), size)) }
@@ -164,6 +160,20 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 			}
 		})
 	}
+}
+
+// frameMemCreate is the generated cuMemCreate without the handle table: it returns the
+// driver's value, which only the generated calls (cuMemMap, cuMemRelease) may be given.
+func frameMemCreate(size uint64, prop *MemAllocationProp) (uint64, error) {
+	var f frame
+	*(*MemAllocationProp)(unsafe.Pointer(&f.scratch[1])) = *prop
+	f.ref(0, 0)
+	f.ref(2, 1)
+	f.a[1] = uintptr(size)
+	if err := f.call(procMemCreate); err != nil {
+		return 0, err
+	}
+	return f.scratch[0], nil
 }
 
 func medianOf(s []float64) float64 {

@@ -8,15 +8,15 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 )
 
 // BenchmarkGPUConcLayers splits the concurrency benchmark's gap (bench/cgo
 // BenchmarkConcurrency, own handles) between cu's call path and its bookkeeping: N
 // goroutines each create, map, set access to, unmap and release 16 chunks of 2 MiB of their
 // own, 20 rounds, once through the generated calls alone (raw: a frame and the trampoline,
-// what a plain binding does) and once through the exported functions (cu: the handle table
-// and the mapping index as well), interleaved repetition by repetition. It prints
+// what a plain binding does; frameMemCreate for the create) and once through the exported
+// functions (cu: the handle table and the mapping index as well), interleaved repetition by
+// repetition; it fails if handles or mappings are left behind. It prints
 //
 //	conclayers <workers> <way> median-ops/s <x> median-ratio <x> n <k>
 //
@@ -41,7 +41,7 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 		release func(h uint64) error
 	}
 	raw := ops{
-		create:  func() (uint64, error) { return rawMemCreate(size, prop) },
+		create:  func() (uint64, error) { return frameMemCreate(size, prop) },
 		mapH:    func(va DevicePtr, h uint64) error { return cuMemMap(va, size, 0, h, 0) },
 		access:  func(va DevicePtr) error { return cuMemSetAccess(va, size, desc) },
 		unmap:   func(va DevicePtr) error { return cuMemUnmap(va, size) },
@@ -91,8 +91,7 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 		var ready, done sync.WaitGroup
 		start := make(chan struct{})
 		errs := make([]error, n)
-		var total int64
-		var mu sync.Mutex
+		counts := make([]int64, n)
 		for i := range n {
 			ready.Add(1)
 			done.Add(1)
@@ -105,12 +104,8 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 					errs[i] = err
 					return
 				}
-				k, err := work(o, va)
-				errs[i] = err
+				counts[i], errs[i] = work(o, va)
 				_ = cuMemAddressFree(va, size*chunks)
-				mu.Lock()
-				total += k
-				mu.Unlock()
 			}()
 		}
 		ready.Wait()
@@ -118,13 +113,17 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 		close(start)
 		done.Wait()
 		d := time.Since(t0)
-		for _, err := range errs {
+		var total int64
+		for i, err := range errs {
 			if err != nil {
 				return 0, err
 			}
+			total += counts[i]
 		}
 		return float64(total) / d.Seconds(), nil
 	}
+	liveBefore, _ := LiveHandles()
+	mapsBefore := handles.maps.count()
 	ways := []ops{raw, exported}
 	names := []string{"raw", "cu"}
 	for _, n := range []int{1, 16} {
@@ -149,19 +148,12 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 					fmt.Printf("conclayers %d %s median-ops/s %.0f median-ratio %.4f n %d\n", n, names[k], medianOf(rate[k]), medianOf(ratios), reps)
 				}
 			}
+			if live, _ := LiveHandles(); live != liveBefore {
+				b.Fatalf("%d handles live after the runs, %d before", live, liveBefore)
+			}
+			if m := handles.maps.count(); m != mapsBefore {
+				b.Fatalf("%d mappings recorded after the runs, %d before", m, mapsBefore)
+			}
 		})
 	}
-}
-
-// rawMemCreate is the generated cuMemCreate without the handle table: the driver's value.
-func rawMemCreate(size uint64, prop *MemAllocationProp) (uint64, error) {
-	var f frame
-	f.ref(0, 0)
-	f.a[1] = uintptr(size)
-	*(*MemAllocationProp)(unsafe.Pointer(&f.scratch[1])) = *prop
-	f.ref(2, 1)
-	if err := f.call(procMemCreate); err != nil {
-		return 0, err
-	}
-	return f.scratch[0], nil
 }

@@ -71,8 +71,8 @@
 // 0.89x to 0.94x at 16 workers on own handles. What keeps both Go bindings under C threads
 // there is CPU time spent inside the driver's calls (4% to 17% more per operation than the
 // C threads spend), not Go code around them, and locking goroutines to their threads does
-// not change it; cuvmm's handle table costs 2 to 5 points more at 16 workers and about
-// one at one worker. The process allocates about once per 80 to 500 operations.
+// not change it; cuvmm's handle table costs about 2 points more at 16 workers and about
+// 1 at one worker (medians of eight runs, whose spread is wider). The process allocates about once per 80 to 500 operations.
 //
 // The driver serializes most of its VMM bookkeeping, and how much depends on whether the
 // process holds a context (a primary context retained, as any process that launches
