@@ -69,10 +69,14 @@
 // on shared ones (cgo 0.93x to 1.00x). Cells near 0.95x move by several points from run to
 // run, for the cgo binding as for cuvmm; four earlier runs (three on an H200) put cuvmm at
 // 0.89x to 0.94x at 16 workers on own handles. What keeps both Go bindings under C threads
-// there is CPU time spent inside the driver's calls (4% to 17% more per operation than the
-// C threads spend), not Go code around them, and locking goroutines to their threads does
-// not change it; cuvmm's handle table costs about 2 points more at 16 workers and about
-// 1 at one worker (medians of eight runs, whose spread is wider). The process allocates about once per 80 to 500 operations.
+// there is the crossing from Go into C for every driver call: the same C worker loop run on
+// the Go runtime's threads, one cgo call per worker, stayed at 0.965x C or more from 4
+// workers on, while per-call crossings cost the process about 0.3 more blocked threads and
+// 10% to 14% more CPU time (mostly the kernel's) per operation at 8 and 16 workers, for
+// cgo and cuvmm alike. Locking goroutines to their threads does not change it. cuvmm's
+// handle table costs about 2 points more at 16 workers and about 1 at one worker (medians
+// of eight runs, whose spread is wider). The process allocates about once per 80 to 500
+// operations.
 //
 // The driver serializes most of its VMM bookkeeping, and how much depends on whether the
 // process holds a context (a primary context retained, as any process that launches

@@ -5,6 +5,7 @@ package cgo
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -81,17 +82,16 @@ typedef struct {
 	int err;
 } cc_worker;
 
-static void *cc_work(void *arg) {
-	cc_worker *w = arg;
+static void cc_work(cc_worker *w) {
 	unsigned char prop[32], desc[12], got[32];
 	u64 va, hs[64];
 	int r = 0;
 	cc_prop(prop, w->dev, 0);
 	cc_desc(desc, w->dev);
-	if (w->chunks > 64) { w->err = -3; pthread_barrier_wait(w->start); return 0; }
+	if (w->chunks > 64) { w->err = -3; pthread_barrier_wait(w->start); return; }
 	r = cc_reserve(&va, w->size * w->chunks, 0, 0, 0);
 	pthread_barrier_wait(w->start);
-	if (r) { w->err = r; return 0; }
+	if (r) { w->err = r; return; }
 	for (int k = 0; k < w->rounds && !r; k++) {
 		if (w->own) {
 			for (int i = 0; i < w->chunks && !r; i++) r = cc_create(&hs[i], w->size, prop, 0);
@@ -115,33 +115,69 @@ static void *cc_work(void *arg) {
 	}
 	w->err = r;
 	cc_free(va, w->size * w->chunks);
-	return 0;
 }
 
-// cc_run runs n workers (at most 64) and returns the ns from their common start to the
-// last one's end, and the operations done, or a CUresult. Worker i uses device i % ndev;
-// in the shared mode, even workers use the shared handles and odd ones their own.
+// cc_team is one run's workers and their start barrier (the workers and the caller meet
+// there once every worker has reserved its range), with its own copy of the shared handles.
+typedef struct {
+	pthread_barrier_t start;
+	int n;
+	u64 *shared;
+	cc_worker w[64];
+} cc_team;
+
+// cc_team_new sets up n workers (at most 64); worker i uses device i % ndev, and in the
+// shared mode even workers use the shared handles and odd ones their own.
+static cc_team *cc_team_new(int n, int ndev, int shared, int rounds, int chunks, size_t size,
+	const u64 *hs, int nshared) {
+	if (n > 64 || n < 1) return 0;
+	cc_team *t = calloc(1, sizeof *t);
+	if (!t) return 0;
+	t->shared = calloc(nshared > 0 ? nshared : 1, sizeof(u64));
+	if (!t->shared) { free(t); return 0; }
+	if (nshared > 0) memcpy(t->shared, hs, nshared * sizeof(u64));
+	t->n = n;
+	pthread_barrier_init(&t->start, 0, n + 1);
+	for (int i = 0; i < n; i++) {
+		t->w[i] = (cc_worker){.dev = i % ndev, .own = !shared || i % 2 == 1, .rounds = rounds,
+			.chunks = chunks, .size = size, .shared = t->shared, .nshared = nshared, .first = i,
+			.start = &t->start};
+	}
+	return t;
+}
+
+// cc_team_work runs worker i on the calling thread; cc_team_start waits for every worker
+// to be ready and lets them go.
+static void cc_team_work(cc_team *t, int i) { cc_work(&t->w[i]); }
+static void cc_team_start(cc_team *t) { pthread_barrier_wait(&t->start); }
+
+// cc_team_end frees t once its workers have returned, and gives their operations and the
+// first CUresult any of them got.
+static int cc_team_end(cc_team *t, long long *ops) {
+	int err = 0;
+	*ops = 0;
+	for (int i = 0; i < t->n; i++) { *ops += t->w[i].ops; if (t->w[i].err && !err) err = t->w[i].err; }
+	pthread_barrier_destroy(&t->start);
+	free(t->shared);
+	free(t);
+	return err;
+}
+
+static void *cc_thread(void *arg) { cc_worker *w = arg; cc_work(w); return 0; }
+
+// cc_run runs a team on threads of its own and returns the ns from their common start to
+// the last one's end, and the operations done, or a CUresult.
 static int cc_run(int n, int ndev, int shared, int rounds, int chunks, size_t size,
 	const u64 *hs, int nshared, long long *ns, long long *ops) {
 	pthread_t th[64];
-	cc_worker w[64];
-	pthread_barrier_t start;
-	if (n > 64) return -3;
-	pthread_barrier_init(&start, 0, n + 1);
-	for (int i = 0; i < n; i++) {
-		w[i] = (cc_worker){.dev = i % ndev, .own = !shared || i % 2 == 1, .rounds = rounds,
-			.chunks = chunks, .size = size, .shared = hs, .nshared = nshared, .first = i, .start = &start};
-		pthread_create(&th[i], 0, cc_work, &w[i]);
-	}
-	pthread_barrier_wait(&start);
+	cc_team *t = cc_team_new(n, ndev, shared, rounds, chunks, size, hs, nshared);
+	if (!t) return -3;
+	for (int i = 0; i < n; i++) pthread_create(&th[i], 0, cc_thread, &t->w[i]);
+	cc_team_start(t);
 	long long t0 = cc_now();
 	for (int i = 0; i < n; i++) pthread_join(th[i], 0);
 	*ns = cc_now() - t0;
-	*ops = 0;
-	int err = 0;
-	for (int i = 0; i < n; i++) { *ops += w[i].ops; if (w[i].err && !err) err = w[i].err; }
-	pthread_barrier_destroy(&start);
-	return err;
+	return cc_team_end(t, ops);
 }
 
 // The shared handles of the C and cgo ways: n allocations of device 0, exportable.
@@ -169,6 +205,7 @@ import "C"
 
 import (
 	"fmt"
+	"sync"
 	"time"
 	"unsafe"
 )
@@ -207,6 +244,33 @@ func CRun(w Workload, hs []uint64) (time.Duration, int64, error) {
 	r := C.cc_run(C.int(w.Workers), C.int(w.Devices), cbool(w.Shared), C.int(w.Rounds), C.int(w.Chunks), C.size_t(w.Size),
 		p, C.int(len(hs)), &ns, &ops)
 	return time.Duration(ns), int64(ops), abErr("concurrent run", r)
+}
+
+// CRunOnGoroutines runs the same C workers as CRun, each in one cgo call from a goroutine
+// of its own: the driver calls are C's, the threads the Go runtime's. It tells whether
+// what separates the Go bindings from C threads is in each call's way in and out of Go or
+// in the threads themselves.
+func CRunOnGoroutines(w Workload, hs []uint64) (time.Duration, int64, error) {
+	var p *C.u64
+	if len(hs) > 0 {
+		p = (*C.u64)(unsafe.Pointer(&hs[0]))
+	}
+	t := C.cc_team_new(C.int(w.Workers), C.int(w.Devices), cbool(w.Shared), C.int(w.Rounds), C.int(w.Chunks), C.size_t(w.Size),
+		p, C.int(len(hs)))
+	if t == nil {
+		return 0, 0, fmt.Errorf("cgo baseline: concurrent run: %d workers", w.Workers)
+	}
+	var done sync.WaitGroup
+	for i := range w.Workers {
+		done.Go(func() { C.cc_team_work(t, C.int(i)) })
+	}
+	C.cc_team_start(t)
+	t0 := time.Now()
+	done.Wait()
+	d := time.Since(t0)
+	var ops C.longlong
+	r := C.cc_team_end(t, &ops)
+	return d, int64(ops), abErr("concurrent run", r)
 }
 
 func cbool(b bool) C.int {

@@ -43,9 +43,11 @@ import (
 // operations per second, and 16 threads fewer than one; docs/benchmarks.md,
 // "Concurrency"). Without it the process holds no context, as in a process that only
 // allocates and maps. CONC_LOCK=1 locks each Go worker to its thread, as a C worker is (on
-// an H100 it closed none of the gap to C). bench/run.sh runs both context modes and
-// tabulates the result; a CPU profile (-test.cpuprofile) tells the Go ways apart by the
-// label way=cgo or way=cuvmm (the C threads' samples carry no label).
+// an H100 it closed none of the gap to C). CONC_C_ON_GO=1 adds a fourth way, c-on-go: the
+// C workers run on goroutines' threads, one cgo call each (on an H100 they matched the C
+// threads, so the gap comes with crossing into C once per driver call). bench/run.sh runs
+// both context modes and tabulates the result; a CPU profile (-test.cpuprofile) tells the
+// Go ways apart by the label way=cgo or way=cuvmm (the C threads' samples carry no label).
 func BenchmarkConcurrency(b *testing.B) {
 	load(b)
 	if err := CCLoad(); err != nil {
@@ -97,6 +99,10 @@ func BenchmarkConcurrency(b *testing.B) {
 					func() (time.Duration, int64, error) { return goConc[cu.MemHandle](vo, w, vhs) },
 				}
 				names := []string{"c", "cgo", "cuvmm"}
+				if cOnGoroutines {
+					ways = append(ways, func() (time.Duration, int64, error) { return CRunOnGoroutines(w, chs) })
+					names = append(names, "c-on-go")
+				}
 				rate := make([][]float64, len(ways))
 				cost := make([]processCost, len(ways))
 				for b.Loop() {
@@ -127,8 +133,12 @@ func BenchmarkConcurrency(b *testing.B) {
 					}
 					fmt.Printf("conc %s %d %s median-ops/s %.0f median-ratio %.4f n %d\n", name, n, way, median(rate[k]), median(ratios), len(ratios))
 					c := cost[k]
-					fmt.Printf("conc-cost %s %d %s cpu-per-wall %.2f cpu-us-per-op %.2f mallocs-per-op %.3f gcs %d\n", name, n, way,
-						c.cpu.Seconds()/c.wall.Seconds(), float64(c.cpu.Microseconds())/float64(c.ops), float64(c.mallocs)/float64(c.ops), c.gcs)
+					perOp := func(v float64) float64 { return v / float64(c.ops) }
+					// bench/run.sh reads the fields by position: add new ones at the end.
+					fmt.Printf("conc-cost %s %d %s cpu-per-wall %.2f cpu-us-per-op %.2f mallocs-per-op %.3f gcs %d"+
+						" sys-us-per-op %.2f vcsw-per-op %.3f ivcsw-per-op %.3f\n", name, n, way,
+						c.cpu.Seconds()/c.wall.Seconds(), perOp(float64(c.cpu.Microseconds())), perOp(float64(c.mallocs)), c.gcs,
+						perOp(float64(c.sys.Microseconds())), perOp(float64(c.vcsw)), perOp(float64(c.ivcsw)))
 				}
 			})
 		}
@@ -139,17 +149,19 @@ func BenchmarkConcurrency(b *testing.B) {
 // threads), heap allocations and garbage collections, against the wall time and the
 // driver operations done.
 type processCost struct {
-	cpu, wall time.Duration
-	ops       int64
-	mallocs   uint64
-	gcs       uint32
+	cpu, sys, wall time.Duration // sys: the part of cpu spent in the kernel
+	ops            int64
+	mallocs        uint64
+	gcs            uint32
+	vcsw, ivcsw    int64 // context switches: voluntary (a thread blocked) and involuntary
 }
 
 // processSample is the process's running totals at one moment, for processCost.add.
 type processSample struct {
-	cpu     time.Duration
-	mallocs uint64
-	gcs     uint32
+	cpu, sys    time.Duration
+	mallocs     uint64
+	gcs         uint32
+	vcsw, ivcsw int64
 }
 
 func sampleProcess() processSample {
@@ -159,15 +171,21 @@ func sampleProcess() processSample {
 	runtime.ReadMemStats(&ms)
 	return processSample{
 		cpu:     time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		sys:     time.Duration(ru.Stime.Nano()),
 		mallocs: ms.Mallocs,
 		gcs:     ms.NumGC,
+		vcsw:    ru.Nvcsw,
+		ivcsw:   ru.Nivcsw,
 	}
 }
 
 func (c *processCost) add(before, after processSample, wall time.Duration, ops int64) {
 	c.cpu += after.cpu - before.cpu
+	c.sys += after.sys - before.sys
 	c.mallocs += after.mallocs - before.mallocs
 	c.gcs += after.gcs - before.gcs
+	c.vcsw += after.vcsw - before.vcsw
+	c.ivcsw += after.ivcsw - before.ivcsw
 	c.wall += wall
 	c.ops += ops
 }
@@ -181,6 +199,9 @@ func envInt(name string, def int) int {
 
 // lockThreads (CONC_LOCK=1) locks each Go worker to its thread.
 var lockThreads = os.Getenv("CONC_LOCK") == "1"
+
+// cOnGoroutines (CONC_C_ON_GO=1) adds the way c-on-go (CRunOnGoroutines).
+var cOnGoroutines = os.Getenv("CONC_C_ON_GO") == "1"
 
 // concOps is what goConc needs of a binding; H is its handle type.
 type concOps[H any] interface {
