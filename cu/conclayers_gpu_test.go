@@ -54,20 +54,34 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 		unmap:   func(va DevicePtr) error { return MemUnmap(va, size) },
 		release: func(h uint64) error { return MemRelease(MemHandle(h)) },
 	}
-	work := func(o ops, va DevicePtr) (int64, error) {
+	work := func(o ops, va DevicePtr) (_ int64, err error) {
 		var hs [chunks]uint64
-		var err error
+		var held, mapped [chunks]bool
 		at := func(c int) DevicePtr { return va + DevicePtr(c*size) }
+		// A failed round leaves chunks mapped and handles held: undo them, so that the
+		// failure is reported without leaking device memory.
+		defer func() {
+			for c := range chunks {
+				if mapped[c] {
+					_ = o.unmap(at(c))
+				}
+				if held[c] {
+					_ = o.release(hs[c])
+				}
+			}
+		}()
 		for range rounds {
 			for c := range chunks {
 				if hs[c], err = o.create(); err != nil {
 					return 0, err
 				}
+				held[c] = true
 			}
 			for c := range chunks {
 				if err = o.mapH(at(c), hs[c]); err != nil {
 					return 0, err
 				}
+				mapped[c] = true
 			}
 			for c := range chunks {
 				if err = o.access(at(c)); err != nil {
@@ -78,11 +92,13 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 				if err = o.unmap(at(c)); err != nil {
 					return 0, err
 				}
+				mapped[c] = false
 			}
 			for c := range chunks {
 				if err = o.release(hs[c]); err != nil {
 					return 0, err
 				}
+				held[c] = false
 			}
 		}
 		return 5 * chunks * rounds, nil
