@@ -72,10 +72,10 @@
 // there is the crossing from Go into C for every driver call: the same C worker loop run on
 // the Go runtime's threads, one cgo call per worker, stayed at 0.965x C or more from 4
 // workers on, while per-call crossings cost the process about 0.3 more blocked threads and
-// 10% to 14% more CPU time (mostly the kernel's) per operation at 8 and 16 workers, for
-// cgo and cuvmm alike. Locking goroutines to their threads does not change it. cuvmm's
-// handle table costs about 2 points more at 16 workers and about 1 at one worker (medians
-// of eight runs, whose spread is wider). The process allocates about once per 80 to 500
+// 10% to 14% more CPU time per operation on own handles at 8 and 16 workers, for cgo and
+// cuvmm alike. Locking goroutines to their threads does not change it. cuvmm's handle
+// table costs about 2 points more at 16 workers and about 1 at one worker (medians of
+// eight runs, whose spread is wider). The process allocates about once per 80 to 500
 // operations.
 //
 // The driver serializes most of its VMM bookkeeping, and how much depends on whether the
