@@ -13,9 +13,9 @@
 // their access flags, copies and memset through mappings, aliases, retain and release
 // semantics (memory released while mapped keeps its bytes until the last unmap), POSIX
 // descriptors that really cross processes (memfd on Linux), fabric handles (with IMEX),
-// dma-buf export under the header's rules (a descriptor that [DmaBufInfo] describes in any
-// process; the rules are not recorded yet), multicast objects, and every error case the conformance suite (package vmm/vmmtest)
-// recorded on real GPUs. Unknown handle values, which crash the real driver, return
+// dma-buf export as the driver does it (a descriptor that [DmaBufInfo] describes in any
+// process), multicast objects, and every error case the conformance suite (package
+// vmm/vmmtest) recorded on real GPUs. Unknown handle values, which crash the real driver, return
 // CUDA_ERROR_INVALID_VALUE.
 //
 // What it does not model: kernels, streams and timing. See docs/sim.md.
