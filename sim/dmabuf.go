@@ -84,7 +84,10 @@ func (d DmaBuf) String() string {
 
 // DmaBufInfo describes a descriptor that a Sim's ExportDmaBuf returned, in this process or
 // in another one the descriptor was passed to. It fails for any other descriptor (a real
-// dma-buf among them), and everywhere but Linux.
+// dma-buf among them), and everywhere but Linux. The description is the descriptor's own:
+// a process can make a sealed memfd that describes memory it does not have, so DmaBufInfo
+// tells what a descriptor says it is (and refuses what ExportDmaBuf could not have said),
+// not that a Sim made it.
 func DmaBufInfo(fd int) (DmaBuf, error) {
 	d, err := describeDmaBuf(fd)
 	if err != nil {

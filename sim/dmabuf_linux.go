@@ -46,37 +46,50 @@ func decodeDmaBuf(name string) (DmaBuf, error) {
 	}
 	var d DmaBuf
 	var errs []error
-	num := func(s string, base, bits int) int64 {
-		v, err := strconv.ParseInt(s, base, bits)
+	num := func(s string, bits int) int64 {
+		v, err := strconv.ParseInt(s, 10, bits)
 		errs = append(errs, err)
 		return v
 	}
-	unum := func(s string, base int) uint64 {
-		v, err := strconv.ParseUint(s, base, 64)
+	unum := func(s string, base, bits int) uint64 {
+		v, err := strconv.ParseUint(s, base, bits)
 		errs = append(errs, err)
 		return v
 	}
-	d.Addr = cu.DevicePtr(unum(vals[0], 16))
-	d.Size = unum(vals[1], 10)
-	d.Device = int(num(vals[2], 10, 32))
-	d.Chunks = int(num(vals[3], 10, 32))
-	d.Flags = unum(vals[4], 10)
+	d.Addr = cu.DevicePtr(unum(vals[0], 16, 64))
+	d.Size = unum(vals[1], 10, 64)
+	d.Device = int(num(vals[2], 32))
+	d.Chunks = int(num(vals[3], 32))
+	d.Flags = unum(vals[4], 10, 64)
 	props := strings.Split(vals[5], ":")
 	if len(props) != 7 {
 		return DmaBuf{}, errNotDmaBuf
 	}
-	d.Props.Type = cu.MemAllocationType(num(props[0], 10, 32))
-	d.Props.RequestedHandleTypes = cu.MemHandleType(num(props[1], 10, 32))
-	d.Props.Location.Type = cu.MemLocationType(num(props[2], 10, 32))
-	d.Props.Location.ID = int32(num(props[3], 10, 32))
-	d.Props.CompressionType = uint8(num(props[4], 10, 9))
-	d.Props.GPUDirectRDMACapable = uint8(num(props[5], 10, 9))
-	d.Props.Usage = uint16(num(props[6], 10, 17))
-	if errors.Join(errs...) != nil {
+	d.Props.Type = cu.MemAllocationType(num(props[0], 32))
+	d.Props.RequestedHandleTypes = cu.MemHandleType(num(props[1], 32))
+	d.Props.Location.Type = cu.MemLocationType(num(props[2], 32))
+	d.Props.Location.ID = int32(num(props[3], 32))
+	d.Props.CompressionType = uint8(unum(props[4], 10, 8))
+	d.Props.GPUDirectRDMACapable = uint8(unum(props[5], 10, 8))
+	d.Props.Usage = uint16(unum(props[6], 10, 16))
+	if errors.Join(errs...) != nil || !d.possible() {
 		return DmaBuf{}, errNotDmaBuf
 	}
 	return d, nil
 }
+
+// possible reports whether ExportDmaBuf could have made d: the name comes from whatever
+// process made the memfd, so a description it could not have written is refused rather
+// than handed on (a negative device, no chunks, host memory).
+func (d DmaBuf) possible() bool {
+	return d.Size > 0 && d.Chunks >= 1 && d.Device >= 0 &&
+		(d.Flags == 0 || d.Flags == uint64(cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE)) &&
+		d.Props.Location.Type == cu.MEM_LOCATION_TYPE_DEVICE && int(d.Props.Location.ID) == d.Device
+}
+
+// dmaBufSeals are the seals of a dma-buf's memfd: its size, which tells the range's, and its
+// seals cannot change.
+const dmaBufSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
 
 // newDmaBufFD makes the descriptor of a dma-buf: a memfd of the range's size (sparse: it
 // costs nothing), named after what it describes and sealed, so that neither can change.
@@ -89,8 +102,7 @@ func newDmaBufFD(d DmaBuf) (int, error) {
 		unix.Close(fd)
 		return -1, fmt.Errorf("ftruncate: %w", err)
 	}
-	const seals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
-	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals); err != nil {
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, dmaBufSeals); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("sealing the memfd: %w", err)
 	}
@@ -111,6 +123,9 @@ func describeDmaBuf(fd int) (DmaBuf, error) {
 		return DmaBuf{}, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || uint64(st.Size) != d.Size {
+		return DmaBuf{}, errNotDmaBuf
+	}
+	if seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0); err != nil || seals != dmaBufSeals {
 		return DmaBuf{}, errNotDmaBuf
 	}
 	return d, nil

@@ -234,25 +234,41 @@ func TestDmaBufInfoRefusesOtherDescriptors(t *testing.T) {
 	_, err = sim.DmaBufInfo(-1)
 	assert.Error(t, err)
 
-	// A memfd named like one, but of another size than its name says.
-	fd, err := unix.MemfdCreate("cuvmm-sim.dmabuf:a=302000000,s=2097152,d=0,n=1,f=0,p=1:0:1:0:0:0:0", unix.MFD_CLOEXEC)
+	// A memfd named like one, but of another size than its name says, then unsealed.
+	fd, err := unix.MemfdCreate("cuvmm-sim.dmabuf:a=302000000,s=2097152,d=0,n=1,f=0,p=1:0:1:0:0:0:0",
+		unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	require.NoError(t, err)
 	defer unix.Close(fd)
 	_, err = sim.DmaBufInfo(fd)
 	assert.ErrorContains(t, err, "not a dma-buf sim exported")
 	require.NoError(t, unix.Ftruncate(fd, 2*mib))
+	_, err = sim.DmaBufInfo(fd)
+	assert.ErrorContains(t, err, "not a dma-buf sim exported", "unsealed: its size could change")
+	const seals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals)
+	require.NoError(t, err)
 	d, err := sim.DmaBufInfo(fd)
-	require.NoError(t, err, "a name and size that agree describe one")
+	require.NoError(t, err, "a sealed memfd whose name and size agree describe one")
 	assert.EqualValues(t, 2*mib, d.Size)
 
+	// Names that do not parse, and descriptions ExportDmaBuf could not have written.
 	for _, name := range []string{
 		"cuvmm-sim.dmabuf:", "cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0", "cuvmm-sim.dmabuf:s=2,a=1,d=0,n=1,f=0,p=1:0:1:0:0:0:0",
 		"cuvmm-sim.dmabuf:a=zz,s=2,d=0,n=1,f=0,p=1:0:1:0:0:0:0", "cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:1:0:0:0",
 		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:1:0:0:999:0",
+		"cuvmm-sim.dmabuf:a=1,s=2,d=-7,n=1,f=0,p=1:0:1:-7:0:0:0",   // a negative device
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=-5,f=0,p=1:0:1:0:0:0:0",    // no chunks
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:1:0:-1:0:0",    // a compression type under 0
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:1:0:0:0:70000", // a usage over 16 bits
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=2,p=1:0:1:0:0:0:0",     // an unknown flag
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:2:0:0:0:0",     // host memory
+		"cuvmm-sim.dmabuf:a=1,s=2,d=1,n=1,f=0,p=1:0:1:0:0:0:0",     // memory of another device
 	} {
-		fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+		fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 		require.NoError(t, err)
 		require.NoError(t, unix.Ftruncate(fd, 2))
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, seals)
+		require.NoError(t, err)
 		_, err = sim.DmaBufInfo(fd)
 		assert.Error(t, err, name)
 		unix.Close(fd)

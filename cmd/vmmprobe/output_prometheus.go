@@ -129,9 +129,11 @@ func (p *promWriter) sample(name string, v float64, labels ...string) {
 	p.b.WriteString(" " + strconv.FormatFloat(v, 'g', -1, 64) + "\n")
 }
 
-// escapeLabel escapes a label value: backslash, double quote and line feed.
+// escapeLabel escapes a label value: backslash, double quote and line feed. The exposition
+// format is UTF-8, and a scraper refuses a whole page over one invalid byte, so those become
+// U+FFFD (the values come from NVML and the driver, which vmmprobe does not vouch for).
 func escapeLabel(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(strings.ToValidUTF8(s, "\uFFFD"))
 }
 
 // escapeHelp escapes HELP text: backslash and line feed.

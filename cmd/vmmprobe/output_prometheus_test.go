@@ -111,3 +111,14 @@ func TestPrometheusEscapes(t *testing.T) {
 	assert.NotContains(t, fams, "cuvmm_probe_timestamp_seconds", "an unparsable time is left out")
 	assert.Equal(t, 1.0, gauge(t, fams, "cuvmm_device_feature", map[string]string{"uuid": "GPU-\"}\n evil 1", "feature": "vmm"})+1)
 }
+
+// TestEscapeLabel: a label value with quotes, backslashes, line feeds or bytes that are not
+// UTF-8 (a string from NVML or the driver) still makes a page Prometheus parses, with the
+// value it had where it was valid.
+func TestEscapeLabel(t *testing.T) {
+	t.Parallel()
+	raw := "GPU-\xaa\"x\\y\nz"
+	text := "# HELP m help\n# TYPE m gauge\nm{uuid=\"" + escapeLabel(raw) + "\"} 1\n"
+	fams := parsePrometheus(t, text)
+	assert.Equal(t, 1.0, gauge(t, fams, "m", map[string]string{"uuid": "GPU-\uFFFD\"x\\y\nz"}))
+}
