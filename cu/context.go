@@ -66,9 +66,9 @@ func (c *Context) Device() Device { return c.dev }
 
 // Release drops the reference taken by PrimaryContext (cuDevicePrimaryCtxRelease_v2), once
 // the calls in flight through c have returned. It is idempotent; the shared context of
-// Device.Primary is never released.
+// Device.Primary is never released, and a nil or zero Context holds no reference to drop.
 func (c *Context) Release() error {
-	if c == nil || c.shared {
+	if c == nil || c.shared || c.h == 0 {
 		return nil
 	}
 	c.mu.Lock()

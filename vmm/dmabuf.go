@@ -62,8 +62,9 @@ func (e ruleError) Is(target error) bool {
 var hostPageSize = uint64(os.Getpagesize())
 
 // DmaBuf is a dma-buf file descriptor for a range of device memory, and what it was
-// exported from. It owns the descriptor until Close or Take. Its methods are safe for
-// concurrent use.
+// exported from. It owns the descriptor until Close or Take; the zero DmaBuf holds none.
+// Its methods are safe for concurrent use: Close and Take wait for the calls of Use in
+// flight.
 type DmaBuf struct {
 	// Addr and Size are the range exported: the whole of it, all its chunks.
 	Addr cu.DevicePtr
@@ -81,25 +82,41 @@ type DmaBuf struct {
 	// describe old memory, when it keeps one (buffer.Buffer: see its Stale); 0 otherwise.
 	Generation uint64
 
-	mu sync.Mutex
-	fd int
+	mu  sync.RWMutex
+	fd1 int // the descriptor + 1, so that the zero DmaBuf holds none (not stdin); 0 when none
 }
 
 // NewDmaBuf wraps a dma-buf descriptor, which the DmaBuf then owns, with what is known of
 // it: for descriptors that arrive otherwise than from an export of this process (received
 // from another process, package ipc).
 func NewDmaBuf(fd int, addr cu.DevicePtr, size uint64) *DmaBuf {
-	return &DmaBuf{fd: fd, Addr: addr, Size: size, Device: -1}
+	return &DmaBuf{fd1: fd + 1, Addr: addr, Size: size, Device: -1}
 }
 
-// FD returns the descriptor, still owned by d: -1 after Close or Take.
+// FD returns the descriptor, still owned by d: -1 after Close or Take. Another goroutine's
+// Close may close it as soon as FD returns; Use holds it open.
 func (d *DmaBuf) FD() int {
 	if d == nil {
 		return -1
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.fd
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.fd1 - 1
+}
+
+// Use calls f with the descriptor, which stays open and d's until f returns: Close and
+// Take wait for it. f must neither close the descriptor nor keep it. Use returns f's error,
+// or ErrClosed when d holds no descriptor.
+func (d *DmaBuf) Use(f func(fd int) error) error {
+	if d == nil {
+		return opErr(invalid("a nil DmaBuf"), "use dma-buf", "")
+	}
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	if d.fd1 == 0 {
+		return ErrClosed
+	}
+	return f(d.fd1 - 1)
 }
 
 // Take hands the descriptor to the caller, who must close it (a C library that takes
@@ -111,8 +128,8 @@ func (d *DmaBuf) Take() int {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	fd := d.fd
-	d.fd = -1
+	fd := d.fd1 - 1
+	d.fd1 = 0
 	return fd
 }
 
@@ -358,7 +375,7 @@ func (m *Manager) exportDmaBuf(addr cu.DevicePtr, size uint64, chunks []DmaBufCh
 		}
 		return nil, err
 	}
-	return &DmaBuf{fd: fd, Addr: addr, Size: size, Device: dev, Props: first.Props, Chunks: n, PCIe: o.pcie}, nil
+	return &DmaBuf{fd1: fd + 1, Addr: addr, Size: size, Device: dev, Props: first.Props, Chunks: n, PCIe: o.pcie}, nil
 }
 
 // propsAt returns the properties of the memory mapped at addr: those of the handle it was

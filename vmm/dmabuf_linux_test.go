@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/sim"
@@ -258,6 +259,44 @@ func TestDmaBufOwnership(t *testing.T) {
 	require.NoError(t, closed.Close())
 	_, err = closed.ExportDmaBuf(0, 2*mib)
 	assert.ErrorIs(t, err, vmm.ErrClosed)
+}
+
+// The zero DmaBuf holds no descriptor: it must not take descriptor 0 (stdin) for its own.
+// Use holds the descriptor open: a Close during it waits.
+func TestDmaBufZeroAndUse(t *testing.T) {
+	var zero vmm.DmaBuf
+	assert.Equal(t, -1, zero.FD())
+	assert.Equal(t, -1, zero.Take())
+	require.NoError(t, zero.Close())
+	var st unix.Stat_t
+	require.NoError(t, unix.Fstat(0, &st), "descriptor 0 is still open")
+	assert.ErrorIs(t, zero.Use(func(int) error { t.Error("called without a descriptor"); return nil }), vmm.ErrClosed)
+	var nilBuf *vmm.DmaBuf
+	assert.ErrorIs(t, nilBuf.Use(func(int) error { return nil }), vmm.ErrInvalid)
+
+	s := newSim(t)
+	_, r := chunked(t, s, vmm.DeviceProps(0))
+	d, err := r.ExportDmaBuf(0, 2*mib)
+	require.NoError(t, err)
+	closed := make(chan error, 1)
+	err = d.Use(func(fd int) error {
+		go func() { closed <- d.Close() }()
+		time.Sleep(20 * time.Millisecond)
+		select {
+		case err := <-closed:
+			t.Errorf("Close returned (%v) while Use ran", err)
+		default:
+		}
+		return unix.Fstat(fd, &st)
+	})
+	require.NoError(t, err, "the descriptor stayed open during Use")
+	require.NoError(t, <-closed)
+	assert.Equal(t, -1, d.FD())
+	want := errors.New("f's error")
+	d, err = r.ExportDmaBuf(0, 2*mib)
+	require.NoError(t, err)
+	defer d.Close()
+	assert.Same(t, want, d.Use(func(int) error { return want }))
 }
 
 func mustSim(t *testing.T, preset func() sim.Config) *sim.Sim {

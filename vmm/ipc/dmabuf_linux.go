@@ -21,27 +21,28 @@ func SendDmaBuf(conn *net.UnixConn, d *vmm.DmaBuf) error {
 	if conn == nil {
 		return opError("send dma-buf", args, invalid("a nil connection"))
 	}
-	fd := d.FD()
-	if fd < 0 {
-		return opError("send dma-buf", args, vmm.ErrClosed)
-	}
 	h := headerOf(d)
 	if err := h.validate(); err != nil {
 		return opError("send dma-buf", args, err)
 	}
 	msg := h.encode()
-	n, oobn, err := conn.WriteMsgUnix(msg, unix.UnixRights(fd), nil)
+	// Use keeps the descriptor open (and its number d's) until the kernel has taken it.
+	err := d.Use(func(fd int) error {
+		n, oobn, err := conn.WriteMsgUnix(msg, unix.UnixRights(fd), nil)
+		if err != nil {
+			return err
+		}
+		if n != len(msg) || oobn == 0 {
+			if n == 0 || oobn == 0 {
+				return fmt.Errorf("%w: short write (%d of %d bytes)", ErrProtocol, n, len(msg))
+			}
+			// A stream socket took part of the header; the descriptor went with it.
+			_, err = conn.Write(msg[n:])
+		}
+		return err
+	})
 	if err != nil {
 		return opError("send dma-buf", args, err)
-	}
-	if n != len(msg) || oobn == 0 {
-		if n == 0 || oobn == 0 {
-			return opError("send dma-buf", args, fmt.Errorf("%w: short write (%d of %d bytes)", ErrProtocol, n, len(msg)))
-		}
-		// A stream socket took part of the header; the descriptor went with it.
-		if _, err := conn.Write(msg[n:]); err != nil {
-			return opError("send dma-buf", args, err)
-		}
 	}
 	return nil
 }

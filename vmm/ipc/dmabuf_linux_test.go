@@ -105,6 +105,8 @@ func TestDmaBufSendReceive(t *testing.T) {
 			assert.Equal(t, 3, info.Chunks)
 			require.NoError(t, got.Close())
 			require.ErrorIs(t, ipc.SendDmaBuf(a, d), vmm.ErrClosed)
+			// A zero DmaBuf holds no descriptor: nothing (not descriptor 0) is sent.
+			require.ErrorIs(t, ipc.SendDmaBuf(a, &vmm.DmaBuf{Size: 4096}), vmm.ErrClosed)
 			require.NoError(t, b.Close())
 			require.NoError(t, a.Close())
 			require.NoError(t, z.Close())
