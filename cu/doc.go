@@ -22,4 +22,10 @@
 // process. Every [MemHandle] this package hands out is recorded with its reference count
 // (created, imported, retained, multicast), and a call with any other value returns
 // [ErrUnknownHandle] instead of reaching the driver.
+//
+// No lock is shared by calls on different handles. Calls on one handle pin it without a
+// lock; its last [MemRelease] waits for those in flight. The calls that can free or revive
+// one allocation (its releases, unmaps of its mappings, a retain through one of them) take
+// that allocation's own lock across their driver call, so that the driver never sees two of
+// them at once.
 package cu

@@ -55,6 +55,10 @@ func (s Symbol) flags() uint64 {
 // the library is loaded the result is kept for good: the address, or why the symbol is
 // missing. While the library cannot be loaded, each call of Addr asks it again (it retries
 // after its backoff), so a Proc resolves once the driver has arrived.
+//
+// A Proc is safe for concurrent use. Resolving is serialized per Proc, across the library's
+// load and the driver's cuGetProcAddress; once resolved, Addr is one atomic load and waits
+// for nothing.
 type Proc struct {
 	lib  *Library
 	sym  Symbol

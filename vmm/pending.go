@@ -10,7 +10,8 @@ import (
 // Mapping that failed), to be retried later: an object that owns driver resources keeps one,
 // retries it at its next operation and at its Close, and reports its length, so that a
 // transient refusal leaks nothing. The zero value is empty and ready; a Pending is safe for
-// concurrent use.
+// concurrent use. A nil Pending (a nil Manager's) is empty and stays so: Len is 0, Retry and
+// MoveTo do nothing, Do runs the release without keeping it, and Add drops it.
 type Pending struct {
 	mu    sync.Mutex
 	items []pendingItem
@@ -25,7 +26,7 @@ type pendingItem struct {
 // Do runs release and keeps it for Retry if it fails; it returns release's error.
 func (p *Pending) Do(what string, release func() error) error {
 	err := release()
-	if err != nil {
+	if err != nil && p != nil {
 		p.Add(what, release)
 	}
 	return err
@@ -33,6 +34,9 @@ func (p *Pending) Do(what string, release func() error) error {
 
 // Add keeps release for Retry.
 func (p *Pending) Add(what string, release func() error) {
+	if p == nil {
+		return
+	}
 	p.mu.Lock()
 	p.items = append(p.items, pendingItem{what, release})
 	p.n.Store(int64(len(p.items)))
@@ -40,9 +44,9 @@ func (p *Pending) Add(what string, release func() error) {
 }
 
 // MoveTo hands every kept release to q (an object that could not be made gives what it
-// failed to undo to its Manager's list: Manager.Pending).
+// failed to undo to its Manager's list: Manager.Pending); with a nil q it keeps them.
 func (p *Pending) MoveTo(q *Pending) {
-	if p == q {
+	if p == q || p == nil || q == nil {
 		return
 	}
 	p.mu.Lock()
@@ -58,7 +62,7 @@ func (p *Pending) MoveTo(q *Pending) {
 // Retry runs the kept releases in the order they were added, keeps those that fail again,
 // and returns their errors joined (nil when none is left).
 func (p *Pending) Retry() error {
-	if p.n.Load() == 0 {
+	if p == nil || p.n.Load() == 0 {
 		return nil
 	}
 	p.mu.Lock()
@@ -84,4 +88,9 @@ func (p *Pending) Retry() error {
 }
 
 // Len is how many releases wait for a retry.
-func (p *Pending) Len() int { return int(p.n.Load()) }
+func (p *Pending) Len() int {
+	if p == nil {
+		return 0
+	}
+	return int(p.n.Load())
+}

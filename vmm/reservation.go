@@ -11,9 +11,11 @@ import (
 
 // Reservation is a range of virtual addresses. Close unmaps whatever is still mapped in it
 // and frees it. Its methods are safe for concurrent use: maps of different ranges, and
-// operations on different mappings, run in parallel; Unmap of a range waits for the Maps in
-// flight. Only a Manager makes one: a nil or zero Reservation fails every call with
-// ErrInvalid.
+// operations on different mappings, run in parallel. Reservation.Unmap serializes with the
+// reservation's maps and dma-buf exports, wherever they are in it: it waits for those in
+// flight and holds new ones back until its driver call returns, so that a range unmapped in
+// one call cannot lose a mapping made inside it meanwhile (Mapping.Close does not). Only a
+// Manager makes one: a nil or zero Reservation fails every call with ErrInvalid.
 type Reservation struct {
 	m    *Manager
 	base cu.DevicePtr

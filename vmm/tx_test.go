@@ -271,3 +271,33 @@ func TestManagerPendingKeepsOrphans(t *testing.T) {
 		t.Fatal("a nil Manager has a list")
 	}
 }
+
+// A nil Manager's Pending is nil, and a nil Pending is empty: its methods neither panic nor
+// keep anything.
+func TestNilPending(t *testing.T) {
+	var m *vmm.Manager
+	p := m.Pending()
+	if p != nil {
+		t.Fatalf("a nil Manager's Pending = %p, want nil", p)
+	}
+	refused := errors.New("refused")
+	runs := 0
+	release := func() error { runs++; return refused }
+	if err := p.Do("release", release); err != refused || runs != 1 {
+		t.Fatalf("Do = %v after %d runs, want the release's error after one", err, runs)
+	}
+	p.Add("release", release)
+	if n := p.Len(); n != 0 {
+		t.Fatalf("Len = %d, want 0", n)
+	}
+	if err := p.Retry(); err != nil || runs != 1 {
+		t.Fatalf("Retry = %v after %d runs, want nil and no run", err, runs)
+	}
+	var q vmm.Pending
+	q.Add("release", release)
+	p.MoveTo(&q)
+	q.MoveTo(p)
+	if n := q.Len(); n != 1 {
+		t.Fatalf("after MoveTo to and from nil, %d kept, want 1", n)
+	}
+}

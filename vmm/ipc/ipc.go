@@ -261,7 +261,9 @@ func checkPrefix(b []byte) (count int, err error) {
 }
 
 // Exported is a set of allocations exported as POSIX file descriptors, ready to Send. It
-// owns the descriptors until Close. The zero Exported holds none.
+// owns the descriptors until Close. The zero Exported holds none. It is safe for
+// concurrent use; Send holds it while the descriptors go out (a blocking write to a full
+// socket included: set a deadline on the connection), and Close waits for that.
 type Exported struct {
 	Header Header
 	mu     sync.Mutex
@@ -334,7 +336,9 @@ func Export(m *vmm.Manager, allocs ...*vmm.Allocation) (*Exported, error) {
 }
 
 // Received is a header and the descriptors that came with it. It owns the descriptors
-// until Close. The zero Received holds none.
+// until Close. The zero Received holds none. It is safe for concurrent use; Import holds it
+// for the whole import (every driver call that maps the memory), and Close and FDs wait for
+// that.
 type Received struct {
 	Header Header
 	mu     sync.Mutex
@@ -371,8 +375,8 @@ func (r *Received) Close() error {
 // imported for. It is safe for concurrent use: copies pin the memory without a lock and
 // run alongside each other, and Close waits for those in flight.
 //
-// Only Import, ReceiveAndImport and ImportFabric make one: a nil or zero Imported fails
-// every call with vmm.ErrInvalid.
+// Only Import, ReceiveAndImport, FetchAndImport and ImportFabric make one: a nil or zero
+// Imported fails every call with vmm.ErrInvalid.
 type Imported struct {
 	r      *vmm.Reservation
 	allocs []*vmm.Allocation

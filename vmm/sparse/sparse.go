@@ -77,8 +77,8 @@ type Range struct {
 // Array is a sparse device array; see the package documentation. It is safe for concurrent
 // use: Commit, Decommit, Close and the commits WriteAt makes are serialized (they change the
 // array's page table, one driver call after another); ReadAt, WriteAt to committed pages
-// and the accessors run alongside each other. Device code must not touch a page while it is
-// being decommitted.
+// and the accessors run alongside each other, and Commit, Decommit and Close wait for the
+// copies in flight. Device code must not touch a page while it is being decommitted.
 //
 // Only New makes one: a nil or zero Array fails every operation with vmm.ErrInvalid.
 type Array struct {
