@@ -106,6 +106,7 @@ func causes(err error, parts []error) string {
 // Explainer is implemented by backend errors that can say why a call was refused beyond
 // the driver's result (the simulator does); Error adds it in parentheses.
 type Explainer interface {
+	// Explain says, in a phrase, why the call was refused ("address not mapped").
 	Explain() string
 }
 

@@ -43,7 +43,7 @@ func SendFDs(conn *net.UnixConn, h Header, fds []int) error {
 	if err != nil {
 		return opError("send", args, err)
 	}
-	if n != len(msg) || oobn == 0 {
+	if n == 0 || oobn == 0 {
 		return opError("send", args, fmt.Errorf("%w: short write (%d of %d bytes)", ErrProtocol, n, len(msg)))
 	}
 	// On a stream socket the kernel may take part of the header; the descriptors went with

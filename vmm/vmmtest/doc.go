@@ -12,13 +12,21 @@
 //
 // Use it from a test of your own backend:
 //
+//	func openBackend() (vmm.Backend, error) { return mybackend.New() }
+//
 //	func TestMain(m *testing.M) {
-//		vmmtest.RunChildIfRequested(newBackend) // the cross-process case re-executes the test binary
+//		vmmtest.RunChildIfRequested(openBackend) // the cross-process case re-executes the test binary
 //		os.Exit(m.Run())
 //	}
 //
 //	func TestConformance(t *testing.T) {
-//		vmmtest.Run(t, newBackend, vmmtest.Capabilities{CrossProcess: true})
+//		vmmtest.Run(t, func(t testing.TB) vmm.Backend {
+//			b, err := openBackend()
+//			if err != nil {
+//				t.Fatal(err)
+//			}
+//			return b
+//		}, vmmtest.Capabilities{CrossProcess: true})
 //	}
 //
 // The cross-process case starts the test binary again as a child. Where the test binary runs

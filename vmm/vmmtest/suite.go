@@ -37,6 +37,8 @@ type NewBackend func(t testing.TB) vmm.Backend
 // LiveCounter is implemented by backends that can count the handles they hold, so that the
 // suite can prove it leaked none.
 type LiveCounter interface {
+	// LiveHandles is the number of allocation handles the backend holds: created, imported
+	// or retained, and not yet released.
 	LiveHandles() int
 }
 
@@ -61,7 +63,7 @@ func rw(dev int) []cu.MemAccessDesc {
 	return []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}
 }
 
-// Run drives b through the whole API. newBackend is called once.
+// Run drives the backend newBackend makes through the whole API. newBackend is called once.
 func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 	exp, err := Recorded()
 	noError(t, err)
