@@ -90,7 +90,11 @@ type DmaBuf struct {
 // it: for descriptors that arrive otherwise than from an export of this process (received
 // from another process, package ipc).
 func NewDmaBuf(fd int, addr cu.DevicePtr, size uint64) *DmaBuf {
-	return &DmaBuf{fd1: fd + 1, Addr: addr, Size: size, Device: -1}
+	d := &DmaBuf{Addr: addr, Size: size, Device: -1}
+	if fd >= 0 {
+		d.fd1 = fd + 1
+	}
+	return d
 }
 
 // FD returns the descriptor, still owned by d: -1 after Close or Take. Another goroutine's

@@ -236,6 +236,9 @@ func TestDmaBufOwnership(t *testing.T) {
 	w := vmm.NewDmaBuf(-1, 0x1000, 4096)
 	assert.Equal(t, -1, w.Device)
 	require.NoError(t, w.Close())
+	w = vmm.NewDmaBuf(-5, 0x1000, 4096)
+	assert.Equal(t, -1, w.FD(), "a negative descriptor is none")
+	assert.ErrorIs(t, w.Use(func(int) error { return nil }), vmm.ErrClosed)
 
 	var nilBuf *vmm.DmaBuf
 	assert.ErrorIs(t, nilBuf.Close(), vmm.ErrInvalid)
