@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"sync"
+	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/units"
@@ -82,8 +82,8 @@ type DmaBuf struct {
 	// describe old memory, when it keeps one (buffer.Buffer: see its Stale); 0 otherwise.
 	Generation uint64
 
-	mu  sync.RWMutex
-	fd1 int // the descriptor + 1, so that the zero DmaBuf holds none (not stdin); 0 when none
+	l   life         // the calls of Use in flight; Take (and Close) end it
+	fd1 atomic.Int64 // the descriptor + 1, so that the zero DmaBuf holds none (not stdin); 0 when none
 }
 
 // NewDmaBuf wraps a dma-buf descriptor, which the DmaBuf then owns, with what is known of
@@ -92,7 +92,7 @@ type DmaBuf struct {
 func NewDmaBuf(fd int, addr cu.DevicePtr, size uint64) *DmaBuf {
 	d := &DmaBuf{Addr: addr, Size: size, Device: -1}
 	if fd >= 0 {
-		d.fd1 = fd + 1
+		d.fd1.Store(int64(fd) + 1)
 	}
 	return d
 }
@@ -103,24 +103,26 @@ func (d *DmaBuf) FD() int {
 	if d == nil {
 		return -1
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	return d.fd1 - 1
+	return int(d.fd1.Load()) - 1
 }
 
 // Use calls f with the descriptor, which stays open and d's until f returns: Close and
-// Take wait for it. f must neither close the descriptor nor keep it. Use returns f's error,
-// or ErrClosed when d holds no descriptor.
+// Take wait for it. f must neither close the descriptor nor keep it, and must not Close or
+// Take d (they would wait for f); d's other methods are fine. Use returns f's error, or
+// ErrClosed when d holds no descriptor.
 func (d *DmaBuf) Use(f func(fd int) error) error {
 	if d == nil {
 		return opErr(invalid("a nil DmaBuf"), "use dma-buf", "")
 	}
-	d.mu.RLock()
-	defer d.mu.RUnlock()
-	if d.fd1 == 0 {
+	if !d.l.enter() {
 		return ErrClosed
 	}
-	return f(d.fd1 - 1)
+	defer d.l.exit()
+	fd1 := d.fd1.Load()
+	if fd1 == 0 {
+		return ErrClosed
+	}
+	return f(int(fd1) - 1)
 }
 
 // Take hands the descriptor to the caller, who must close it (a C library that takes
@@ -130,10 +132,11 @@ func (d *DmaBuf) Take() int {
 	if d == nil {
 		return -1
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	fd := d.fd1 - 1
-	d.fd1 = 0
+	fd := -1
+	_ = d.l.close(func() error {
+		fd = int(d.fd1.Swap(0)) - 1
+		return nil
+	})
 	return fd
 }
 
@@ -379,7 +382,9 @@ func (m *Manager) exportDmaBuf(addr cu.DevicePtr, size uint64, chunks []DmaBufCh
 		}
 		return nil, err
 	}
-	return &DmaBuf{fd1: fd + 1, Addr: addr, Size: size, Device: dev, Props: first.Props, Chunks: n, PCIe: o.pcie}, nil
+	d := &DmaBuf{Addr: addr, Size: size, Device: dev, Props: first.Props, Chunks: n, PCIe: o.pcie}
+	d.fd1.Store(int64(fd) + 1)
+	return d, nil
 }
 
 // propsAt returns the properties of the memory mapped at addr: those of the handle it was
