@@ -180,3 +180,6 @@ func (l *life) close(f func() error) error {
 }
 
 func (l *life) closed() bool { return !l.g.Open() }
+
+// retired reports whether the object's close has finished (not only begun).
+func (l *life) retired() bool { return l.g.Retired() }

@@ -217,3 +217,49 @@ func TestMapRacingClose(t *testing.T) {
 	}
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
+
+// pausedUnmap is a backend whose first Unmap, once made, waits until resume is closed,
+// holding the caller between the driver's unmap and what it does next.
+type pausedUnmap struct {
+	vmm.Backend
+	once             sync.Once
+	unmapped, resume chan struct{}
+}
+
+func (b *pausedUnmap) Unmap(ptr cu.DevicePtr, size uint64) error {
+	err := b.Backend.Unmap(ptr, size)
+	b.once.Do(func() {
+		close(b.unmapped)
+		<-b.resume
+	})
+	return err
+}
+
+// A Map at the address of a Mapping whose Close has unmapped it but not yet dropped it from
+// the reservation's list lands before it there; the Close must still drop its own, and an
+// Unmap of the new mapping must not see the old one as split.
+func TestMappingCloseRacingMapAtItsAddress(t *testing.T) {
+	s := newSim(t)
+	b := &pausedUnmap{Backend: s, unmapped: make(chan struct{}), resume: make(chan struct{})}
+	m := vmm.New(b)
+	r, err := m.Reserve(8 * mib)
+	require.NoError(t, err)
+	big, err := m.Create(4*mib, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	small, err := m.Create(2*mib, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	old, err := r.Map(0, big, 0, 4*mib)
+	require.NoError(t, err)
+	closed := make(chan error, 1)
+	go func() { closed <- old.Close() }()
+	<-b.unmapped
+	_, err = r.Map(0, small, 0, 2*mib)
+	require.NoError(t, err, "the range is free in the driver")
+	close(b.resume)
+	require.NoError(t, <-closed)
+	require.NoError(t, r.Unmap(0, 2*mib), "the closed mapping is gone from the list")
+	require.NoError(t, big.Close())
+	require.NoError(t, small.Close())
+	require.NoError(t, r.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}

@@ -181,7 +181,7 @@ func (r *Reservation) Unmap(off, size uint64) error {
 	for hi < len(r.maps) && r.maps[hi].addr < addr+cu.DevicePtr(size) {
 		hi++
 	}
-	split := lo > 0 && r.maps[lo-1].end() > addr || hi > lo && r.maps[hi-1].end() > addr+cu.DevicePtr(size)
+	split := r.splits(lo, hi, addr, size)
 	victims := slices.Clone(r.maps[lo:hi])
 	r.mu.Unlock()
 	if split {
@@ -191,6 +191,27 @@ func (r *Reservation) Unmap(off, size uint64) error {
 		return opErr(err, "unmap", "%s", rangeArgs(addr, size))
 	}
 	return nil
+}
+
+// splits reports whether [addr, addr+size), whose mappings are r.maps[lo:hi], cuts through
+// a mapping: the last open one before it runs into it, or the last one in it runs past its
+// end. Mappings closed but not yet dropped from the list (Mapping.Close drops its own right
+// after the driver's unmap) are passed over; the caller holds r.mu.
+func (r *Reservation) splits(lo, hi int, addr cu.DevicePtr, size uint64) bool {
+	for i := lo - 1; i >= 0; i-- {
+		if !r.maps[i].l.retired() {
+			if r.maps[i].end() > addr {
+				return true
+			}
+			break
+		}
+	}
+	for i := hi - 1; i >= lo; i-- {
+		if !r.maps[i].l.retired() {
+			return r.maps[i].end() > addr+cu.DevicePtr(size)
+		}
+	}
+	return false
 }
 
 // unmapAll unmaps [addr, addr+size) in one driver call once the operations in flight on
@@ -230,11 +251,16 @@ func (r *Reservation) forget() {
 	r.mu.Unlock()
 }
 
-// forgetOne drops mp, just closed, from r's list.
+// forgetOne drops mp, just closed, from r's list. A mapping made at mp's address since its
+// driver unmap may sit before it in the list.
 func (r *Reservation) forgetOne(mp *Mapping) {
 	r.mu.Lock()
-	if i, ok := slices.BinarySearchFunc(r.maps, mp.addr, byAddr); ok && r.maps[i] == mp {
-		r.maps = slices.Delete(r.maps, i, i+1)
+	i, _ := slices.BinarySearchFunc(r.maps, mp.addr, byAddr)
+	for ; i < len(r.maps) && r.maps[i].addr == mp.addr; i++ {
+		if r.maps[i] == mp {
+			r.maps = slices.Delete(r.maps, i, i+1)
+			break
+		}
 	}
 	r.mu.Unlock()
 }

@@ -74,6 +74,9 @@ func (g *Guard) Gen() uint32 { return uint32(g.state.Load() >> genShift) }
 // Open reports whether the object is open (neither released nor being released).
 func (g *Guard) Open() bool { return g.state.Load()&flagsMask == 0 }
 
+// Retired reports whether the object was released (Retire), not only being released.
+func (g *Guard) Retired() bool { return g.state.Load()&closedBit != 0 }
+
 // Drain makes every later Enter fail and waits until the calls in flight have exited. It
 // returns false, and does nothing, if the object is not open.
 func (g *Guard) Drain() bool {

@@ -35,11 +35,14 @@ func TestEnterExit(t *testing.T) {
 	}
 	g.Exit()
 	g.Drain()
+	if g.Open() || g.Retired() {
+		t.Fatal("a draining guard is neither open nor retired")
+	}
 	g.Retire()
-	if g.Open() || g.Enter(0) || g.Enter(1) || g.Drain() {
+	if g.Open() || !g.Retired() || g.Enter(0) || g.Enter(1) || g.Drain() {
 		t.Fatal("a retired guard let a call in")
 	}
-	if gen := g.Revive(); gen != 1 || !g.Enter(1) || g.Enter(0) {
+	if gen := g.Revive(); gen != 1 || !g.Enter(1) || g.Enter(0) || g.Retired() {
 		t.Fatalf("Revive: generation %d", gen)
 	}
 	g.Exit()
