@@ -467,6 +467,11 @@ func (b *Buffer) grow(n uint64) error {
 	err := b.growBy(c)
 	// A geometric chunk may not fit where the exact one would: try that before failing.
 	if err != nil && c > need && errors.Is(err, cu.ERROR_OUT_OF_MEMORY) {
+		// The failed chunk's undo may have left a release for later (an unmap the driver
+		// refused): it must be done before the smaller chunk goes where the larger one was.
+		if rerr := b.pending.Retry(); rerr != nil {
+			return errors.Join(err, rerr)
+		}
 		err = b.growBy(need)
 	}
 	if err != nil {

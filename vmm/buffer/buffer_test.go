@@ -611,3 +611,18 @@ func TestNewFailedUndoGoesToTheManager(t *testing.T) {
 	require.Zero(t, m.Pending().Len())
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
+
+// A geometric chunk that fails for memory falls back to the exact size; when the driver
+// refused the failed chunk's unmap, that unmap is retried before the smaller chunk goes
+// where the larger one was (else the fallback met the leftover mapping).
+func TestGrowFallbackRetriesTheUndoFirst(t *testing.T) {
+	s, m := newSim(t)
+	b, err := buffer.New(m, 8*mib, buffer.Options{Reserve: 64 * mib})
+	require.NoError(t, err)
+	require.NoError(t, s.FailNth("SetAccess", 1, cu.ERROR_OUT_OF_MEMORY)) // the geometric chunk
+	require.NoError(t, s.FailNth("Unmap", 1, cu.ERROR_UNKNOWN))           // its undo
+	require.NoError(t, b.Grow(10*mib), "the exact chunk fits")
+	require.EqualValues(t, 10*mib, b.Size())
+	require.NoError(t, b.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
