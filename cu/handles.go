@@ -240,12 +240,15 @@ func (t *handleTable) release(h MemHandle, driverRelease func(drv uint64) error)
 }
 
 // unmapped counts one mapping of slot idx gone; the caller holds its drop lock (exclusively
-// when the slot has no reference left, as lockDrops arranges).
-func (t *handleTable) unmapped(idx uint32) {
+// when the slot has no reference left, as lockDrops arranges). When that was the
+// allocation's last mapping and reference, the driver has freed it: the caller forgets the
+// slot (forget, with drv) once it has let go of every drop lock it holds.
+func (t *handleTable) unmapped(idx uint32) (drv uint64, freed bool) {
 	s := t.slot(idx)
 	if s.maps.Add(-1) == 0 && s.refs == 0 {
-		t.forget(idx, s.drv.Load())
+		return s.drv.Load(), true
 	}
+	return 0, false
 }
 
 // forget recycles the slot of an allocation the driver freed.
@@ -264,10 +267,16 @@ func (t *handleTable) known(h MemHandle) bool {
 	return s != nil && s.g.Open() && s.g.Gen() == gen
 }
 
-// live counts the open slots and their references.
+// live counts the open slots and their references. fresh raises next before it adds the
+// slot's page (and above maxSlots for a moment before it backs off): slots without a page
+// are not in use yet.
 func (t *handleTable) live() (n, refs int) {
-	for idx := range t.next.Load() {
-		s := t.slot(idx)
+	for idx := range min(t.next.Load(), maxSlots) {
+		pg := t.pages[idx>>slotsPerPageShift].Load()
+		if pg == nil {
+			continue
+		}
+		s := &pg[idx&(slotsPerPage-1)]
 		s.drop.RLock()
 		if s.refs > 0 {
 			n++

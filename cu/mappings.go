@@ -203,13 +203,17 @@ func (x *mapIndex) containing(addr uint64) (idx uint32, ok bool) {
 	if largest == 0 {
 		return 0, false
 	}
-	// Mappings do not overlap: the nearest recorded start at or below addr decides.
+	// Mappings do not overlap: of the radix records, the nearest start at or below addr
+	// decides. One that ends before addr leaves the hashed records, which may start
+	// between it and addr.
 	a := addr &^ (1<<radixShift - 1)
 	for tries := largest>>radixShift + 1; tries > 0 && a>>48 == 0; tries-- {
 		if p := x.radixSlot(a, false); p != nil {
 			if w := p.Load(); w != 0 {
-				r := radixRecord(w)
-				return r.idx, addr-a < r.size
+				if r := radixRecord(w); addr-a < r.size {
+					return r.idx, true
+				}
+				break
 			}
 		}
 		if a < 1<<radixShift {
@@ -340,15 +344,21 @@ func (t *handleTable) endMap(m *mapping, made bool) {
 	if m.grow {
 		t.maps.noteSize(m.size)
 	}
-	if stale, ok := t.maps.put(m.word, m.start, m.size, m.idx); ok {
+	stale, ok := t.maps.put(m.word, m.start, m.size, m.idx)
+	// Unpinned before another drop lock is taken: the stale record may be this very
+	// handle's, whose last release holds that lock while it waits for the pin.
+	m.s.unpin()
+	if ok {
 		// A record of a mapping the driver no longer has (an unmap that raced the map of the
 		// same range): count it gone, as its unmap would have.
 		o := t.slot(stale)
 		o.drop.Lock()
-		t.unmapped(stale)
+		drv, freed := t.unmapped(stale)
 		o.drop.Unlock()
+		if freed {
+			t.forget(stale, drv)
+		}
 	}
-	m.s.unpin()
 }
 
 // unmap runs driverUnmap on [start, start+size) holding the drop locks of the allocations
@@ -356,18 +366,33 @@ func (t *handleTable) endMap(m *mapping, made bool) {
 func (t *handleTable) unmap(start, size uint64, driverUnmap func() error) error {
 	var tbuf [4]taken
 	var hbuf [4]held
+	var fbuf [4]freedSlot
 	ts := t.maps.take(start, size, tbuf[:])
 	hs := t.lockDrops(ts, hbuf[:])
 	err := driverUnmap()
+	freed := fbuf[:0]
 	if err != nil {
 		t.maps.restore(ts)
 	} else {
 		for _, r := range ts {
-			t.unmapped(r.idx)
+			if drv, ok := t.unmapped(r.idx); ok {
+				freed = append(freed, freedSlot{r.idx, drv})
+			}
 		}
 	}
 	t.unlockDrops(hs)
+	// Forgotten only now: a create in the same shard holds the shard's lock while it waits
+	// for the drop lock of a slot forgotten a moment before, which this unmap may hold.
+	for _, f := range freed {
+		t.forget(f.idx, f.drv)
+	}
 	return err
+}
+
+// freedSlot is a slot whose allocation the driver freed, to forget.
+type freedSlot struct {
+	idx uint32
+	drv uint64
 }
 
 // retainAt runs driverRetain (cuMemRetainAllocationHandle at addr) and records the reference

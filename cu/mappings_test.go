@@ -124,6 +124,12 @@ func (d *dropDriver) retain(addr uint64) (uint64, error) {
 // record's word, pin, count, map, then record and unpin (the common record in line, the
 // rest through endMap).
 func mapHandle(t *handleTable, d *dropDriver, h MemHandle, start, size uint64) error {
+	return mapHandleThen(t, d, h, start, size, nil)
+}
+
+// mapHandleThen is mapHandle calling between, if not nil, after the driver's map and before
+// the record: where another goroutine's call can land in a real MemMap.
+func mapHandleThen(t *handleTable, d *dropDriver, h MemHandle, start, size uint64, between func()) error {
 	word := t.maps.radixWordOf(start, size)
 	s, gen := t.slotOf(h)
 	if s == nil || !s.g.Enter(gen) {
@@ -132,6 +138,9 @@ func mapHandle(t *handleTable, d *dropDriver, h MemHandle, start, size uint64) e
 	s.maps.Add(1)
 	grow := size > t.maps.largest.Load()
 	err := d.mapAt(start, size, s.drv.Load())
+	if between != nil {
+		between()
+	}
 	if w, ok := radixWord(size, uint32(h)); err == nil && word != nil && !grow && ok && word.CompareAndSwap(0, w) {
 		s.unpin()
 		return nil
