@@ -16,6 +16,9 @@ var (
 	// ErrNotSupported matches every error of a symbol the driver lacks or has only in an older
 	// ABI version than the caller needs.
 	ErrNotSupported = errors.New("loader: not supported by this driver")
+
+	// errZeroLibrary is the load of a Library that no constructor made.
+	errZeroLibrary = errors.New("loader: a zero Library knows no library to load (use Default, NVML or New)")
 )
 
 // LoadError says why a library could not be opened: every path tried and the reason for

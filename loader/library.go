@@ -48,7 +48,8 @@ func WithPath(path string) Option { return func(c *config) { c.path = path } }
 // after the first failure, doubling with each failure in a row up to 30 seconds), or at
 // once by Retry; however many goroutines ask, at most one attempt runs at a time and none
 // starts before its time. A load that succeeds is final: every symbol comes from that one
-// file.
+// file. Only Default, NVML and New make a Library that can load: a zero Library's loads
+// fail with an error.
 type Library struct {
 	kind *kind
 	cfg  config
@@ -167,6 +168,9 @@ func (l *Library) clock() time.Time {
 
 // load is the slow path of Load (now false) and Retry (now true).
 func (l *Library) load(now bool) error {
+	if l.kind == nil || l.src == nil {
+		return errZeroLibrary
+	}
 	l.mu.Lock()
 	if ch := l.attempt; ch != nil {
 		l.mu.Unlock()

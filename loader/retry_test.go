@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,4 +173,24 @@ func TestConfigureAfterFailedLoad(t *testing.T) {
 	clk.add(retryMin)
 	require.NoError(t, l.Retry())
 	require.Equal(t, "/run/nvidia/driver/lib/libcuda.so.1", l.Path())
+}
+
+// A zero Library has no library to load: its loads fail at once, every time, and leave
+// nothing half done (a Retry after them returns too).
+func TestZeroLibrary(t *testing.T) {
+	var l Library
+	for range 2 {
+		if err := l.Load(); err == nil || !strings.Contains(err.Error(), "zero Library") {
+			t.Fatalf("Load = %v, want the zero Library's error", err)
+		}
+		if err := l.Retry(); err == nil {
+			t.Fatal("Retry succeeded")
+		}
+	}
+	if p := l.Path(); p != "" {
+		t.Fatalf("Path = %q", p)
+	}
+	if _, err := l.NewProc(Symbol{Name: "cuInit", Version: 2000}).Addr(); err == nil {
+		t.Fatal("a zero Library's Proc resolved")
+	}
 }
