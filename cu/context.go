@@ -61,8 +61,13 @@ func (d Device) Primary() (*Context, error) {
 	return e.ctx, e.err
 }
 
-// Device returns the context's device.
-func (c *Context) Device() Device { return c.dev }
+// Device returns the context's device; -1 for a nil Context.
+func (c *Context) Device() Device {
+	if c == nil {
+		return -1
+	}
+	return c.dev
+}
 
 // Release drops the reference taken by PrimaryContext (cuDevicePrimaryCtxRelease_v2), once
 // the calls in flight through c have returned. It is idempotent; the shared context of

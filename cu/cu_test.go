@@ -60,6 +60,7 @@ func TestArgumentErrors(t *testing.T) {
 	// primary context would drop someone else's (without a driver, the call would fail).
 	require.NoError(t, new(Context).Release(), "the zero Context holds nothing to release")
 	require.NoError(t, nilCtx.Release())
+	require.EqualValues(t, -1, nilCtx.Device())
 }
 
 func TestErrorFormat(t *testing.T) {
