@@ -153,14 +153,14 @@ func (w *world) ipcTicket(a *args) {
 	}
 	m, access := w.mgr(a), a.devList(w.devs)
 	if a.bit() {
-		x, err := ipc.FetchAndImport(tk, m, access)
+		x, err := ipc.FetchAndImport(tk, m, access, ipc.AllowSelf())
 		w.check("ipc.FetchAndImport", err, "fetch", "import")
 		if err == nil {
 			put(w, &w.imported, x)
 		}
 		return
 	}
-	r, err := ipc.Fetch(tk)
+	r, err := ipc.Fetch(tk, ipc.AllowSelf())
 	w.check("ipc.Fetch", err, "fetch")
 	if err != nil {
 		return

@@ -51,8 +51,10 @@ func SendDmaBuf(conn *net.UnixConn, d *vmm.DmaBuf) error {
 // descriptor (Close it), and holds what the header says (Addr, Size, Device, Chunks, PCIe,
 // Generation; not the properties). The peer is not trusted: exactly one descriptor is
 // taken (any more fail the receive, and every descriptor that arrived is closed), the header
-// is refused at its first wrong byte, and the descriptor's own size (lseek to its end, which
-// a dma-buf answers) must be the size the header claims. It blocks until the message is
+// is refused at its first wrong byte, the descriptor must be a dma-buf (a file of the
+// kernel's dma-buf file system, or on sim a dma-buf sim exported: a memfd so named and
+// sealed), and its own size (lseek to its end, which a dma-buf answers) must be the size
+// the header claims. It blocks until the message is
 // complete: set a deadline on conn to bound the wait.
 func ReceiveDmaBuf(conn *net.UnixConn) (*vmm.DmaBuf, error) {
 	if conn == nil {
@@ -85,6 +87,9 @@ func (r *receiver) receiveDmaBuf() (DmaBufHeader, error) {
 	}
 	if len(r.fds) != 1 {
 		return DmaBufHeader{}, fmt.Errorf("%w: %d descriptors with a dma-buf header, want 1", ErrProtocol, len(r.fds))
+	}
+	if err := checkDmaBufFD(r.fds[0]); err != nil {
+		return DmaBufHeader{}, err
 	}
 	end, err := unix.Seek(r.fds[0], 0, unix.SEEK_END)
 	if err != nil {

@@ -163,6 +163,24 @@ func TestDmaBufReceiveRejects(t *testing.T) {
 	memfd, err := unix.MemfdCreate("not-a-dma-buf", unix.MFD_CLOEXEC)
 	require.NoError(t, err)
 	defer unix.Close(memfd)
+	// A directory: on ext4 lseek to its end answers 2^63-1, which a header may claim.
+	d0, err := os.Open(t.TempDir())
+	require.NoError(t, err)
+	defer d0.Close()
+	dir := int(d0.Fd())
+	// Named as sim names a dma-buf's memfd, but not sealed; and sealed, of another size.
+	simLike := func(seal bool) int {
+		fd, err := unix.MemfdCreate("cuvmm-sim.dmabuf:forged", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		require.NoError(t, err)
+		t.Cleanup(func() { unix.Close(fd) })
+		require.NoError(t, unix.Ftruncate(fd, 4096))
+		if seal {
+			_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL)
+			require.NoError(t, err)
+		}
+		return fd
+	}
+	unsealed, sealed := simLike(false), simLike(true)
 	var pipe [2]int
 	require.NoError(t, unix.Pipe2(pipe[:], unix.O_CLOEXEC))
 	defer unix.Close(pipe[0])
@@ -191,8 +209,11 @@ func TestDmaBufReceiveRejects(t *testing.T) {
 		{"long", unix.SOCK_SEQPACKET, append(bytes.Clone(msg), 0), []int{d.FD()}, "longer than a dma-buf header"},
 		{"size-0", unix.SOCK_SEQPACKET, with(with(with(msg, 32, 0), 33, 0), 34, 0), []int{d.FD()}, "size 0"},
 		{"size-lies", unix.SOCK_SEQPACKET, with(msg, 33, 0x10), []int{d.FD()}, "the descriptor's size is 6291456, the header says"},
-		{"not-seekable", unix.SOCK_SEQPACKET, msg, []int{pipe[0]}, "its size cannot be read"},
-		{"another-file", unix.SOCK_SEQPACKET, msg, []int{memfd}, "the descriptor's size is 0"},
+		{"a-pipe", unix.SOCK_SEQPACKET, msg, []int{pipe[0]}, "the descriptor is a pipe, not a dma-buf"},
+		{"a-directory", unix.SOCK_SEQPACKET, msg, []int{dir}, "the descriptor is a directory, not a dma-buf"},
+		{"a-memfd", unix.SOCK_SEQPACKET, msg, []int{memfd}, "the descriptor is not a dma-buf"},
+		{"unsealed", unix.SOCK_SEQPACKET, msg, []int{unsealed}, "the descriptor is not a dma-buf"},
+		{"sealed-size-lies", unix.SOCK_SEQPACKET, msg, []int{sealed}, "the descriptor's size is 4096, the header says"},
 		{"closed-stream", unix.SOCK_STREAM, msg[:20], []int{d.FD()}, "connection closed after 20 header bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

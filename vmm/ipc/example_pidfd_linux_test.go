@@ -13,7 +13,7 @@ import (
 
 // Without a socket between them: the exporter publishes a ticket (here in an environment
 // variable; a file or a Kubernetes annotation carry it as well), and the importer takes
-// copies of the descriptors it names with pidfd_getfd. Here both ends are one process.
+// copies of the descriptors it grants with pidfd_getfd. Here both ends are one process.
 func ExampleFetchAndImport() {
 	s, _ := sim.New(sim.PresetH100())
 	m := vmm.New(s)
@@ -35,15 +35,22 @@ func ExampleFetchAndImport() {
 	if err != nil {
 		panic(err)
 	}
-	os.Setenv("SHARED_MEMORY", t.String()) // cuvmm-pidfd-v1:pid=…:fd=…
+	// The text form carries the secret that grants the memory (String leaves it out):
+	// hand it only to the importer.
+	text, err := t.MarshalText() // cuvmm-pidfd-v2:pid=…:manifest=…:secret=…
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("SHARED_MEMORY", string(text))
 	defer os.Unsetenv("SHARED_MEMORY")
 
-	// The importer.
+	// The importer. A ticket naming the importer's own process is refused unless it says
+	// that it expects one, as here.
 	ticket, err := ipc.ParseTicket(os.Getenv("SHARED_MEMORY"))
 	if err != nil {
 		panic(err)
 	}
-	imp, err := ipc.FetchAndImport(ticket, m, []int{0})
+	imp, err := ipc.FetchAndImport(ticket, m, []int{0}, ipc.AllowSelf())
 	if errors.Is(err, ipc.ErrUnsupported) || errors.Is(err, os.ErrPermission) {
 		// The error says what the system refused and the remedy; the socket transport
 		// (Send, ReceiveAndImport) remains.

@@ -233,7 +233,8 @@ func FuzzImportClaims(f *testing.F) {
 }
 
 // FuzzDmaBufReceive sends data as one dma-buf message with fds copies of a descriptor whose
-// size is size (a memfd, which lseek answers as a dma-buf does) over a seqpacket or stream
+// size is size (a sealed memfd named as sim names a dma-buf's, whose size lseek answers as a
+// dma-buf's) over a seqpacket or stream
 // socket. ReceiveDmaBuf must take the message exactly when the header decodes, exactly one
 // descriptor came, and its size is the one the header claims; it must never hang, and no
 // descriptor may stay open once the DmaBuf it returned is closed.
@@ -268,9 +269,12 @@ func FuzzDmaBufReceive(f *testing.F) {
 			}
 		}
 		before := openFDs(t)
-		mfd, err := unix.MemfdCreate("fuzz-dma-buf", unix.MFD_CLOEXEC)
+		// Named and sealed as sim's dma-bufs are, so that only what is fuzzed can refuse it.
+		mfd, err := unix.MemfdCreate("cuvmm-sim.dmabuf:fuzz", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 		require.NoError(t, err)
 		require.NoError(t, unix.Ftruncate(mfd, int64(size)))
+		_, err = unix.FcntlInt(uintptr(mfd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL)
+		require.NoError(t, err)
 		a, z := socketpair(t, st)
 		var oob []byte
 		if n > 0 {

@@ -366,11 +366,23 @@ func hostileCases() []hostile {
 		// Descriptors that are not CUDA memory: received, refused by the driver on import.
 		{name: "a pipe, /dev/null and a regular file", peer: func(t *testing.T, e *env) {
 			e.send(t, wire(2*mib, 2*mib, 2*mib, 2*mib), int(e.fx.pipeR.Fd()), e.fx.devnull(), int(e.fx.file.Fd()))
+		}, want: refused("the descriptor of allocation 0 is a pipe, not memory")},
+		{name: "/dev/null and a regular file", peer: func(t *testing.T, e *env) {
+			e.send(t, wire(2*mib, 2*mib, 2*mib), e.fx.devnull(), int(e.fx.file.Fd()))
 		}, want: importRefused(cu.ERROR_UNKNOWN, "import allocation 0 (fd %d)")},
+		{name: "CUDA memory and a directory", peer: func(t *testing.T, e *env) {
+			d, err := os.Open(t.TempDir())
+			require.NoError(t, err)
+			t.Cleanup(func() { d.Close() })
+			e.send(t, valid(), e.fx.cuda[0], int(d.Fd()))
+		}, want: refused("the descriptor of allocation 1 is a directory, not memory")},
+		{name: "a socket", peer: func(t *testing.T, e *env) {
+			e.send(t, wire(2*mib, 2*mib), fileFD(t, e.peer))
+		}, want: refused("the descriptor of allocation 0 is a socket, not memory")},
 		{name: "a regular file alone", peer: func(t *testing.T, e *env) { e.send(t, wire(2*mib, 2*mib), int(e.fx.file.Fd())) },
 			want: importRefused(cu.ERROR_UNKNOWN, "import allocation 0 (fd %d)")},
 		{name: "CUDA memory, then a pipe", peer: func(t *testing.T, e *env) { e.send(t, valid(), e.fx.cuda[0], int(e.fx.pipeW.Fd())) },
-			want: importRefused(cu.ERROR_UNKNOWN, "import allocation 1 (fd")},
+			want: refused("the descriptor of allocation 1 is a pipe, not memory")},
 
 		// One byte a write, each with descriptors.
 		{name: "dribbled, 253 descriptors a byte", peer: func(t *testing.T, e *env) { e.dribble(t, valid(), e.fx.devnull(), 253) },

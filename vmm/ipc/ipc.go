@@ -23,7 +23,8 @@
 //
 // Everything that comes from the other process is checked before it is used. Receive
 // takes no more descriptors than the protocol allows (MaxDescriptors, then the count the
-// header announces) and refuses a header at its first wrong byte. The importer aligns its
+// header announces), refuses a header at its first wrong byte and a descriptor that cannot
+// be memory (a socket, pipe, directory or block device). The importer aligns its
 // reservation to its own granularity, not the peer's; it checks each claimed size against
 // the granularity and the memory of the device the imported allocation lives on, as the
 // driver reports them, and the driver itself maps whole allocations only, so a size that
@@ -33,18 +34,24 @@
 //
 // The socket is the default transport. Where a socket broker between the two processes is
 // not possible, the exporter publishes a Ticket instead (Exported.Ticket): one line of text
-// that names its pid and the descriptors' numbers with the header, and travels by any channel
-// (a file, an environment variable, a Kubernetes annotation). The importer takes copies of
-// the descriptors with pidfd_open and pidfd_getfd (Fetch) and imports them as it would
-// descriptors received over a socket (FetchAndImport does both). The exporter keeps its
-// descriptors open until the importer has fetched them.
+// that travels by any channel (a file, an environment variable, a Kubernetes annotation).
+// The importer takes copies of the descriptors with pidfd_open and pidfd_getfd (Fetch) and
+// imports them as it would descriptors received over a socket (FetchAndImport does both).
+// The exporter keeps the Exported open until the importer has fetched.
 //
-// The ticket is checked as a message is: its decoder accepts only what MarshalText writes,
-// at most MaxDescriptors descriptors and a valid header; Fetch checks that the ticket was
-// made on this machine since its last boot and in this pid namespace, that the process it
-// reaches is the one that made it (its start time), and that each descriptor it takes is
-// open on the file the ticket names and is not a socket, pipe or directory, closing every
-// descriptor it took on any error; Import checks the sizes, the driver the memory.
+// A ticket is a capability, like the descriptors it grants. It names the exporter and its
+// manifest, a sealed memory file listing exactly the descriptors of this export, and
+// carries the manifest's random secret: the importer takes only what a manifest with that
+// secret lists, so a ticket that merely names a process and descriptor numbers reaches
+// nothing (the NVIDIA driver opens every exported descriptor on the same file, so which
+// file a descriptor is open on tells nothing). Fetch also checks that the ticket was made on
+// this machine since its last boot and in this pid namespace, that it does not name the
+// importer's own process unless the importer allows it (AllowSelf), that the process it
+// reaches is the one that made it (its start time), that each descriptor it takes is open on
+// the file the manifest names and is not a socket, pipe or directory, and that the manifest
+// is still in place once they are taken; it closes every descriptor it took on any error,
+// and its refusals say which check failed, never what would have passed it. Import then
+// checks the sizes, the driver the memory. SECURITY.md says what a ticket proves.
 //
 // pidfd_getfd needs ptrace access to the exporter: the same user, and, under Yama's
 // kernel.yama.ptrace_scope 1, the importer an ancestor of the exporter or named by it
@@ -64,7 +71,7 @@
 // SendDmaBuf and ReceiveDmaBuf pass one dma-buf descriptor (a vmm.DmaBuf, exported from a
 // reservation, a growable buffer or a sparse array) with a fixed header of its own kind,
 // for the process that drives an RDMA NIC to register. ReceiveDmaBuf takes exactly one
-// descriptor and checks its size against the header's claim.
+// descriptor, checks that it is a dma-buf and checks its size against the header's claim.
 //
 // # Errors
 //
@@ -268,6 +275,10 @@ type Exported struct {
 	Header Header
 	mu     sync.Mutex
 	fds    []int
+	// manifest1 is the descriptor of the manifest that ticket grants, plus one: 0 until
+	// Ticket made them (and on platforms without tickets).
+	manifest1 int
+	ticket    Ticket
 }
 
 // FDs returns the descriptors, still owned by e (nil after Close).
@@ -287,8 +298,14 @@ func (e *Exported) Close() error {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	fds := e.fds
-	e.fds = nil
+	// The manifest first: a ticket's importer that still finds it after taking the
+	// descriptors it lists knows they were not closed (and their numbers reused) before.
+	var fds []int
+	if e.manifest1 > 0 {
+		fds = append(fds, e.manifest1-1)
+	}
+	fds = append(fds, e.fds...)
+	e.fds, e.manifest1, e.ticket = nil, 0, Ticket{}
 	if err := closeFDs(fds); err != nil {
 		return opError("close", "exported descriptors", err)
 	}

@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -20,9 +21,14 @@ var (
 	yamaScope = "/proc/sys/kernel/yama/ptrace_scope"
 )
 
-// Ticket describes e's descriptors for an importer that takes copies of them with
-// pidfd_getfd (Fetch). e keeps its descriptors, and must keep them open until every importer
-// has fetched: a descriptor closed before is a failed fetch.
+// manifestSeals keep a manifest's bytes and size as the exporter wrote them, and its seals
+// as they are.
+const manifestSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
+
+// Ticket grants an importer that fetches with pidfd_getfd (Fetch) e's descriptors, and
+// nothing else of this process. The first call writes the manifest the ticket names, which
+// e holds from then on; later calls return the same ticket. e keeps its descriptors, and
+// must stay open until every importer has fetched: Close withdraws the ticket.
 func (e *Exported) Ticket() (Ticket, error) {
 	if e == nil {
 		return Ticket{}, opError("ticket", "", invalid("a nil Exported"))
@@ -32,70 +38,56 @@ func (e *Exported) Ticket() (Ticket, error) {
 	if len(e.fds) == 0 {
 		return Ticket{}, opError("ticket", "", vmm.ErrClosed)
 	}
-	return NewTicket(e.Header, e.fds)
+	if e.manifest1 == 0 {
+		fd, t, err := publish(e.Header, e.fds)
+		if err != nil {
+			return Ticket{}, opError("ticket", fmt.Sprintf("%d descriptors", len(e.fds)), err)
+		}
+		e.manifest1, e.ticket = fd+1, t
+	}
+	return e.ticket, nil
 }
 
-// NewTicket describes fds (one per size of h), which stay the caller's and must stay open
-// until every importer has fetched, for an importer that takes copies of them with
-// pidfd_getfd (Fetch). Each descriptor must be open on a file that can be memory (a regular
-// file, a character device or an anonymous inode).
-func NewTicket(h Header, fds []int) (Ticket, error) {
-	t, err := newTicket(h, fds)
+// publish writes the manifest of fds (one per size of h) with a new secret into a sealed
+// memory file, and returns its descriptor and the ticket that names it.
+func publish(h Header, fds []int) (int, Ticket, error) {
+	t, err := self()
 	if err != nil {
-		return Ticket{}, opError("ticket", fmt.Sprintf("%d descriptors", len(fds)), err)
+		return -1, Ticket{}, err
 	}
-	return t, nil
-}
-
-func newTicket(h Header, fds []int) (Ticket, error) {
-	if len(fds) != len(h.Sizes) {
-		return Ticket{}, invalid("%d descriptors for %d sizes", len(fds), len(h.Sizes))
-	}
-	if err := h.validate(); err != nil {
-		return Ticket{}, err
-	}
-	me, err := self()
-	if err != nil {
-		return Ticket{}, err
-	}
-	t := me
-	t.Header = Header{HandleType: h.HandleType, Granularity: h.Granularity, Sizes: append([]uint64(nil), h.Sizes...)}
+	m := manifest{header: h}
 	for i, fd := range fds {
 		var st unix.Stat_t
-		if fd < 0 {
-			return Ticket{}, invalid("descriptor %d of allocation %d", fd, i)
-		}
 		if err := unix.Fstat(fd, &st); err != nil {
-			return Ticket{}, invalid("descriptor %d of allocation %d: %v", fd, i, err)
+			return -1, Ticket{}, fmt.Errorf("descriptor %d of allocation %d: %w", fd, i, err)
 		}
-		if kind := notMemory(st.Mode); kind != "" {
-			return Ticket{}, invalid("descriptor %d of allocation %d is %s, not memory", fd, i, kind)
+		m.files = append(m.files, manifestFile{fd: fd, dev: uint64(st.Dev), ino: uint64(st.Ino)})
+	}
+	if _, err := rand.Read(m.secret[:]); err != nil {
+		return -1, Ticket{}, fmt.Errorf("a secret for the ticket: %w", err)
+	}
+	b, err := m.encode()
+	if err != nil {
+		return -1, Ticket{}, err
+	}
+	fd, err := unix.MemfdCreate("cuvmm-ticket-manifest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return -1, Ticket{}, fmt.Errorf("memfd_create for the manifest: %w", err)
+	}
+	for off := 0; off < len(b); {
+		n, err := unix.Pwrite(fd, b[off:], int64(off))
+		if err != nil {
+			unix.Close(fd)
+			return -1, Ticket{}, fmt.Errorf("writing the manifest: %w", err)
 		}
-		t.Files = append(t.Files, TicketFile{FD: fd, Dev: uint64(st.Dev), Ino: uint64(st.Ino)})
+		off += n
 	}
-	if err := t.validate(); err != nil {
-		return Ticket{}, err
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, manifestSeals); err != nil {
+		unix.Close(fd)
+		return -1, Ticket{}, fmt.Errorf("sealing the manifest: %w", err)
 	}
-	return t, nil
-}
-
-// notMemory names a file type that no exported allocation has, "" for the others: a regular
-// file (sim's memfd), a character device (the NVIDIA driver's) or an anonymous inode, which
-// has no type.
-func notMemory(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFSOCK:
-		return "a socket"
-	case unix.S_IFIFO:
-		return "a pipe"
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFLNK:
-		return "a symbolic link"
-	case unix.S_IFBLK:
-		return "a block device"
-	}
-	return ""
+	t.Manifest, t.secret = fd, m.secret
+	return fd, t, nil
 }
 
 // self is this process as a ticket names it.
@@ -185,79 +177,125 @@ var pidNamespace = cached(func() (uint64, error) {
 	return uint64(st.Ino), nil
 })
 
-// Fetch takes copies of the descriptors t names from the exporting process, with pidfd_open
-// and pidfd_getfd (Linux 5.6+), and returns them as a *Received, to Import as if they had
-// come over a socket (FetchAndImport does both). On error every descriptor fetched is closed.
-// Descriptors are fetched close-on-exec.
+// FetchOption adjusts Fetch and FetchAndImport.
+type FetchOption func(*fetchOpts)
+
+type fetchOpts struct {
+	self bool
+}
+
+// AllowSelf lets Fetch take a ticket that names this very process. Without it such a
+// ticket is refused: a peer that hands this process a ticket naming this process would
+// otherwise have it import memory of its own (the ticket's secret still has to match one of
+// this process's manifests, so this is a second wall, not the first).
+func AllowSelf() FetchOption { return func(o *fetchOpts) { o.self = true } }
+
+// Fetch takes copies of the descriptors a ticket grants from the exporting process, with
+// pidfd_open and pidfd_getfd (Linux 5.6+), and returns them as a *Received, to Import as if
+// they had come over a socket (FetchAndImport does both). On error every descriptor fetched
+// is closed. Descriptors are fetched close-on-exec.
 //
-// The ticket is not trusted. Before any system call Fetch checks it as UnmarshalText does
-// (at most MaxDescriptors descriptors, a valid header), that it was made on this machine
-// since its last boot and in this pid namespace. It then checks that the process it reaches
-// is the one that made the ticket (its start time) and still runs, and that each descriptor
-// it fetches is open on the file the ticket names (device and inode) and not on a socket,
-// pipe, directory or block device; Import then checks the claimed sizes and the driver
-// checks the memory, as for descriptors received over a socket.
+// The ticket is not trusted. Before any system call Fetch checks its form, that it was made
+// on this machine since its last boot and in this pid namespace, and that it does not name
+// this process (see AllowSelf). It then checks that the process it reaches is the one that
+// made the ticket (its start time) and still runs, and takes the manifest: a sealed memory
+// file whose secret must be the ticket's. It takes only the descriptors the manifest lists,
+// each of which must be open on the file the manifest names and not on a socket, pipe,
+// directory or block device, and last finds the manifest still in place, so that the
+// exporter had not withdrawn the ticket (Exported.Close) while they were taken. Import then
+// checks the claimed sizes and the driver the memory, as for descriptors received over a
+// socket. A refusal says which check failed, never what would have passed it.
 //
 // Errors say what the kernel refused and what to do about it: where the kernel has no
 // pidfd_getfd (before Linux 5.6, or a seccomp filter refuses it) the error matches
 // ErrUnsupported and vmm.ErrUnsupported; where this process may not take the exporter's
 // descriptors (pidfd_getfd needs ptrace access to it) the error matches os.ErrPermission
 // and names the remedies (AllowImporter in the exporter is one); where the exporter has
-// exited, os.ErrProcessDone; a ticket that cannot be true, ErrProtocol. The error of a
-// refused system call also unwraps to the kernel's errno (unix.EBADF where a descriptor the
-// ticket names is not open).
-func Fetch(t Ticket) (*Received, error) {
-	fds, err := fetch(t)
-	if err != nil {
-		return nil, opError("fetch", fmt.Sprintf("%d descriptors of process %d", len(t.Files), t.PID), err)
+// exited, os.ErrProcessDone; a ticket that cannot be true or grants nothing, ErrProtocol.
+// The error of a refused system call also unwraps to the kernel's errno (unix.EBADF where
+// a descriptor is not open).
+func Fetch(t Ticket, opts ...FetchOption) (*Received, error) {
+	var o fetchOpts
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
 	}
-	return &Received{Header: t.clone().Header, fds: fds}, nil
+	h, fds, err := fetch(t, o)
+	if err != nil {
+		return nil, opError("fetch", "ticket of process "+strconv.Itoa(t.PID), err)
+	}
+	return &Received{Header: h, fds: fds}, nil
 }
 
-func fetch(t Ticket) (fds []int, err error) {
+func fetch(t Ticket, o fetchOpts) (h Header, fds []int, err error) {
 	if err := t.validate(); err != nil {
-		return nil, err
+		return Header{}, nil, err
 	}
 	boot, err := bootID()
 	if err != nil {
-		return nil, err
+		return Header{}, nil, err
 	}
 	if t.Boot != boot {
-		return nil, fmt.Errorf("%w: the ticket was made on another machine or before a reboot (boot id %s, here %s): "+
-			"pidfd_getfd reaches processes of this machine only; fabric handles (FabricHandle) cross machines", ErrProtocol, t.Boot, boot)
+		return Header{}, nil, fmt.Errorf("%w: the ticket was made on another machine or before a reboot (its boot id is not this one's): "+
+			"pidfd_getfd reaches processes of this machine only; fabric handles (FabricHandle) cross machines", ErrProtocol)
 	}
 	ns, err := pidNamespace()
 	if err != nil {
-		return nil, err
+		return Header{}, nil, err
 	}
 	if t.PIDNS != ns {
-		return nil, fmt.Errorf("%w: the exporter's pid %d is of another pid namespace (%d, here %d): "+
-			"share one (Kubernetes: shareProcessNamespace in the pod, or hostPID) or use the socket transport (Send and Receive)", ErrProtocol, t.PID, t.PIDNS, ns)
+		return Header{}, nil, fmt.Errorf("%w: the exporter is of another pid namespace than this process: "+
+			"share one (Kubernetes: shareProcessNamespace in the pod, or hostPID) or use the socket transport (Send and Receive)", ErrProtocol)
+	}
+	if t.PID == os.Getpid() && !o.self {
+		return Header{}, nil, fmt.Errorf("%w: the ticket names this process; a ticket from a peer that names its importer "+
+			"would have it import its own memory (AllowSelf takes such a ticket)", ErrProtocol)
 	}
 	pidfd, err := pidfdOpen(t.PID, 0)
 	if err != nil {
-		return nil, refuse("pidfd_open", err, t, -1)
+		return Header{}, nil, refuse("pidfd_open", err, t, "")
 	}
 	defer unix.Close(pidfd)
 	// The pidfd holds the process, not its pid: while the process runs, its pid is its own,
 	// so a start time read now, and a process seen running after, are the ticket's.
 	start, err := startTime(t.PID)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
-		return nil, refuse("pidfd_open", unix.ESRCH, t, -1)
+		return Header{}, nil, refuse("pidfd_open", unix.ESRCH, t, "")
 	}
 	if err != nil {
-		return nil, err
+		return Header{}, nil, err
 	}
 	if start != t.Start {
-		return nil, &refusal{
-			what:   fmt.Sprintf("process %d is not the exporter: it started at %d clock ticks after boot, the ticket's at %d", t.PID, start, t.Start),
+		return Header{}, nil, &refusal{
+			what:   fmt.Sprintf("process %d is not the exporter: it started at another time than the ticket says", t.PID),
 			err:    unix.ESRCH,
 			remedy: "the exporter has exited and its pid was reused; a new ticket is needed",
 			is:     []error{os.ErrProcessDone},
 		}
 	}
 	if exited(pidfd) {
-		return nil, refuse("pidfd_open", unix.ESRCH, t, -1)
+		return Header{}, nil, refuse("pidfd_open", unix.ESRCH, t, "")
+	}
+	take := func(fd int, what string) (int, error) {
+		got, err := pidfdGetfd(pidfd, fd, 0)
+		if errors.Is(err, unix.EBADF) && exited(pidfd) {
+			// A process that has exited has no descriptors left.
+			err = unix.ESRCH
+		}
+		if err != nil {
+			return -1, refuse("pidfd_getfd", err, t, what)
+		}
+		return got, nil
+	}
+	mfd, err := take(t.Manifest, fmt.Sprintf("the manifest (descriptor %d)", t.Manifest))
+	if err != nil {
+		return Header{}, nil, err
+	}
+	defer unix.Close(mfd)
+	m, err := readManifest(mfd, &t)
+	if err != nil {
+		return Header{}, nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -265,29 +303,81 @@ func fetch(t Ticket) (fds []int, err error) {
 			fds = nil
 		}
 	}()
-	for i, f := range t.Files {
-		fd, err := pidfdGetfd(pidfd, f.FD, 0)
-		if errors.Is(err, unix.EBADF) && exited(pidfd) {
-			// A process that has exited has no descriptors left.
-			err = unix.ESRCH
-		}
+	for i, f := range m.files {
+		fd, err := take(f.fd, fmt.Sprintf("descriptor %d (allocation %d)", f.fd, i))
 		if err != nil {
-			return fds, refuse("pidfd_getfd", err, t, f.FD)
+			return Header{}, fds, err
 		}
 		fds = append(fds, fd)
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return fds, fmt.Errorf("fstat of descriptor %d fetched from process %d: %w", f.FD, t.PID, err)
+			return Header{}, fds, fmt.Errorf("fstat of descriptor %d fetched from process %d: %w", f.fd, t.PID, err)
 		}
 		if kind := notMemory(st.Mode); kind != "" {
-			return fds, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is %s, not memory", ErrProtocol, f.FD, t.PID, i, kind)
+			return Header{}, fds, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is %s, not memory", ErrProtocol, f.fd, t.PID, i, kind)
 		}
-		if uint64(st.Dev) != f.Dev || uint64(st.Ino) != f.Ino {
-			return fds, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is open on file %d:%d, the ticket names %d:%d "+
-				"(the exporter closed it and the number was reused, or the ticket is wrong)", ErrProtocol, f.FD, t.PID, i, st.Dev, st.Ino, f.Dev, f.Ino)
+		if uint64(st.Dev) != f.dev || uint64(st.Ino) != f.ino {
+			return Header{}, fds, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is not open on the file the manifest names: "+
+				"the exporter closed it and the number was reused", ErrProtocol, f.fd, t.PID, i)
 		}
 	}
-	return fds, nil
+	// The exporter closes the manifest before the descriptors it lists: found again, it
+	// says that those just taken are the ones it listed.
+	again, err := take(t.Manifest, fmt.Sprintf("the manifest (descriptor %d)", t.Manifest))
+	if err == nil {
+		err = sameFile(mfd, again)
+		unix.Close(again)
+	}
+	if err != nil {
+		return Header{}, fds, fmt.Errorf("%w: the exporter withdrew the ticket while its descriptors were taken: %w", ErrProtocol, err)
+	}
+	return m.header, fds, nil
+}
+
+// readManifest reads and checks the manifest open on fd against t's secret: a sealed memory
+// file, no larger than any manifest, read without moving any shared file offset.
+func readManifest(fd int, t *Ticket) (manifest, error) {
+	notManifest := func(why string) (manifest, error) {
+		return manifest{}, fmt.Errorf("%w: descriptor %d of process %d is not a ticket's manifest (%s)", ErrProtocol, t.Manifest, t.PID, why)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return manifest{}, fmt.Errorf("fstat of the manifest: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return notManifest("not a regular file")
+	}
+	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	if err != nil || seals&manifestSeals != manifestSeals {
+		return notManifest("not a sealed memory file")
+	}
+	if st.Size <= 0 || st.Size > maxManifestLen {
+		return notManifest("its size")
+	}
+	b := make([]byte, st.Size)
+	for off := 0; off < len(b); {
+		n, err := unix.Pread(fd, b[off:], int64(off))
+		if err != nil {
+			return manifest{}, fmt.Errorf("reading the manifest: %w", err)
+		}
+		if n == 0 {
+			return notManifest("its size")
+		}
+		off += n
+	}
+	return decodeManifest(b, &t.secret)
+}
+
+// sameFile says whether descriptors a and b are open on one file.
+func sameFile(a, b int) error {
+	var sa, sb unix.Stat_t
+	if err := errors.Join(unix.Fstat(a, &sa), unix.Fstat(b, &sb)); err != nil {
+		return err
+	}
+	if sa.Dev != sb.Dev || sa.Ino != sb.Ino {
+		return errors.New("another file stands at the manifest's descriptor")
+	}
+	return nil
 }
 
 // exited is whether the process of pidfd has exited (its pidfd is readable then).
@@ -303,8 +393,8 @@ func exited(pidfd int) bool {
 }
 
 // refuse says why the kernel refused call (pidfd_open, pidfd_getfd) for t, and what to do
-// about it; fd is the exporter's descriptor asked for, or -1.
-func refuse(call string, err error, t Ticket, fd int) error {
+// about it; what names the exporter's descriptor asked for, or is "".
+func refuse(call string, err error, t Ticket, what string) error {
 	var errno unix.Errno
 	if !errors.As(err, &errno) {
 		return fmt.Errorf("%s: %w", call, err)
@@ -331,11 +421,11 @@ func refuse(call string, err error, t Ticket, fd int) error {
 			is:     []error{os.ErrProcessDone},
 		}
 	case unix.EBADF:
-		if fd >= 0 {
+		if what != "" {
 			return &refusal{
-				what:   fmt.Sprintf("descriptor %d is not open in process %d", fd, t.PID),
+				what:   fmt.Sprintf("%s is not open in process %d", what, t.PID),
 				err:    errno,
-				remedy: "the exporter closed it, or the ticket is wrong; the exporter must keep its descriptors (the Exported) open until the importer has fetched",
+				remedy: "the exporter closed it (Exported.Close withdraws the ticket), or the ticket is wrong; the exporter must keep the Exported open until the importer has fetched",
 			}
 		}
 	case unix.EINVAL, unix.ENOENT:
@@ -348,8 +438,8 @@ func refuse(call string, err error, t Ticket, fd int) error {
 			}
 		}
 	}
-	if fd >= 0 {
-		return fmt.Errorf("%s of descriptor %d of process %d: %w", call, fd, t.PID, errno)
+	if what != "" {
+		return fmt.Errorf("%s of %s of process %d: %w", call, what, t.PID, errno)
 	}
 	return fmt.Errorf("%s of process %d: %w", call, t.PID, errno)
 }
@@ -393,11 +483,11 @@ func kernelRelease() string {
 	return "Linux " + unix.ByteSliceToString(u.Release[:])
 }
 
-// FetchAndImport fetches the descriptors t names (Fetch), imports and maps them with access
-// for the devices of access (Import), and closes the descriptors it fetched whatever
+// FetchAndImport fetches the descriptors t grants (Fetch), imports and maps them with
+// access for the devices of access (Import), and closes the descriptors it fetched whatever
 // happens.
-func FetchAndImport(t Ticket, m *vmm.Manager, access []int) (*Imported, error) {
-	r, err := Fetch(t)
+func FetchAndImport(t Ticket, m *vmm.Manager, access []int, opts ...FetchOption) (*Imported, error) {
+	r, err := Fetch(t, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@
 package ipc
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/cuvmm/cuvmm/vmm"
@@ -16,28 +15,30 @@ var noPidfd = &refusal{
 	is:     []error{vmm.ErrUnsupported, ErrUnsupported},
 }
 
-// Ticket describes e's descriptors for an importer that fetches them with pidfd_getfd: Linux
+// Ticket grants e's descriptors to an importer that fetches them with pidfd_getfd: Linux
 // only; here it returns an error matching ErrUnsupported and vmm.ErrUnsupported.
 func (e *Exported) Ticket() (Ticket, error) {
 	return Ticket{}, opError("ticket", "", noPidfd)
 }
 
-// NewTicket describes descriptors for an importer that fetches them with pidfd_getfd: Linux
-// only; here it returns an error matching ErrUnsupported and vmm.ErrUnsupported.
-func NewTicket(h Header, fds []int) (Ticket, error) {
-	return Ticket{}, opError("ticket", fmt.Sprintf("%d descriptors", len(fds)), noPidfd)
-}
+// FetchOption adjusts Fetch and FetchAndImport.
+type FetchOption func(*fetchOpts)
 
-// Fetch takes the descriptors a ticket names with pidfd_getfd: Linux only; here it returns
+type fetchOpts struct{}
+
+// AllowSelf lets Fetch take a ticket that names this very process (Linux only).
+func AllowSelf() FetchOption { return func(*fetchOpts) {} }
+
+// Fetch takes the descriptors a ticket grants with pidfd_getfd: Linux only; here it returns
 // an error matching ErrUnsupported and vmm.ErrUnsupported.
-func Fetch(t Ticket) (*Received, error) {
-	return nil, opError("fetch", fmt.Sprintf("%d descriptors of process %d", len(t.Files), t.PID), noPidfd)
+func Fetch(t Ticket, opts ...FetchOption) (*Received, error) {
+	return nil, opError("fetch", "ticket of process "+strconv.Itoa(t.PID), noPidfd)
 }
 
 // FetchAndImport is Fetch then Import: Linux only; here it returns an error matching
 // ErrUnsupported and vmm.ErrUnsupported.
-func FetchAndImport(t Ticket, m *vmm.Manager, access []int) (*Imported, error) {
-	_, err := Fetch(t)
+func FetchAndImport(t Ticket, m *vmm.Manager, access []int, opts ...FetchOption) (*Imported, error) {
+	_, err := Fetch(t, opts...)
 	return nil, err
 }
 

@@ -52,8 +52,9 @@ func devnullTicket(t *testing.T) Ticket {
 		fds = append(fds, int(f.Fd()))
 	}
 	h := Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 << 20, Sizes: []uint64{2 << 20, 2 << 20, 2 << 20}}
-	tk, err := NewTicket(h, fds)
+	fd, tk, err := publish(h, fds)
 	require.NoError(t, err)
+	t.Cleanup(func() { unix.Close(fd) })
 	return tk
 }
 
@@ -95,20 +96,26 @@ func TestFetchRefusals(t *testing.T) {
 		{name: "EBADF", nth: 3, errno: unix.EBADF,
 			is:   []error{unix.EBADF},
 			not:  []error{os.ErrProcessDone},
-			says: []string{"is not open in process", "must keep its descriptors (the Exported) open"}},
+			says: []string{"descriptor", "(allocation 1) is not open in process", "must keep the Exported open"}},
+		{name: "EBADF for the manifest", nth: 1, errno: unix.EBADF,
+			is:   []error{unix.EBADF},
+			says: []string{"the manifest (descriptor", "is not open in process", "Exported.Close withdraws the ticket"}},
+		{name: "the manifest gone after the descriptors", nth: 5, errno: unix.EBADF,
+			is:   []error{ErrProtocol, unix.EBADF},
+			says: []string{"the exporter withdrew the ticket while its descriptors were taken", "the manifest (descriptor"}},
 		{name: "EINVAL from pidfd_open", open: unix.EINVAL,
 			is:   []error{ErrProtocol, unix.EINVAL},
 			says: []string{"is not a process (a thread's id?)"}},
 		{name: "EMFILE", nth: 2, errno: unix.EMFILE,
 			is:   []error{unix.EMFILE},
 			not:  []error{ErrProtocol, os.ErrPermission},
-			says: []string{"pidfd_getfd of descriptor"}},
+			says: []string{"pidfd_getfd of descriptor", "(allocation 0) of process"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tk := devnullTicket(t)
 			injected(t, c.open, c.nth, c.errno)
 			before := countFDs(t)
-			r, err := Fetch(tk)
+			r, err := Fetch(tk, AllowSelf())
 			require.Nil(t, r)
 			for _, is := range c.is {
 				require.ErrorIs(t, err, is)
@@ -157,11 +164,11 @@ func TestPermissionRemedy(t *testing.T) {
 
 // A refusal says what was refused, the kernel's words, and the remedy, in that order.
 func TestRefusalText(t *testing.T) {
-	err := refuse("pidfd_getfd", unix.EPERM, Ticket{PID: 42}, 7)
+	err := refuse("pidfd_getfd", unix.EPERM, Ticket{PID: 42}, "descriptor 7")
 	s := err.Error()
 	i, j, k := strings.Index(s, "process 42"), strings.Index(s, "("+unix.EPERM.Error()+")"), strings.Index(s, "needs ptrace access")
 	require.True(t, i >= 0 && i < j && j < k, s)
-	require.ErrorIs(t, refuse("pidfd_open", fmt.Errorf("wrapped: %w", unix.ENOSYS), Ticket{PID: 42}, -1), vmm.ErrUnsupported)
+	require.ErrorIs(t, refuse("pidfd_open", fmt.Errorf("wrapped: %w", unix.ENOSYS), Ticket{PID: 42}, ""), vmm.ErrUnsupported)
 	other := errors.New("not an errno")
-	require.ErrorIs(t, refuse("pidfd_open", other, Ticket{PID: 42}, -1), other)
+	require.ErrorIs(t, refuse("pidfd_open", other, Ticket{PID: 42}, ""), other)
 }

@@ -1,22 +1,31 @@
 package ipc
 
 import (
+	"crypto/subtle"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/cuvmm/cuvmm/cu"
 )
 
-// Ticket names descriptors that an exporting process holds, for an importer on the same
-// machine that takes copies of them with pidfd_getfd (Linux 5.6+) instead of receiving them
-// over a socket: the second transport, for where no socket can be set up between the two. A
-// Ticket is a plain value that crosses any channel (a file, an environment variable, a
-// Kubernetes annotation); its text form is one line (see MarshalText).
+// Ticket lets an importer on the same machine take an exporter's descriptors with
+// pidfd_getfd (Linux 5.6+) instead of receiving them over a socket: the second transport,
+// for where no socket can be set up between the two. A Ticket is a plain value that crosses
+// any channel (a file, an environment variable, a Kubernetes annotation); its text form is
+// one line (see MarshalText).
 //
-// Exported.Ticket and NewTicket make one; Fetch and FetchAndImport take the descriptors it
-// names. The importer trusts none of it: see Fetch.
+// A ticket is a capability: whoever holds it can map the exported memory, so hand it only
+// to the importer it is meant for. It names the exporting process and one of its
+// descriptors, the manifest: a sealed memory file that the exporter wrote when it made the
+// ticket, holding a random secret and the exact descriptors of this export. The ticket
+// carries the secret; the importer takes the manifest, compares the secrets and takes only
+// what the manifest lists. Nothing else in a ticket is secret, and a ticket that names a
+// process and descriptor numbers without the secret reaches nothing.
+//
+// Exported.Ticket makes one; Fetch and FetchAndImport take what it grants. String does not
+// show the secret; MarshalText does.
 type Ticket struct {
 	// PID is the exporter's process id, in its pid namespace.
 	PID int
@@ -29,33 +38,26 @@ type Ticket struct {
 	// PIDNS is the inode of the exporter's pid namespace (/proc/self/ns/pid): the importer
 	// must share it, or PID names another process there.
 	PIDNS uint64
-	// Header is the allocations' sizes, their granularity and handle type, as a socket
-	// message has it.
-	Header Header
-	// Files are the descriptors, one per size of Header, in order.
-	Files []TicketFile
-}
+	// Manifest is the number of the exporter's descriptor of the manifest.
+	Manifest int
 
-// TicketFile is one descriptor a ticket names: its number in the exporter and the file it is
-// open on there (fstat's device and inode), which the fetched copy must be open on too.
-type TicketFile struct {
-	FD       int
-	Dev, Ino uint64
+	secret [secretLen]byte
 }
 
 const (
-	ticketPrefix = "cuvmm-pidfd-v1"
+	ticketPrefix   = "cuvmm-pidfd-v2:"
+	ticketPrefixV1 = "cuvmm-pidfd-v1:"
+	secretLen      = 32
 	// maxPID is PID_MAX_LIMIT, the largest pid Linux gives.
 	maxPID = 1 << 22
-	// maxTicketLen is the longest text form: the prefix, the fixed fields at their widest
-	// (pid of 7 digits, uint64s of 20, a boot id of 36) and MaxDescriptors files of the widest
-	// ":fd=FD/SIZE/DEV/INO" (a descriptor of 10 digits).
-	maxTicketLen = len(ticketPrefix) + len(":pid=") + 7 + len(":start=") + 20 + len(":boot=") + 36 +
-		len(":pidns=") + 20 + len(":gran=") + 20 + MaxDescriptors*(len(":fd=")+10+3+3*20)
+	// maxTicketLen is the longest text form: the fixed fields at their widest (a pid of 7
+	// digits, uint64s of 20, a boot id of 36, a descriptor of 10) and the secret in hex.
+	maxTicketLen = len(ticketPrefix) + len("pid=") + 7 + len(":start=") + 20 + len(":boot=") + 36 +
+		len(":pidns=") + 20 + len(":manifest=") + 10 + len(":secret=") + 2*secretLen
 )
 
 // validate checks what any importer needs to hold, before any system call: a sane pid, a
-// boot id and namespace, a valid header and one file for each of its sizes.
+// boot id and namespace, a descriptor number.
 func (t Ticket) validate() error {
 	if t.PID <= 0 || t.PID > maxPID {
 		return fmt.Errorf("%w: pid %d (1 to %d)", ErrProtocol, t.PID, maxPID)
@@ -66,16 +68,8 @@ func (t Ticket) validate() error {
 	if t.PIDNS == 0 {
 		return fmt.Errorf("%w: pid namespace 0", ErrProtocol)
 	}
-	if err := t.Header.validate(); err != nil {
-		return err
-	}
-	if len(t.Files) != len(t.Header.Sizes) {
-		return fmt.Errorf("%w: %d descriptors for %d sizes", ErrProtocol, len(t.Files), len(t.Header.Sizes))
-	}
-	for i, f := range t.Files {
-		if f.FD < 0 || f.FD > 1<<31-1 {
-			return fmt.Errorf("%w: descriptor %d of file %d", ErrProtocol, f.FD, i)
-		}
+	if t.Manifest < 0 || t.Manifest > 1<<31-1 {
+		return fmt.Errorf("%w: manifest descriptor %d", ErrProtocol, t.Manifest)
 	}
 	return nil
 }
@@ -102,45 +96,45 @@ func validBootID(s string) bool {
 	return true
 }
 
-// MarshalText encodes the ticket as one line of printable ASCII, fields in a fixed order:
+// MarshalText encodes the ticket, its secret included, as one line of printable ASCII,
+// fields in a fixed order, numbers in decimal and the secret in lowercase hex:
 //
-//	cuvmm-pidfd-v1:pid=PID:start=START:boot=BOOT:pidns=PIDNS:gran=GRANULARITY:fd=FD/SIZE/DEV/INO...
+//	cuvmm-pidfd-v2:pid=PID:start=START:boot=BOOT:pidns=PIDNS:manifest=FD:secret=SECRET
 //
-// with one ":fd=" field per allocation, all numbers in decimal. It refuses a ticket that
-// UnmarshalText would.
+// It refuses a ticket that UnmarshalText would.
 func (t Ticket) MarshalText() ([]byte, error) {
 	if err := t.validate(); err != nil {
-		return nil, opError("encode ticket", fmt.Sprintf("of process %d, %d descriptors", t.PID, len(t.Files)), err)
+		return nil, opError("encode ticket", "of process "+strconv.Itoa(t.PID), err)
 	}
-	return []byte(t.encode()), nil
+	return []byte(t.encode(hex.EncodeToString(t.secret[:]))), nil
 }
 
-func (t Ticket) encode() string {
-	var b strings.Builder
-	b.WriteString(ticketPrefix)
-	b.WriteString(":pid=" + strconv.Itoa(t.PID))
-	b.WriteString(":start=" + strconv.FormatUint(t.Start, 10))
-	b.WriteString(":boot=" + t.Boot)
-	b.WriteString(":pidns=" + strconv.FormatUint(t.PIDNS, 10))
-	b.WriteString(":gran=" + strconv.FormatUint(t.Header.Granularity, 10))
-	for i, f := range t.Files {
-		fmt.Fprintf(&b, ":fd=%d/%d/%d/%d", f.FD, t.Header.Sizes[i], f.Dev, f.Ino)
-	}
-	return b.String()
+func (t Ticket) encode(secret string) string {
+	return ticketPrefix + "pid=" + strconv.Itoa(t.PID) +
+		":start=" + strconv.FormatUint(t.Start, 10) +
+		":boot=" + t.Boot +
+		":pidns=" + strconv.FormatUint(t.PIDNS, 10) +
+		":manifest=" + strconv.Itoa(t.Manifest) +
+		":secret=" + secret
 }
 
-// String is the text form, or a description of what makes the ticket invalid.
+// String is the text form with the secret left out, for logs; or a description of what
+// makes the ticket invalid.
 func (t Ticket) String() string {
 	if err := t.validate(); err != nil {
 		return "invalid ticket: " + err.Error()
 	}
-	return t.encode()
+	return t.encode("REDACTED")
 }
+
+// GoString is String: %#v does not show the secret either.
+func (t Ticket) GoString() string { return t.String() }
 
 // UnmarshalText decodes what MarshalText encoded, and nothing else: a ticket comes from
 // another process and is not trusted. Any deviation from the form (a field out of order or
-// repeated, a number with a sign or a leading zero, more than MaxDescriptors descriptors, a
-// text longer than the longest ticket) matches ErrProtocol.
+// repeated, a number with a sign or a leading zero, a secret not of 64 lowercase hex
+// digits, a text longer than the longest ticket) matches ErrProtocol, and so does a ticket
+// of version 1, which proved nothing and is no longer accepted.
 func (t *Ticket) UnmarshalText(text []byte) error {
 	d, err := decodeTicket(text)
 	if err != nil {
@@ -159,79 +153,50 @@ func ParseTicket(s string) (Ticket, error) {
 }
 
 func decodeTicket(text []byte) (Ticket, error) {
+	if strings.HasPrefix(string(text), ticketPrefixV1) {
+		return Ticket{}, fmt.Errorf("%w: a version 1 ticket, no longer accepted: it named descriptors without proving that the exporter "+
+			"meant them for this ticket; the exporter must make a new one with this version of cuvmm", ErrProtocol)
+	}
 	if len(text) > maxTicketLen {
 		return Ticket{}, fmt.Errorf("%w: ticket of %d bytes, longer than any (%d)", ErrProtocol, len(text), maxTicketLen)
 	}
-	s, ok := strings.CutPrefix(string(text), ticketPrefix+":")
+	s, ok := strings.CutPrefix(string(text), ticketPrefix)
 	if !ok {
-		return Ticket{}, fmt.Errorf("%w: ticket does not start with %q", ErrProtocol, ticketPrefix+":")
+		return Ticket{}, fmt.Errorf("%w: ticket does not start with %q", ErrProtocol, ticketPrefix)
 	}
+	keys := []string{"pid", "start", "boot", "pidns", "manifest", "secret"}
 	fields := strings.Split(s, ":")
-	if n := len(fields) - 5; n < 1 || n > MaxDescriptors {
-		return Ticket{}, fmt.Errorf("%w: ticket of %d fields, want 5 and 1 to %d descriptors", ErrProtocol, len(fields), MaxDescriptors)
+	if len(fields) != len(keys) {
+		return Ticket{}, fmt.Errorf("%w: ticket of %d fields, want %d", ErrProtocol, len(fields), len(keys))
 	}
-	value := func(i int, key string) (string, error) {
+	vals := make([]string, len(keys))
+	for i, key := range keys {
 		v, ok := strings.CutPrefix(fields[i], key+"=")
 		if !ok {
-			return "", fmt.Errorf("%w: ticket field %d is not %s=", ErrProtocol, i+1, key)
+			return Ticket{}, fmt.Errorf("%w: ticket field %d is not %s=", ErrProtocol, i+1, key)
 		}
-		return v, nil
+		vals[i] = v
 	}
-	number := func(i int, key string) (uint64, error) {
-		v, err := value(i, key)
-		if err != nil {
-			return 0, err
+	var n [5]uint64
+	for _, i := range []int{0, 1, 3, 4} {
+		var ok bool
+		if n[i], ok = decimal(vals[i]); !ok {
+			return Ticket{}, fmt.Errorf("%w: ticket's %s %q is not a decimal number", ErrProtocol, keys[i], vals[i])
 		}
-		n, ok := decimal(v)
-		if !ok {
-			return 0, fmt.Errorf("%w: ticket's %s %q is not a decimal number", ErrProtocol, key, v)
-		}
-		return n, nil
 	}
-	var t Ticket
-	pid, err := number(0, "pid")
-	if err != nil {
-		return Ticket{}, err
+	if n[0] > maxPID {
+		return Ticket{}, fmt.Errorf("%w: pid %d (1 to %d)", ErrProtocol, n[0], maxPID)
 	}
-	if pid > maxPID {
-		return Ticket{}, fmt.Errorf("%w: pid %d (1 to %d)", ErrProtocol, pid, maxPID)
+	if n[4] > 1<<31-1 {
+		return Ticket{}, fmt.Errorf("%w: manifest descriptor %d", ErrProtocol, n[4])
 	}
-	t.PID = int(pid)
-	if t.Start, err = number(1, "start"); err != nil {
-		return Ticket{}, err
+	t := Ticket{PID: int(n[0]), Start: n[1], Boot: vals[2], PIDNS: n[3], Manifest: int(n[4])}
+	sec := vals[5]
+	if len(sec) != 2*secretLen || strings.ToLower(sec) != sec {
+		return Ticket{}, fmt.Errorf("%w: the ticket's secret is not %d lowercase hex digits", ErrProtocol, 2*secretLen)
 	}
-	if t.Boot, err = value(2, "boot"); err != nil {
-		return Ticket{}, err
-	}
-	if t.PIDNS, err = number(3, "pidns"); err != nil {
-		return Ticket{}, err
-	}
-	t.Header.HandleType = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	if t.Header.Granularity, err = number(4, "gran"); err != nil {
-		return Ticket{}, err
-	}
-	files := fields[5:]
-	t.Header.Sizes = make([]uint64, len(files))
-	t.Files = make([]TicketFile, len(files))
-	for i := range files {
-		v, err := value(5+i, "fd")
-		if err != nil {
-			return Ticket{}, err
-		}
-		parts := strings.Split(v, "/")
-		var n [4]uint64
-		ok := len(parts) == 4
-		for j := 0; ok && j < 4; j++ {
-			n[j], ok = decimal(parts[j])
-		}
-		if !ok {
-			return Ticket{}, fmt.Errorf("%w: ticket's descriptor %d %q is not FD/SIZE/DEV/INO in decimal", ErrProtocol, i, v)
-		}
-		if n[0] > 1<<31-1 {
-			return Ticket{}, fmt.Errorf("%w: descriptor %d of file %d", ErrProtocol, n[0], i)
-		}
-		t.Files[i] = TicketFile{FD: int(n[0]), Dev: n[2], Ino: n[3]}
-		t.Header.Sizes[i] = n[1]
+	if _, err := hex.Decode(t.secret[:], []byte(sec)); err != nil {
+		return Ticket{}, fmt.Errorf("%w: the ticket's secret is not %d lowercase hex digits", ErrProtocol, 2*secretLen)
 	}
 	if err := t.validate(); err != nil {
 		return Ticket{}, err
@@ -253,11 +218,100 @@ func decimal(s string) (uint64, bool) {
 	return n, err == nil
 }
 
-// clone is t with slices of its own.
-func (t Ticket) clone() Ticket {
-	t.Header.Sizes = slices.Clone(t.Header.Sizes)
-	t.Files = slices.Clone(t.Files)
-	return t
+// manifest is what a ticket grants: the header of the export and, for each allocation, the
+// exporter's descriptor and the file it is open on (fstat's device and inode). The
+// exporter writes it into a memory file it seals, so that nothing can change it; the
+// importer reads it from its copy of that file.
+type manifest struct {
+	secret [secretLen]byte
+	header Header
+	files  []manifestFile
+}
+
+type manifestFile struct {
+	fd       int
+	dev, ino uint64
+}
+
+// The manifest's layout, little-endian: magic 8, version 2, reserved 2, count 4, secret 32,
+// the header as a socket message has it (24 + 8 per allocation), then per allocation the
+// descriptor 4, reserved 4, device 8, inode 8.
+const (
+	manifestMagic   = "CUVMMTKT"
+	manifestVersion = 2
+	manifestFixed   = 16 + secretLen
+	manifestEntry   = 24
+	maxManifestLen  = manifestFixed + maxHeaderLen + manifestEntry*MaxDescriptors
+)
+
+func (m manifest) encode() ([]byte, error) {
+	h, err := m.header.encode()
+	if err != nil {
+		return nil, err
+	}
+	if len(m.files) != len(m.header.Sizes) {
+		return nil, invalid("%d descriptors for %d sizes", len(m.files), len(m.header.Sizes))
+	}
+	le := binary.LittleEndian
+	b := make([]byte, manifestFixed, manifestFixed+len(h)+manifestEntry*len(m.files))
+	copy(b, manifestMagic)
+	le.PutUint16(b[8:], manifestVersion)
+	le.PutUint32(b[12:], uint32(len(m.files)))
+	copy(b[16:], m.secret[:])
+	b = append(b, h...)
+	for _, f := range m.files {
+		if f.fd < 0 || f.fd > 1<<31-1 {
+			return nil, invalid("descriptor %d", f.fd)
+		}
+		b = le.AppendUint32(b, uint32(f.fd))
+		b = le.AppendUint32(b, 0)
+		b = le.AppendUint64(b, f.dev)
+		b = le.AppendUint64(b, f.ino)
+	}
+	return b, nil
+}
+
+// decodeManifest reads a manifest that came from another process, and checks its secret
+// against want (in constant time) before it reads anything past it. Errors say which check
+// failed, not what would have passed it.
+func decodeManifest(b []byte, want *[secretLen]byte) (manifest, error) {
+	le := binary.LittleEndian
+	if len(b) < manifestFixed || string(b[:8]) != manifestMagic {
+		return manifest{}, fmt.Errorf("%w: not a ticket's manifest", ErrProtocol)
+	}
+	if v := le.Uint16(b[8:]); v != manifestVersion {
+		return manifest{}, fmt.Errorf("%w: manifest version %d, want %d", ErrProtocol, v, manifestVersion)
+	}
+	var m manifest
+	copy(m.secret[:], b[16:manifestFixed])
+	if subtle.ConstantTimeCompare(m.secret[:], want[:]) != 1 {
+		return manifest{}, fmt.Errorf("%w: the ticket's secret is not the manifest's", ErrProtocol)
+	}
+	if le.Uint16(b[10:]) != 0 {
+		return manifest{}, fmt.Errorf("%w: manifest's reserved bytes are not 0", ErrProtocol)
+	}
+	n := le.Uint32(b[12:])
+	if n == 0 || n > MaxDescriptors {
+		return manifest{}, fmt.Errorf("%w: manifest of %d descriptors (1 to %d)", ErrProtocol, n, MaxDescriptors)
+	}
+	hlen := headerFixed + 8*int(n)
+	if len(b) != manifestFixed+hlen+manifestEntry*int(n) {
+		return manifest{}, fmt.Errorf("%w: manifest of %d bytes for %d descriptors", ErrProtocol, len(b), n)
+	}
+	if err := m.header.decode(b[manifestFixed : manifestFixed+hlen]); err != nil {
+		return manifest{}, err
+	}
+	if len(m.header.Sizes) != int(n) {
+		return manifest{}, fmt.Errorf("%w: manifest of %d descriptors with a header of %d", ErrProtocol, n, len(m.header.Sizes))
+	}
+	for e := b[manifestFixed+hlen:]; len(e) > 0; e = e[manifestEntry:] {
+		fd := le.Uint32(e)
+		if fd > 1<<31-1 || le.Uint32(e[4:]) != 0 {
+			return manifest{}, fmt.Errorf("%w: manifest entry %d is not a descriptor", ErrProtocol, len(m.files))
+		}
+		m.files = append(m.files, manifestFile{fd: int(fd), dev: le.Uint64(e[8:]), ino: le.Uint64(e[16:])})
+	}
+	return m, nil
 }
 
 // refusal is the system's refusal of a transport, said in words with what to do about it.

@@ -2,40 +2,49 @@ package ipc_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
 	"testing"
 
-	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
 	"github.com/stretchr/testify/require"
 )
 
-const boot = "6f1c2b9e-0d3a-4c5e-8f7a-1b2c3d4e5f60"
+const (
+	boot       = "6f1c2b9e-0d3a-4c5e-8f7a-1b2c3d4e5f60"
+	secret     = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	sampleText = "cuvmm-pidfd-v2:pid=4242:start=900867:boot=" + boot + ":pidns=4026531836:manifest=7:secret=" + secret
+)
 
 func sampleTicket() ipc.Ticket {
-	return ipc.Ticket{
-		PID: 4242, Start: 900867, Boot: boot, PIDNS: 4026531836,
-		Header: ipc.Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 * mib, Sizes: []uint64{2 * mib, 4 * mib}},
-		Files:  []ipc.TicketFile{{FD: 5, Dev: 1, Ino: 2049}, {FD: 6, Dev: 1, Ino: 2050}},
+	tk, err := ipc.ParseTicket(sampleText)
+	if err != nil {
+		panic(err)
 	}
+	return tk
 }
-
-const sampleText = "cuvmm-pidfd-v1:pid=4242:start=900867:boot=" + boot + ":pidns=4026531836:gran=2097152:fd=5/2097152/1/2049:fd=6/4194304/1/2050"
 
 func TestTicketText(t *testing.T) {
 	tk := sampleTicket()
+	require.Equal(t, ipc.Ticket{PID: 4242, Start: 900867, Boot: boot, PIDNS: 4026531836, Manifest: 7}.String(), tk.String(),
+		"the fields, and a secret that String does not show")
 	text, err := tk.MarshalText()
 	require.NoError(t, err)
 	require.Equal(t, sampleText, string(text))
-	require.Equal(t, sampleText, tk.String())
-	got, err := ipc.ParseTicket(sampleText)
-	require.NoError(t, err)
-	require.Equal(t, tk, got)
 
-	// Inside JSON, as a string.
+	// Logs do not show the secret, whatever the verb.
+	redacted := strings.Replace(sampleText, secret, "REDACTED", 1)
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+		s := fmt.Sprintf(verb, tk)
+		require.Equal(t, redacted, s, verb)
+		require.NotContains(t, s, secret[:8], verb)
+	}
+	require.NotContains(t, fmt.Sprintf("%+v", struct{ T ipc.Ticket }{tk}), secret[:8])
+
+	// Inside JSON, as a string, with the secret: that is how it travels.
 	msg, err := json.Marshal(map[string]ipc.Ticket{"memory": tk})
 	require.NoError(t, err)
 	require.Equal(t, `{"memory":"`+sampleText+`"}`, string(msg))
@@ -45,7 +54,7 @@ func TestTicketText(t *testing.T) {
 
 	// A ticket that is not valid is not encoded.
 	bad := sampleTicket()
-	bad.Files = bad.Files[:1]
+	bad.Manifest = -1
 	_, err = bad.MarshalText()
 	require.ErrorIs(t, err, ipc.ErrProtocol)
 	require.True(t, strings.HasPrefix(bad.String(), "invalid ticket: "), bad.String())
@@ -54,59 +63,56 @@ func TestTicketText(t *testing.T) {
 }
 
 func TestTicketRefusesText(t *testing.T) {
-	fixed := "cuvmm-pidfd-v1:pid=4242:start=900867:boot=" + boot + ":pidns=4026531836:gran=2097152"
-	one := ":fd=5/2097152/1/2049"
+	v1 := "cuvmm-pidfd-v1:pid=4242:start=900867:boot=" + boot + ":pidns=4026531836:gran=2097152:fd=5/2097152/1/2049"
 	for _, c := range []struct{ text, says string }{
 		{"", "does not start with"},
-		{"cuvmm-pidfd-v2" + sampleText[len("cuvmm-pidfd-v1"):], "does not start with"},
-		{"CUVMM-pidfd-v1" + sampleText[len("cuvmm-pidfd-v1"):], "does not start with"},
-		{fixed, "ticket of 5 fields"},
-		{fixed + ":", `field 6 is not fd=`},
-		{sampleText + ":", `field 8 is not fd=`},
-		{sampleText + "\n", `is not FD/SIZE/DEV/INO`},
+		{v1, "a version 1 ticket, no longer accepted"},
+		{"cuvmm-pidfd-v3" + sampleText[len("cuvmm-pidfd-v2"):], "does not start with"},
+		{"CUVMM-pidfd-v2" + sampleText[len("cuvmm-pidfd-v2"):], "does not start with"},
 		{" " + sampleText, "does not start with"},
+		{sampleText + ":", "ticket of 7 fields, want 6"},
+		{sampleText + "\n", "secret is not 64 lowercase hex digits"},
+		{strings.Replace(sampleText, ":secret="+secret, "", 1), "ticket of 5 fields"},
 		{strings.Replace(sampleText, "pid=4242", "pid=04242", 1), `pid "04242" is not a decimal number`},
 		{strings.Replace(sampleText, "pid=4242", "pid=+4242", 1), `pid "+4242"`},
 		{strings.Replace(sampleText, "pid=4242", "pid=-1", 1), `pid "-1"`},
 		{strings.Replace(sampleText, "pid=4242", "pid=0", 1), "pid 0 (1 to 4194304)"},
 		{strings.Replace(sampleText, "pid=4242", "pid=4194305", 1), "pid 4194305 (1 to 4194304)"},
 		{strings.Replace(sampleText, "pid=4242", "pid=18446744073709551616", 1), `pid "18446744073709551616"`},
-		{strings.Replace(sampleText, "pid=4242", "pid=4_242", 1), `pid "4_242"`},
 		{strings.Replace(sampleText, "pid=4242", "pid=0x10", 1), `pid "0x10"`},
 		{strings.Replace(sampleText, "pid=4242:start=900867", "start=900867:pid=4242", 1), "field 1 is not pid="},
 		{strings.Replace(sampleText, "boot="+boot, "boot="+strings.ToUpper(boot), 1), "not a lowercase UUID"},
 		{strings.Replace(sampleText, "boot="+boot, "boot="+boot[:35], 1), "not a lowercase UUID"},
 		{strings.Replace(sampleText, "boot="+boot, "boot="+strings.ReplaceAll(boot, "-", "0"), 1), "not a lowercase UUID"},
 		{strings.Replace(sampleText, "pidns=4026531836", "pidns=0", 1), "pid namespace 0"},
-		{strings.Replace(sampleText, "gran=2097152", "gran=3", 1), "granularity 3 is not a power of two"},
-		{strings.Replace(sampleText, "gran=2097152", "gran=0", 1), "granularity 0"},
-		{strings.Replace(sampleText, "5/2097152/1/2049", "5/0/1/2049", 1), "size 0 of allocation 0"},
-		{strings.Replace(sampleText, "5/2097152/1/2049", "5/1048576/1/2049", 1), "size 1048576 of allocation 0"},
-		{strings.Replace(sampleText, "5/2097152/1/2049", "-5/2097152/1/2049", 1), "is not FD/SIZE/DEV/INO"},
-		{strings.Replace(sampleText, "5/2097152/1/2049", "2147483648/2097152/1/2049", 1), "descriptor 2147483648 of file 0"},
-		{strings.Replace(sampleText, "5/2097152/1/2049", "5/2097152/1", 1), "is not FD/SIZE/DEV/INO"},
-		{strings.Replace(sampleText, "5/2097152/1/2049", "5/2097152/1/2049/0", 1), "is not FD/SIZE/DEV/INO"},
-		{strings.Replace(sampleText, "5/2097152/1/2049", "5//1/2049", 1), "is not FD/SIZE/DEV/INO"},
-		{fixed + ":fd=5/9223372036854775808/1/1:fd=6/9223372036854775808/1/1", "sizes overflow"},
-		{fixed + strings.Repeat(one, 254), "ticket of 259 fields"},
-		{fixed + strings.Repeat(":fd=2147483647/18446744073709551615/18446744073709551615/18446744073709551615", 254), "longer than any"},
+		{strings.Replace(sampleText, "manifest=7", "manifest=2147483648", 1), "manifest descriptor 2147483648"},
+		{strings.Replace(sampleText, "manifest=7", "manifest=-7", 1), `manifest "-7" is not a decimal number`},
+		{strings.Replace(sampleText, "manifest=7", "manifest=", 1), `manifest "" is not a decimal number`},
+		{strings.Replace(sampleText, secret, strings.ToUpper(secret), 1), "secret is not 64 lowercase hex digits"},
+		{strings.Replace(sampleText, secret, secret[:62], 1), "secret is not 64 lowercase hex digits"},
+		{strings.Replace(sampleText, secret, secret+"00", 1), "secret is not 64 lowercase hex digits"},
+		{strings.Replace(sampleText, secret, "zz"+secret[2:], 1), "secret is not 64 lowercase hex digits"},
 		{strings.Repeat("x", 1<<20), "longer than any"},
 	} {
 		_, err := ipc.ParseTicket(c.text)
 		require.ErrorIs(t, err, ipc.ErrProtocol, "%.80q", c.text)
 		require.Contains(t, err.Error(), c.says, "%.80q", c.text)
+		require.NotContains(t, err.Error(), secret[8:24], "a refusal does not repeat a secret")
 		var ie *vmm.Error
 		require.ErrorAs(t, err, &ie)
 		require.Equal(t, "ipc", ie.Pkg)
 		require.Equal(t, "decode ticket", ie.Op)
 	}
-	// The most a ticket holds, at its widest.
-	widest := "cuvmm-pidfd-v1:pid=4194304:start=18446744073709551615:boot=" + boot +
-		":pidns=18446744073709551615:gran=1" + strings.Repeat(":fd=2147483647/1/18446744073709551615/18446744073709551615", ipc.MaxDescriptors)
+	// The widest ticket.
+	widest := "cuvmm-pidfd-v2:pid=4194304:start=18446744073709551615:boot=" + boot +
+		":pidns=18446744073709551615:manifest=2147483647:secret=" + secret
 	tk, err := ipc.ParseTicket(widest)
 	require.NoError(t, err)
-	require.Len(t, tk.Files, ipc.MaxDescriptors)
-	require.Equal(t, widest, tk.String())
+	text, err := tk.MarshalText()
+	require.NoError(t, err)
+	require.Equal(t, widest, string(text))
+	_, err = ipc.ParseTicket(widest + "0")
+	require.ErrorContains(t, err, "longer than any")
 	// A failed decode leaves the ticket as it was.
 	tk = sampleTicket()
 	require.Error(t, tk.UnmarshalText([]byte("nonsense")))
@@ -115,11 +121,10 @@ func TestTicketRefusesText(t *testing.T) {
 
 func FuzzTicket(f *testing.F) {
 	f.Add(sampleText)
-	f.Add("cuvmm-pidfd-v1:pid=1:start=0:boot=" + boot + ":pidns=1:gran=1:fd=0/1/0/0")
-	f.Add(sampleText + ":fd=7/2097152/0/0")
+	f.Add("cuvmm-pidfd-v2:pid=1:start=0:boot=" + boot + ":pidns=1:manifest=0:secret=" + secret)
 	f.Add(strings.Replace(sampleText, "pid=4242", "pid=04242", 1))
-	f.Add(strings.Replace(sampleText, "5/2097152", "5/9223372036854775808", 1))
-	f.Add("cuvmm-pidfd-v1:")
+	f.Add("cuvmm-pidfd-v1:pid=1:start=0:boot=" + boot + ":pidns=1:gran=1:fd=0/1/0/0")
+	f.Add("cuvmm-pidfd-v2:")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, text string) {
 		tk, err := ipc.ParseTicket(text)
@@ -135,23 +140,9 @@ func FuzzTicket(f *testing.F) {
 		require.Equal(t, text, string(again), "round trip: one text per ticket")
 		// What Fetch relies on a decoded ticket to hold.
 		require.True(t, tk.PID >= 1 && tk.PID <= 1<<22, "pid %d", tk.PID)
-		require.Equal(t, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, tk.Header.HandleType)
-		n := len(tk.Files)
-		require.True(t, n >= 1 && n <= ipc.MaxDescriptors, "%d descriptors", n)
-		require.Len(t, tk.Header.Sizes, n)
-		var total uint64
-		for i, f := range tk.Files {
-			require.True(t, f.FD >= 0 && f.FD <= 1<<31-1, "descriptor %d", f.FD)
-			s := tk.Header.Sizes[i]
-			require.True(t, s > 0 && s%tk.Header.Granularity == 0)
-			require.GreaterOrEqual(t, total+s, total, "sizes overflow")
-			total += s
-		}
-		// The header it carries is one a socket message could carry.
-		b, err := tk.Header.MarshalBinary()
-		require.NoError(t, err)
-		var h ipc.Header
-		require.NoError(t, h.UnmarshalBinary(b))
+		require.True(t, tk.Manifest >= 0 && tk.Manifest <= 1<<31-1, "manifest %d", tk.Manifest)
+		require.NotZero(t, tk.PIDNS)
+		require.NotContains(t, tk.String(), text[strings.LastIndex(text, "=")+1:], "String shows no secret")
 	})
 }
 
@@ -164,10 +155,8 @@ func TestPidfdOffLinux(t *testing.T) {
 	require.ErrorIs(t, err, ipc.ErrUnsupported)
 	require.ErrorIs(t, err, vmm.ErrUnsupported)
 	require.Contains(t, err.Error(), "pidfd_getfd is Linux's")
-	_, err = ipc.FetchAndImport(sampleTicket(), nil, nil)
+	_, err = ipc.FetchAndImport(sampleTicket(), nil, nil, ipc.AllowSelf())
 	require.ErrorIs(t, err, vmm.ErrUnsupported)
-	_, err = ipc.NewTicket(sampleTicket().Header, []int{5, 6})
-	require.ErrorIs(t, err, ipc.ErrUnsupported)
 	_, err = (&ipc.Exported{}).Ticket()
 	require.ErrorIs(t, err, ipc.ErrUnsupported)
 	for _, err := range []error{ipc.AllowImporter(os.Getppid()), ipc.AllowAnyImporter()} {

@@ -66,7 +66,9 @@ func SendFDs(conn *net.UnixConn, h Header, fds []int) error {
 // one fails the receive with ErrProtocol. On a stream socket Receive reads exactly the
 // header's bytes, however the peer splits them, and fails at the first byte no valid
 // header has. It blocks until the header is complete: set a deadline on conn to bound the
-// wait. A connection closed before the first byte is io.EOF.
+// wait. A connection closed before the first byte is io.EOF. A descriptor that cannot be
+// memory (a socket, pipe, directory or block device) fails the receive with ErrProtocol,
+// as Fetch refuses it.
 //
 // Of the other control messages the socket's options may bring, credentials
 // (SO_PASSCRED) are accepted and not looked at and pidfds (SO_PASSPIDFD) are closed; any
@@ -139,6 +141,11 @@ func (r *receiver) receive() (Header, error) {
 	}
 	if len(r.fds) != len(h.Sizes) {
 		return Header{}, fmt.Errorf("%w: %d descriptors for %d allocations", ErrProtocol, len(r.fds), len(h.Sizes))
+	}
+	for i, fd := range r.fds {
+		if err := checkMemoryFD(fd, i); err != nil {
+			return Header{}, err
+		}
 	}
 	return h, nil
 }
