@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -212,8 +213,10 @@ func (m *Manager) DmaBufSupported(dev int) (bool, error) {
 // the mappings behind the range are found with cuMemGetAddressRange, one after another to
 // the end of the range (each call returns one mapping), and their properties through
 // cuMemRetainAllocationHandle. Only mappings some device may access are found: memory
-// mapped with no access reads as a hole. Where the layout is known, Reservation.ExportDmaBuf
-// and ExportDmaBufChunks cost fewer calls.
+// mapped with no access reads as a hole. The layout is read again after the export and, if
+// it changed meanwhile (another goroutine remapped the range), the export is made again, up
+// to three times, so that the DmaBuf says what its descriptor holds. Where the layout is
+// known, Reservation.ExportDmaBuf and ExportDmaBufChunks cost fewer calls.
 func (m *Manager) ExportDmaBuf(addr cu.DevicePtr, size uint64, opts ...DmaBufOption) (*DmaBuf, error) {
 	o := dmaBufOptions(opts)
 	if !m.usable() {
@@ -222,15 +225,29 @@ func (m *Manager) ExportDmaBuf(addr cu.DevicePtr, size uint64, opts ...DmaBufOpt
 	if err := checkDmaBufRange(addr, size); err != nil {
 		return nil, dmaBufErr(err, addr, size, o)
 	}
-	chunks, err := m.chunksAt(addr, size)
-	if err != nil {
-		return nil, dmaBufErr(err, addr, size, o)
+	// Nothing here keeps whoever mapped the range from remapping it between the reading of
+	// its layout and the export: the layout is read again after, and the export made again
+	// if it changed, so that the DmaBuf says what its descriptor holds.
+	const tries = 3
+	for range tries {
+		chunks, err := m.chunksAt(addr, size)
+		if err != nil {
+			return nil, dmaBufErr(err, addr, size, o)
+		}
+		d, err := m.exportDmaBuf(addr, size, chunks, o)
+		if err != nil {
+			return nil, dmaBufErr(err, addr, size, o)
+		}
+		after, err := m.chunksAt(addr, size)
+		if err == nil && slices.Equal(chunks, after) {
+			return d, nil
+		}
+		if cerr := d.Close(); cerr != nil {
+			return nil, dmaBufErr(errors.Join(err, cerr), addr, size, o)
+		}
 	}
-	d, err := m.exportDmaBuf(addr, size, chunks, o)
-	if err != nil {
-		return nil, dmaBufErr(err, addr, size, o)
-	}
-	return d, nil
+	return nil, dmaBufErr(fmt.Errorf("the mappings behind the range changed while it was exported, %d times running: "+
+		"export it while nothing remaps it", tries), addr, size, o)
 }
 
 // ExportDmaBufChunks exports [addr, addr+size) as a dma-buf, checking the rules against
@@ -251,8 +268,8 @@ func (m *Manager) ExportDmaBufChunks(addr cu.DevicePtr, size uint64, chunks []Dm
 
 // ExportDmaBuf exports the size bytes at offset off of the reservation as a dma-buf: every
 // mapping of the range (several allocations in a row make one descriptor). The mappings
-// are those made through r; Reservation.Unmap waits for the export (a Mapping closed
-// meanwhile leaves a hole the driver refuses).
+// are those made through r; maps, Unmap and Mapping.Close of r wait for the export, so
+// that what the DmaBuf says (device, properties, chunks) is what its descriptor holds.
 func (r *Reservation) ExportDmaBuf(off, size uint64, opts ...DmaBufOption) (*DmaBuf, error) {
 	o := dmaBufOptions(opts)
 	addr := r.Base() + cu.DevicePtr(off)
@@ -263,8 +280,8 @@ func (r *Reservation) ExportDmaBuf(off, size uint64, opts ...DmaBufOption) (*Dma
 	if err := checkDmaBufRange(addr, size); err != nil {
 		return nil, dmaBufErr(err, addr, size, o)
 	}
-	r.ranges.RLock()
-	defer r.ranges.RUnlock()
+	r.ranges.Lock()
+	defer r.ranges.Unlock()
 	r.mu.Lock()
 	var maps []*Mapping
 	for _, mp := range r.maps {

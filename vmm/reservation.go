@@ -11,10 +11,11 @@ import (
 
 // Reservation is a range of virtual addresses. Close unmaps whatever is still mapped in it
 // and frees it. Its methods are safe for concurrent use: maps of different ranges, and
-// operations on different mappings, run in parallel. Reservation.Unmap serializes with the
-// reservation's maps and dma-buf exports, wherever they are in it: it waits for those in
-// flight and holds new ones back until its driver call returns, so that a range unmapped in
-// one call cannot lose a mapping made inside it meanwhile (Mapping.Close does not). Only a
+// operations on different mappings, run in parallel. Reservation.Unmap and
+// Reservation.ExportDmaBuf serialize with the reservation's maps and Mapping.Close calls,
+// wherever they are in it: each waits for those in flight and holds new ones back until its
+// driver call returns, so that a range unmapped in one call cannot lose a mapping made
+// inside it meanwhile, and a dma-buf describes the memory its descriptor holds. Only a
 // Manager makes one: a nil or zero Reservation fails every call with ErrInvalid.
 type Reservation struct {
 	m    *Manager
@@ -22,8 +23,9 @@ type Reservation struct {
 	size uint64
 	l    life
 
-	// ranges is held shared by Map and exclusively by Unmap, so that a range unmapped in
-	// one driver call cannot lose a mapping made inside it meanwhile.
+	// ranges is held shared by Map and Mapping.Close and exclusively by Unmap and
+	// ExportDmaBuf, so that a range unmapped in one driver call cannot lose a mapping made
+	// inside it meanwhile, and an export's description is of the memory it exported.
 	ranges sync.RWMutex
 	mu     sync.Mutex // guards maps
 	maps   []*Mapping // open mappings, by address
@@ -357,6 +359,10 @@ func (mp *Mapping) Close() error {
 	if mp == nil || !mp.r.usable() {
 		return opErr(errNoMapping, "unmap", "%s", rangeArgs(mp.Addr(), mp.Size()))
 	}
+	// Held shared, as Map holds it, so that a dma-buf export of the reservation does not
+	// see the mapping before its driver call and miss that it is gone by then.
+	mp.r.ranges.RLock()
+	defer mp.r.ranges.RUnlock()
 	err := mp.l.close(func() error {
 		if err := mp.r.m.b.Unmap(mp.addr, mp.size); err != nil {
 			return opErr(err, "unmap", "%s", rangeArgs(mp.addr, mp.size))
