@@ -12,7 +12,8 @@
 // granularity, physical allocations with per-device capacity, reservations, mappings and
 // their access flags, copies and memset through mappings, aliases, retain and release
 // semantics (memory released while mapped keeps its bytes until the last unmap), POSIX
-// descriptors that really cross processes (memfd on Linux), fabric handles (with IMEX),
+// descriptors that really cross processes (on Linux every export on one memfd, as the
+// driver opens every export on /dev/nvidiactl), fabric handles (with IMEX),
 // dma-buf export as the driver does it (a descriptor that [DmaBufInfo] describes in any
 // process), multicast objects, and every error case the conformance suite (package
 // vmm/vmmtest) recorded on real GPUs. Unknown handle values, which crash the real driver, return

@@ -3,6 +3,7 @@
 package sim
 
 import (
+	"io"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -22,13 +23,19 @@ func fileFromFD(fd int) (*os.File, error) {
 	return os.NewFile(uintptr(nfd), "imported"), nil
 }
 
-// keyOf identifies a file by device and inode, so two descriptors of one file match.
+// keyOf identifies the allocation a descriptor holds by its file's device and inode and,
+// in an arena, its file offset (an export's says where its allocation is), so two
+// descriptors of one allocation match.
 func keyOf(f *os.File) fileKey {
 	var st unix.Stat_t
 	if unix.Fstat(int(f.Fd()), &st) != nil {
 		return fileKey{}
 	}
-	return fileKey{dev: uint64(st.Dev), ino: uint64(st.Ino)}
+	off, err := unix.Seek(int(f.Fd()), 0, io.SeekCurrent)
+	if err != nil || off < 0 {
+		off = 0
+	}
+	return fileKey{dev: uint64(st.Dev), ino: uint64(st.Ino), off: uint64(off)}
 }
 
 // fileResident is the host memory a sparse file holds.

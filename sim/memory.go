@@ -114,10 +114,11 @@ func (h *heapStore) close() {
 type fileStore struct {
 	f      *os.File
 	remove string // a path to delete on close (named temporary files), or ""
+	off    uint64 // where the allocation's bytes start in f (past a header in the arena)
 }
 
 func (s *fileStore) readAt(p []byte, off uint64) error {
-	n, err := s.f.ReadAt(p, int64(off))
+	n, err := s.f.ReadAt(p, int64(s.off+off))
 	if n < len(p) {
 		clear(p[n:]) // past the end of a file that was cut short reads as zeros
 	}
@@ -128,7 +129,7 @@ func (s *fileStore) readAt(p []byte, off uint64) error {
 }
 
 func (s *fileStore) writeAt(p []byte, off uint64) error {
-	_, err := s.f.WriteAt(p, int64(off))
+	_, err := s.f.WriteAt(p, int64(s.off+off))
 	return err
 }
 
@@ -165,7 +166,7 @@ type phys struct {
 	size uint64
 	prop cu.MemAllocationProp // as cuMemGetAllocationPropertiesFromHandle reports it
 	dev  int                  // owning device ordinal, or -1 for host memory
-	st   store                // &heap, or a *fileStore
+	st   store                // &heap, a *fileStore or (Linux) an *arenaStore
 	heap heapStore            // the store of memory that is not shareable
 	// users counts what keeps the memory alive; it is set before the memory is shared and
 	// changed only atomically (use, drop) afterwards.
@@ -194,5 +195,6 @@ func (p *phys) drop() bool { return atomic.AddInt32(&p.users, -1) == 0 }
 
 func (p *phys) close() { p.st.close() }
 
-// fileKey is a file's identity (device and inode where the platform has them).
-type fileKey struct{ dev, ino uint64 }
+// fileKey is an allocation's identity in a file: the file's device and inode where the
+// platform has them, and the offset of its header in an arena (0 in a file of its own).
+type fileKey struct{ dev, ino, off uint64 }

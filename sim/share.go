@@ -17,14 +17,18 @@ import (
 )
 
 // Sharing. An allocation created with MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR or
-// MEM_HANDLE_TYPE_FABRIC lives in a file (a memfd on Linux, a temporary file elsewhere)
-// whose bytes are the allocation's: exporting hands out a duplicate descriptor of it, and
-// any process running sim that imports it reads and writes the same bytes.
+// MEM_HANDLE_TYPE_FABRIC lives in a file whose bytes are the allocation's, and any process
+// running sim that imports an export of it reads and writes the same bytes. On Linux an
+// allocation shareable as a POSIX descriptor only lives in the process's arena of exports,
+// one memfd for all, as the driver opens every export on /dev/nvidiactl (share_linux.go);
+// one shareable as a fabric handle has a memfd of its own, as every shareable allocation has
+// a temporary file elsewhere, and its exports are duplicates of that file's descriptor.
 //
 // What arrives from another process is not trusted. A descriptor is taken only if it is a
-// file this process exported, or, on Linux, a memfd named as sim names them
-// ("cuvmm-sim.d<device>", "cuvmm-sim.f<device>.<secret>") whose device exists here and whose
-// size is a whole number of that device's granules, no larger than its memory. A fabric
+// file this process exported, or, on Linux, an arena's open at a header that describes an
+// allocation, or a memfd named as sim names a fabric allocation's
+// ("cuvmm-sim.f<device>.<secret>"), whose device exists here and whose size is a whole
+// number of that device's granules, no larger than its memory. A fabric
 // token carries a 256-bit secret that only the exporter and the holders of the token know,
 // and the file it leads to must bear that secret and the token's device in its name
 // before anything is opened for reading or writing: a forged token reaches nothing.
@@ -108,7 +112,7 @@ var exports struct {
 }
 
 type exported struct {
-	f    *os.File // the exporter's file, duplicated for each import
+	f    *os.File // a fabric allocation's file, duplicated for each import of its token
 	size uint64
 	dev  int
 }
@@ -146,14 +150,20 @@ func (s *Sim) shareable(m *phys) *failure {
 			return fail(cu.ERROR_OPERATING_SYSTEM, "no randomness for a fabric secret: "+err.Error())
 		}
 	}
-	name := fileName(m.dev, secret)
-	f, remove, err := newShareFile(name, m.size, secret != nil)
-	if err != nil {
-		return fail(cu.ERROR_OUT_OF_MEMORY, "cannot create the shareable backing file: "+err.Error())
-	}
-	m.st = &fileStore{f: f, remove: remove}
-	m.fileKey = keyOf(f)
-	if secret != nil {
+	var f *os.File
+	if secret == nil {
+		st, k, err := newExportable(m.dev, m.size)
+		if err != nil {
+			return fail(cu.ERROR_OUT_OF_MEMORY, "cannot create the shareable backing file: "+err.Error())
+		}
+		m.st, m.fileKey = st, k
+	} else {
+		var remove string
+		var err error
+		if f, remove, err = newShareFile(fileName(m.dev, secret), m.size, true); err != nil {
+			return fail(cu.ERROR_OUT_OF_MEMORY, "cannot create the shareable backing file: "+err.Error())
+		}
+		m.st, m.fileKey = &fileStore{f: f, remove: remove}, keyOf(f)
 		m.token = &fabricToken{secret: *secret, pid: uint32(os.Getpid()), fd: uint32(f.Fd()), dev: uint32(m.dev)}
 		t := m.token.handle()
 		m.fabric = &t
@@ -219,15 +229,16 @@ func tryUse(m *phys) *phys {
 	return nil
 }
 
-// adopt makes a phys for a file another process (or another Sim) exported, of size bytes
-// of device dev (both checked by importable). Its bytes belong to the exporter's device,
-// so they count against no capacity here.
-func (s *Sim) adopt(f *os.File, size uint64, dev int) cu.MemHandle {
+// adopt makes a phys for an allocation another process (or another Sim) exported, whose
+// bytes are st and which key finds, of size bytes of device dev (both checked by
+// importable). Its bytes belong to the exporter's device, so they count against no
+// capacity here.
+func (s *Sim) adopt(st store, key fileKey, size uint64, dev int) cu.MemHandle {
 	m := &phys{
-		id: s.nextID.Add(1), size: size, dev: dev, st: &fileStore{f: f}, users: 1,
+		id: s.nextID.Add(1), size: size, dev: dev, st: st, users: 1,
 		prop: cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED,
 			Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}},
-		fileKey: keyOf(f),
+		fileKey: key,
 	}
 	if m.fileKey != (fileKey{}) {
 		s.shareMu.Lock()
@@ -257,7 +268,8 @@ func (s *Sim) exportable(v cu.MemHandle, t cu.MemHandleType) (*phys, *failure) {
 }
 
 // ExportFD is cuMemExportToShareableHandle for POSIX descriptors: a new descriptor of the
-// allocation's file, which the caller owns.
+// allocation (on Linux a new open file description of the arena, see share_linux.go),
+// which the caller owns.
 func (s *Sim) ExportFD(v cu.MemHandle) (int, error) {
 	f := s.enter(opExportFD)
 	var m *phys
@@ -267,7 +279,7 @@ func (s *Sim) ExportFD(v cu.MemHandle) (int, error) {
 	fd := -1
 	if f == nil {
 		var err error
-		if fd, err = dupFD(m.st.(*fileStore).f); err != nil {
+		if fd, err = exportFD(m.st); err != nil {
 			f = fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
 		}
 		s.unuse(m)
@@ -310,25 +322,25 @@ func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
 		return s.importHandle(m), nil
 	}
 	exports.Lock()
-	e, ok := exports.byFile[k]
+	e, ours := exports.byFile[k]
 	exports.Unlock()
-	if ok && k != (fileKey{}) {
-		if f := s.importable(e.size, e.dev); f != nil {
-			file.Close()
-			return 0, f
+	st, size, dev, ok := describeFile(file)
+	if ours && k != (fileKey{}) {
+		// Another Sim of this process made it: no header or name need be trusted.
+		if !ok {
+			st = &fileStore{f: file}
 		}
-		return s.adopt(file, e.size, e.dev), nil
+		size, dev, ok = e.size, e.dev, true
 	}
-	size, dev, ok := describeFile(file)
 	if !ok {
 		file.Close()
 		return 0, fail(resBadFD, "descriptor is not an exported allocation") // recorded: vmmtest share/import-non-cuda-fd
 	}
 	if f := s.importable(size, dev); f != nil {
-		file.Close()
+		st.close()
 		return 0, f
 	}
-	return s.adopt(file, size, dev), nil
+	return s.adopt(st, k, size, dev), nil
 }
 
 // knownFabric returns the memory of a fabric token this Sim made, with one more user for
@@ -417,7 +429,7 @@ func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
 		f.err = resBadFabric
 		return 0, f
 	}
-	return s.adopt(file, size, dev), nil
+	return s.adopt(&fileStore{f: file}, keyOf(file), size, dev), nil
 }
 
 // ExportWin32 is cuMemExportToShareableHandle for Windows handles. sim models them within

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"testing"
 
@@ -256,39 +257,113 @@ func TestForgedFabricTokens(t *testing.T) {
 	require.True(t, b.Stats().Clean(), "%+v", b.Stats())
 }
 
-// TestForgedDescriptors imports memfds named as sim names them but describing what no
-// device here has: an unknown device, a size that is not whole granules, a size larger
-// than the device. They are refused as the driver refuses descriptors that are not
-// allocations.
+// forgedExport is a descriptor of a memfd named as sim names its arena of exports, holding
+// hdr at offset at and positioned there, as an export of another process would be.
+func forgedExport(t *testing.T, name string, at int64, hdr []byte) int {
+	t.Helper()
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	require.NoError(t, err)
+	require.NoError(t, unix.Ftruncate(fd, at+64<<10+4<<20))
+	_, err = unix.Pwrite(fd, hdr, at)
+	require.NoError(t, err)
+	_, err = unix.Seek(fd, at, io.SeekStart)
+	require.NoError(t, err)
+	return fd
+}
+
+// arenaHeader is the header sim writes before an allocation in its arena.
+func arenaHeader(dev, size, base uint64) []byte {
+	b := []byte("cuvmm-sim-alloc\x00")
+	b = binary.LittleEndian.AppendUint64(b, dev)
+	b = binary.LittleEndian.AppendUint64(b, size)
+	return binary.LittleEndian.AppendUint64(b, base)
+}
+
+// TestForgedDescriptors imports memfds made to look like sim's exports but describing what
+// no device here has (an unknown device, a size that is not whole granules, a size larger
+// than the device) or not quite sim's (a header elsewhere than the offset, another name).
+// They are refused as the driver refuses descriptors that are not allocations.
 func TestForgedDescriptors(t *testing.T) {
 	s, err := sim.New(sim.PresetH100())
 	require.NoError(t, err)
+	const arena, at = "cuvmm-sim.exports", 64 << 10
 	for _, c := range []struct {
 		name string
-		size int64
+		at   int64
+		hdr  []byte
 	}{
-		{"cuvmm-sim.d7", 2 << 20},     // no device 7
-		{"cuvmm-sim.d00", 2 << 20},    // not a name sim makes
-		{"cuvmm-sim.d0x", 2 << 20},    // nor this
-		{"cuvmm-sim.d0", 3 << 19},     // 1.5 MiB: not whole granules
-		{"cuvmm-sim.d0", 1 << 50},     // larger than the device
-		{"cuvmm-sim.d0", 0},           // empty
-		{"cuvmm-sim.f0.xyz", 2 << 20}, // a fabric name without a secret
+		{arena, at, arenaHeader(7, 2<<20, at)},          // no device 7
+		{arena, at, arenaHeader(0, 3<<19, at)},          // 1.5 MiB: not whole granules
+		{arena, at, arenaHeader(0, 1<<50, at)},          // larger than the device
+		{arena, at, arenaHeader(0, 0, at)},              // empty
+		{arena, at, arenaHeader(0, 2<<20, 2*at)},        // a header of another offset
+		{arena, 0, arenaHeader(0, 2<<20, 0)},            // at the start, where sim never puts one
+		{arena, at, arenaHeader(1<<40, 2<<20, at)},      // a device past any
+		{arena, at, []byte("cuvmm-sim-alloc!")},         // not the magic
+		{"cuvmm-sim.d0", at, arenaHeader(0, 2<<20, at)}, // not the arena
+		{"cuvmm-sim.f0.xyz", 0, nil},                    // a fabric name without a secret
 	} {
-		fd, err := unix.MemfdCreate(c.name, unix.MFD_CLOEXEC)
-		require.NoError(t, err)
-		require.NoError(t, unix.Ftruncate(fd, c.size))
+		fd := forgedExport(t, c.name, c.at, c.hdr)
 		_, err = s.ImportFD(fd)
 		unix.Close(fd)
-		require.ErrorIs(t, err, cu.ERROR_UNKNOWN, "%s of %d bytes", c.name, c.size)
+		require.ErrorIs(t, err, cu.ERROR_UNKNOWN, "%s at %d: %q", c.name, c.at, c.hdr)
 	}
 	// Well formed, it is taken: sim cannot tell it from another process's allocation.
-	fd, err := unix.MemfdCreate("cuvmm-sim.d0", unix.MFD_CLOEXEC)
-	require.NoError(t, err)
+	fd := forgedExport(t, arena, at, arenaHeader(0, 2<<20, at))
 	defer unix.Close(fd)
-	require.NoError(t, unix.Ftruncate(fd, 2<<20))
 	h, err := s.ImportFD(fd)
 	require.NoError(t, err)
 	require.NoError(t, s.Release(h))
 	require.True(t, s.Stats().Clean())
+}
+
+// As the driver does, sim opens every POSIX descriptor it exports on one file (fstat of any
+// two shows the same device and inode), and tells them apart by the open file: two exports
+// of two allocations import as those two, in another Sim too, and an export holds its
+// allocation after the exporter released it.
+func TestExportsShareOneFile(t *testing.T) {
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	other, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	p := cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, RequestedHandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
+	var fds []int
+	var files []unix.Stat_t
+	for i := range 2 {
+		h, err := s.Create(2<<20, &p, 0)
+		require.NoError(t, err)
+		va, err := s.Reserve(2<<20, 0, 0, 0)
+		require.NoError(t, err)
+		require.NoError(t, s.Map(va, 2<<20, 0, h, 0))
+		require.NoError(t, s.SetAccess(va, 2<<20, []cu.MemAccessDesc{{Location: p.Location, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}))
+		require.NoError(t, s.MemsetD8(0, va, byte(0xa0+i), 2<<20))
+		fd, err := s.ExportFD(h)
+		require.NoError(t, err)
+		fds = append(fds, fd)
+		var st unix.Stat_t
+		require.NoError(t, unix.Fstat(fd, &st))
+		files = append(files, st)
+		// The exporter lets go of everything; the export holds the memory.
+		require.NoError(t, s.Unmap(va, 2<<20))
+		require.NoError(t, s.Free(va, 2<<20))
+		require.NoError(t, s.Release(h))
+	}
+	require.Equal(t, [2]uint64{uint64(files[0].Dev), uint64(files[0].Ino)}, [2]uint64{uint64(files[1].Dev), uint64(files[1].Ino)}, "one file")
+	for i, fd := range fds {
+		h, err := other.ImportFD(fd)
+		require.NoError(t, err)
+		va, err := other.Reserve(2<<20, 0, 0, 0)
+		require.NoError(t, err)
+		require.NoError(t, other.Map(va, 2<<20, 0, h, 0))
+		require.NoError(t, other.SetAccess(va, 2<<20, []cu.MemAccessDesc{{Location: p.Location, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}))
+		got := make([]byte, 4)
+		require.NoError(t, other.CopyDtoH(0, got, va+1<<20))
+		require.Equal(t, bytes.Repeat([]byte{byte(0xa0 + i)}, 4), got, "export %d holds its own allocation", i)
+		require.NoError(t, other.Unmap(va, 2<<20))
+		require.NoError(t, other.Free(va, 2<<20))
+		require.NoError(t, other.Release(h))
+		require.NoError(t, unix.Close(fd))
+	}
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+	require.True(t, other.Stats().Clean(), "%+v", other.Stats())
 }

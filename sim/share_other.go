@@ -40,7 +40,20 @@ func newShareFile(name string, size uint64, fabric bool) (*os.File, string, erro
 // describeFile reports no descriptor as another process's allocation: descriptors cross
 // processes only on Linux (SCM_RIGHTS), and a file here carries nothing that proves it is
 // one. Files this process exported are found by identity before this is asked.
-func describeFile(*os.File) (uint64, int, bool) { return 0, 0, false }
+func describeFile(*os.File) (store, uint64, int, bool) { return nil, 0, 0, false }
+
+// newExportable makes the store of an allocation exportable only as a POSIX descriptor: a
+// file of its own (the arena of exports is Linux's).
+func newExportable(dev int, size uint64) (store, fileKey, error) {
+	f, remove, err := newShareFile(fileName(dev, nil), size, false)
+	if err != nil {
+		return nil, fileKey{}, err
+	}
+	return &fileStore{f: f, remove: remove}, keyOf(f), nil
+}
+
+// exportFD returns a new descriptor of st's file for the caller to own.
+func exportFD(st store) (int, error) { return dupFD(st.(*fileStore).f) }
 
 // openFabric opens the file a fabric token names: under os.TempDir, named after the
 // token's device and secret, so a forged token names no file. It must be a regular file,

@@ -49,6 +49,52 @@ func testShare(t *testing.T, e *env) {
 	e.c.check(t, "share/release-imported", e.b.Release(imp))
 	requireBytes(t, e.b, 0, iva, want)
 
+	// Which file an exported descriptor is open on: what tells two exports apart is behind
+	// the open file, or its file; a second allocation's export and a second export of the
+	// first say which.
+	second := j.mustCreate(e.g, p)
+	fd2, err := e.b.ExportFD(second)
+	noError(t, err)
+	defer os.NewFile(uintptr(fd2), "exported").Close()
+	fd3, err := e.b.ExportFD(h)
+	noError(t, err)
+	defer os.NewFile(uintptr(fd3), "exported").Close()
+	var files [3]string
+	for i, d := range []int{fd, fd2, fd3} {
+		files[i], err = fileOf(d)
+		noError(t, err)
+	}
+	switch {
+	case files[0] == files[1] && files[0] == files[2]:
+		e.c.observe(t, "share/export-fd-file", "CUDA_SUCCESS: one file for every export", nil)
+	case files[0] == files[2]:
+		e.c.observe(t, "share/export-fd-file", "CUDA_SUCCESS: a file per allocation", nil)
+	default:
+		e.c.observe(t, "share/export-fd-file", "CUDA_SUCCESS: a file per export", nil)
+	}
+
+	// An export outlives the exporter's handle and mapping: the descriptor still imports
+	// the allocation, bytes and all.
+	lone := j.mustCreate(e.g, p)
+	lva := j.mustReserve(e.g)
+	j.mustMap(lva, e.g, 0, lone)
+	noError(t, e.b.SetAccess(lva, e.g, rw(0)))
+	lonely := Pattern(9, int(e.g))
+	noError(t, e.b.CopyHtoD(0, lva, lonely))
+	lfd, err := e.b.ExportFD(lone)
+	noError(t, err)
+	defer os.NewFile(uintptr(lfd), "exported").Close()
+	noError(t, e.b.Unmap(lva, e.g))
+	noError(t, e.b.Release(lone))
+	again, err := e.b.ImportFD(lfd)
+	e.c.check(t, "share/import-after-release", err)
+	if err == nil {
+		j.adopt(again)
+		j.mustMap(lva, e.g, 0, again)
+		noError(t, e.b.SetAccess(lva, e.g, rw(0)))
+		requireBytes(t, e.b, 0, lva, lonely)
+	}
+
 	// Errors.
 	plain := j.mustCreate(e.g, e.prop(0))
 	_, err = e.b.ExportFD(plain)
