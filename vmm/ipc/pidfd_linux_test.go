@@ -472,7 +472,6 @@ func TestFetchHostileTicket(t *testing.T) {
 		ticket func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket // from the fixture's true ticket
 		is     []error
 		says   []string
-		not    []string // what the refusal must not say
 	}
 	// closedFD is a descriptor number not open here, and above those Fetch opens: the number
 	// of a descriptor just closed is the next one the kernel gives (the pidfd, say).
