@@ -111,7 +111,7 @@ func TestResolveThroughGetProcAddress(t *testing.T) {
 	addr, err := p.Addr()
 	require.NoError(t, err)
 	require.Equal(t, uintptr(0x1200), addr)
-	require.Equal(t, uint64(GET_PROC_ADDRESS_LEGACY_STREAM), f.gotFlag, "legacy stream flag passed explicitly")
+	require.Equal(t, uint64(legacyStream), f.gotFlag, "legacy stream flag passed explicitly")
 	require.True(t, l.UsesGetProcAddress())
 	require.Equal(t, "libcuda.so.1", l.Path())
 }

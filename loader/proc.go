@@ -5,12 +5,10 @@ import (
 	"sync/atomic"
 )
 
-// Flags of cuGetProcAddress (CUdriverProcAddress_flags).
-const (
-	GET_PROC_ADDRESS_DEFAULT                   = 0
-	GET_PROC_ADDRESS_LEGACY_STREAM             = 1 << 0
-	GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM = 1 << 1
-)
+// legacyStream is CU_GET_PROC_ADDRESS_LEGACY_STREAM, the flag every symbol is resolved with:
+// the behaviour of a C program built without per-thread default streams, stated so that
+// the ABI does not depend on the driver's default.
+const legacyStream = 1 << 0
 
 // Query results of cuGetProcAddress (CUdriverProcAddressQueryResult).
 const (
@@ -31,10 +29,6 @@ type Symbol struct {
 	// suffixed one ("cuMemcpyHtoD_v2"); empty means Name. Used only when the driver lacks
 	// cuGetProcAddress_v2.
 	Export string
-	// Flags are passed to cuGetProcAddress. Zero means GET_PROC_ADDRESS_LEGACY_STREAM, the
-	// behaviour of a C program built without per-thread default streams; it is stated
-	// explicitly so that the ABI does not depend on the driver's default.
-	Flags uint64
 }
 
 func (s Symbol) export() string {
@@ -42,13 +36,6 @@ func (s Symbol) export() string {
 		return s.Export
 	}
 	return s.Name
-}
-
-func (s Symbol) flags() uint64 {
-	if s.Flags == 0 {
-		return GET_PROC_ADDRESS_LEGACY_STREAM
-	}
-	return s.Flags
 }
 
 // Proc is a lazily resolved driver entry point, resolved on the first call of Addr. Once
@@ -133,7 +120,7 @@ func (l *Library) resolve(s Symbol) (uintptr, *SymbolError) {
 		return 0, &SymbolError{Name: s.Name, Version: s.Version, Status: DriverNotLoaded, Err: err}
 	}
 	if l.getPA {
-		addr, res, status := l.src.getProcAddress(s.Name, s.Version, s.flags())
+		addr, res, status := l.src.getProcAddress(s.Name, s.Version, legacyStream)
 		switch {
 		case res == 0 && status == getProcAddressSuccess && addr != 0:
 			return addr, nil
