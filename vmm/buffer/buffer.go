@@ -104,6 +104,10 @@ type Options struct {
 	// driver will not extend the reservation in place, instead of remapping the buffer at a
 	// new base address.
 	FixedBase bool
+	// Recommended lays chunks and reservations out in the driver's recommended
+	// granularity for the memory (cuda.core's granularity="recommended") instead of the
+	// minimum; on Hopper both are 2 MiB.
+	Recommended bool
 }
 
 // Config is how a Buffer makes the chunks it commits: their physical memory and who may
@@ -183,6 +187,7 @@ type Buffer struct {
 	m      *vmm.Manager
 	dev    int
 	g      uint64
+	rec    bool    // g is the recommended granularity
 	cfg    *Config // for the chunks committed next
 	policy Policy
 	minC   uint64
@@ -218,7 +223,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
 	if opts.Policy != Geometric && opts.Policy != Exact {
 		return fail(fmt.Errorf("%w: policy %v", vmm.ErrInvalid, opts.Policy))
 	}
-	b := &Buffer{m: m, dev: opts.Device, policy: opts.Policy, fixed: opts.FixedBase}
+	b := &Buffer{m: m, dev: opts.Device, policy: opts.Policy, fixed: opts.FixedBase, rec: opts.Recommended}
 	c := Config{Props: vmm.DeviceProps(opts.Device), Access: opts.Access}
 	if opts.Props != nil {
 		c.Props = *opts.Props
@@ -287,7 +292,7 @@ func (b *Buffer) prepare(c Config) (*Config, uint64, error) {
 		return &c, b.g, nil
 	}
 	b.st.Calls++
-	g, err := b.m.Granularity(c.Props, false)
+	g, err := b.m.Granularity(c.Props, b.rec)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -200,3 +200,22 @@ func TestFaultInjectionAttribute(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.True(t, s.Stats().Clean())
 }
+
+// Options.Recommended lays the buffer out in the recommended granularity, where the device
+// recommends a coarser one than its minimum.
+func TestRecommendedGranularity(t *testing.T) {
+	cfg := sim.PresetH100()
+	cfg.Devices[0].RecommendedGranularity = 8 * mib
+	_, m := newSimWith(t, cfg)
+	for _, c := range []struct {
+		rec  bool
+		want uint64
+	}{{false, 2 * mib}, {true, 8 * mib}} {
+		b, err := buffer.New(m, 1*mib, buffer.Options{Recommended: c.rec, Policy: buffer.Exact})
+		require.NoError(t, err)
+		st := b.Stats()
+		require.Equal(t, c.want, st.Granularity, "recommended %v", c.rec)
+		require.Equal(t, c.want, st.Committed, "1 MiB rounded up to one granule")
+		require.NoError(t, b.Close())
+	}
+}
