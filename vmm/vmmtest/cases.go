@@ -1,6 +1,9 @@
 package vmmtest
 
 import (
+	"bytes"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -102,6 +105,29 @@ func testData(t *testing.T, e *env) {
 		w2 := Pattern(3, 4096)
 		noError(t, e.b.CopyHtoD(0, b+100, w2))
 		requireBytes(t, e.b, 0, a+100, w2)
+	})
+	t.Run("across-allocations", func(t *testing.T) {
+		// Whether one copy may span two allocations mapped one after the other: the
+		// building blocks copy in one call or one per allocation by this.
+		j := newJanitor(t, e.b)
+		va := j.mustReserve(2 * e.g)
+		for i := range uint64(2) {
+			j.mustMap(va+cu.DevicePtr(i*e.g), e.g, 0, j.mustCreate(e.g, e.prop(0)))
+		}
+		noError(t, e.b.SetAccess(va, 2*e.g, rw(0)))
+		at := va + cu.DevicePtr(e.g-4096)
+		want := Pattern(11, 8192)
+		err := e.b.CopyHtoD(0, at, want)
+		if err == nil {
+			got := make([]byte, len(want))
+			if err = e.b.CopyDtoH(0, got, at); err == nil && !bytes.Equal(got, want) {
+				t.Errorf("a copy across two allocations read back other bytes")
+			}
+		}
+		if err == nil {
+			err = e.b.CopyDtoD(0, va, at, 8192)
+		}
+		e.c.check(t, "data/copy-across-allocations", err)
 	})
 	t.Run("offset", func(t *testing.T) {
 		// The driver documents the offset as "currently must be zero" and, on 13.0, refuses
@@ -267,6 +293,26 @@ func testReserve(t *testing.T, e *env) {
 		t.Logf("64 TiB reserved at %v", huge)
 	}
 	try("misaligned-hint", e.g, 0, va+4096, 0)
+	// Where huge alignments stop being out of memory and become invalid: each power of two
+	// from 2^40 to 2^63, as runs of one result.
+	var runs []string
+	first, last := 40, ""
+	for k := 40; k <= 64; k++ {
+		r := "" // past the last
+		if k < 64 {
+			va, err := e.b.Reserve(e.g, uint64(1)<<k, 0, 0)
+			if err == nil {
+				_ = e.b.Free(va, e.g)
+			}
+			r = resultName(err)
+		}
+		if k > 40 && r != last {
+			runs = append(runs, fmt.Sprintf("2^%d-2^%d %s", first, k-1, last))
+			first = k
+		}
+		last = r
+	}
+	e.c.observe(t, "reserve/alignment-2^40-2^63", "CUDA_SUCCESS: "+strings.Join(runs, ", "), nil)
 
 	// The fixed-address hint: reserve, free, and ask for the same address again.
 	a, err := e.b.Reserve(4*e.g, 0, 0, 0)
