@@ -103,7 +103,8 @@ func openFabric(tok fabricToken) (*os.File, error) {
 // device and inode. sim does the same, so that what tells descriptors apart above the
 // driver is tested as it will run: every allocation exportable as a POSIX descriptor (and
 // not also as a fabric handle, which needs a file of its own) lives in this process's
-// arena, a sparse memfd, at an offset past a header that says its device and size; each
+// arena, a sparse memfd (one for as long as the process holds such an allocation; a new
+// one after a time with none), at an offset past a header that says its device and size; each
 // export is a new open file description of the arena whose file offset is that header's.
 // An importer reads the header where the offset says (so reading or seeking an exported
 // descriptor, which the driver's refuse, loses the allocation). An export holds the
@@ -196,9 +197,15 @@ func (ar *exportArena) held(base uint64) bool {
 	return err != nil || lk.Type != unix.F_UNLCK
 }
 
-// reap gives back the ranges of freed allocations that no export holds any more, and the
-// arena itself once it holds nothing; the caller holds mu.
+// reap gives back the ranges of freed allocations that no export holds any more; the
+// caller holds mu. Once no allocation is live the arena is let go at once: the exports still
+// open hold the file, and the kernel frees it with the last of them.
 func (ar *exportArena) reap() {
+	if ar.live == 0 && ar.f != nil {
+		ar.f.Close()
+		ar.f, ar.next, ar.retired = nil, 0, nil
+		return
+	}
 	ar.retired = slices.DeleteFunc(ar.retired, func(a arenaStore) bool {
 		if ar.held(a.base) {
 			return false
@@ -207,10 +214,6 @@ func (ar *exportArena) reap() {
 		_ = unix.Fallocate(int(ar.f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(a.base), int64(arenaHeader+a.size))
 		return true
 	})
-	if ar.live == 0 && len(ar.retired) == 0 && ar.f != nil {
-		ar.f.Close()
-		ar.f, ar.next = nil, 0
-	}
 }
 
 func (a *arenaStore) resident() uint64 {

@@ -318,15 +318,17 @@ func TestForgedDescriptors(t *testing.T) {
 }
 
 // As the driver does, sim opens every POSIX descriptor it exports on one file (fstat of any
-// two shows the same device and inode), and tells them apart by the open file: two exports
-// of two allocations import as those two, in another Sim too, and an export holds its
-// allocation after the exporter released it.
+// two shows the same device and inode) while the process holds exportable memory, and tells
+// them apart by the open file: two exports of two allocations import as those two, in
+// another Sim too, and an export holds its allocation after the exporter released it.
 func TestExportsShareOneFile(t *testing.T) {
 	s, err := sim.New(sim.PresetH100())
 	require.NoError(t, err)
 	other, err := sim.New(sim.PresetH100())
 	require.NoError(t, err)
 	p := cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, RequestedHandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
+	keeper, err := s.Create(2<<20, &p, 0)
+	require.NoError(t, err)
 	var fds []int
 	var files []unix.Stat_t
 	for i := range 2 {
@@ -364,6 +366,7 @@ func TestExportsShareOneFile(t *testing.T) {
 		require.NoError(t, other.Release(h))
 		require.NoError(t, unix.Close(fd))
 	}
+	require.NoError(t, s.Release(keeper))
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 	require.True(t, other.Stats().Clean(), "%+v", other.Stats())
 }
