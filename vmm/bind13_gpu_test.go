@@ -81,7 +81,7 @@ func TestGPUMulticastBindFallsBackTo13_0(t *testing.T) {
 	r, err := m.Reserve(g)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, r.Close()) }()
-	mp, err := r.Map(0, a, 0, g)
+	mp, err := r.Map(0, a)
 	require.NoError(t, err)
 	require.NoError(t, mc.BindAddress(g, mp.Addr(), 0, g))
 	require.Equal(t, 1, b.v1Addr, "BindAddress made the 13.0 call")

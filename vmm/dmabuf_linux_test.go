@@ -30,7 +30,7 @@ func chunked(t *testing.T, s *sim.Sim, props ...vmm.Props) (*vmm.Manager, *vmm.R
 	for i, p := range props {
 		a, err := m.Create(2*mib, p)
 		require.NoError(t, err)
-		mp, err := r.Map(uint64(i)*2*mib, a, 0, 2*mib)
+		mp, err := r.Map(uint64(i)*2*mib, a)
 		require.NoError(t, err)
 		require.NoError(t, a.Close())
 		require.NoError(t, mp.SetAccess(vmm.ReadWrite(int(p.Location.ID))...))
@@ -149,7 +149,7 @@ func TestDmaBufMappingWithoutAccess(t *testing.T) {
 	a, err := m.Create(2*mib, vmm.DeviceProps(0))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, a.Close()) }()
-	_, err = r.Map(0, a, 0, 2*mib)
+	_, err = r.Map(0, a)
 	require.NoError(t, err)
 
 	_, err = m.ExportDmaBuf(r.Base(), 2*mib)

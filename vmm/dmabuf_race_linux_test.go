@@ -53,7 +53,7 @@ func TestReservationExportHoldsOffMappingClose(t *testing.T) {
 		require.NoError(t, err)
 		defer a.Close()
 		if i < 2 {
-			mp, err := r.Map(uint64(i)*2*mib, a, 0, 2*mib)
+			mp, err := r.Map(uint64(i)*2*mib, a)
 			require.NoError(t, err)
 			require.NoError(t, mp.SetAccess(vmm.ReadWrite(0)...))
 			mps = append(mps, mp)
@@ -79,7 +79,7 @@ func TestReservationExportHoldsOffMappingClose(t *testing.T) {
 			remapped <- err
 			return
 		}
-		mp, err := r.Map(2*mib, other, 0, 2*mib)
+		mp, err := r.Map(2*mib, other)
 		if err == nil {
 			err = mp.SetAccess(vmm.ReadWrite(1)...)
 		}
@@ -119,7 +119,7 @@ func TestManagerExportReadsTheLayoutAgain(t *testing.T) {
 	big, err := m.Create(4*mib, rdmaProps(0))
 	require.NoError(t, err)
 	defer big.Close()
-	mp, err := r.Map(0, big, 0, 4*mib)
+	mp, err := r.Map(0, big)
 	require.NoError(t, err)
 	require.NoError(t, mp.SetAccess(vmm.ReadWrite(0)...))
 	type result struct {
@@ -138,7 +138,7 @@ func TestManagerExportReadsTheLayoutAgain(t *testing.T) {
 		a, err := m.Create(2*mib, rdmaProps(1))
 		require.NoError(t, err)
 		defer a.Close()
-		mp, err := r.Map(uint64(i)*2*mib, a, 0, 2*mib)
+		mp, err := r.Map(uint64(i)*2*mib, a)
 		require.NoError(t, err)
 		require.NoError(t, mp.SetAccess(vmm.ReadWrite(1)...))
 	}

@@ -7,9 +7,9 @@
 // idempotent Close ([Allocation], [Reservation], [Mapping], [Multicast]) and errors that
 // name the operation and its arguments and wrap the driver's result:
 //
-//	vmm: map 0x302000000+2MiB offset 0: CUDA_ERROR_NOT_SUPPORTED: ...
+//	vmm: map 0x302000000+2MiB: CUDA_ERROR_INVALID_VALUE: ...
 //
-// so errors.Is(err, cu.ERROR_NOT_SUPPORTED) and cu.ResultOf(err) work.
+// so errors.Is(err, cu.ERROR_INVALID_VALUE) and cu.ResultOf(err) work.
 //
 // # Errors
 //

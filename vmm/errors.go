@@ -40,7 +40,7 @@ func (invalidError) Is(target error) bool { return target == cu.ERROR_INVALID_VA
 type Error struct {
 	Pkg  string // "vmm", "buffer", "sparse", "peer", "ipc"; empty means "vmm"
 	Op   string // "create", "map", "grow", ...
-	Args string // e.g. "0x302000000+2MiB offset 0"
+	Args string // e.g. "0x302000000+2MiB"
 	Err  error
 }
 

@@ -66,7 +66,7 @@ func ExampleMulticast() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		lm, err := local.Map(0, mem, 0, props.Size)
+		lm, err := local.Map(0, mem)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -33,7 +33,7 @@ func ExampleManager_Pointer() {
 		log.Fatal(err)
 	}
 	defer r.Close()
-	mp, err := r.Map(0, a, 0, g)
+	mp, err := r.Map(0, a)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	mp, err := va.Map(0, mem, 0, 4*g)
+	mp, err := va.Map(0, mem)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestManagerLifecycle(t *testing.T) {
 	require.Equal(t, 2*g, mem.Size())
 	r, err := m.Reserve(4 * g)
 	require.NoError(t, err)
-	mp, err := r.Map(0, mem, 0, 2*g)
+	mp, err := r.Map(0, mem)
 	require.NoError(t, err)
 	require.Equal(t, r.Base(), mp.Addr())
 	require.NoError(t, mp.SetAccess(vmm.ReadWrite(0)...))
@@ -70,14 +70,17 @@ func TestManagerErrorsNameTheOperation(t *testing.T) {
 	require.NoError(t, err)
 	defer r.Close()
 
-	_, err = r.Map(0, mem, 0, g) // not the whole allocation
-	require.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED)
+	mp, err := r.Map(0, mem)
+	require.NoError(t, err)
+	_, err = r.Map(0, mem) // where it is mapped already
+	require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
 	var ve *vmm.Error
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "map", ve.Op)
-	require.Contains(t, err.Error(), fmt.Sprintf("vmm: map %v+2MiB offset 0: CUDA_ERROR_NOT_SUPPORTED", r.Base()))
+	require.Contains(t, err.Error(), fmt.Sprintf("vmm: map %v+4MiB: CUDA_ERROR_INVALID_VALUE", r.Base()))
+	require.NoError(t, mp.Close())
 
-	_, err = r.Map(g, mem, 0, 2*g)
+	_, err = r.Map(g, mem)
 	require.ErrorIs(t, err, vmm.ErrOutOfRange)
 	require.Contains(t, err.Error(), "vmm: map")
 
@@ -131,7 +134,7 @@ func cycle(m *vmm.Manager, g uint64, seed byte) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, r.Close()) }()
-	mp, err := r.Map(0, mem, 0, g)
+	mp, err := r.Map(0, mem)
 	if err != nil {
 		return err
 	}
@@ -161,7 +164,7 @@ func TestCloseConcurrent(t *testing.T) {
 	require.NoError(t, err)
 	r, err := m.Reserve(g)
 	require.NoError(t, err)
-	_, err = r.Map(0, mem, 0, g)
+	_, err = r.Map(0, mem)
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	for range 8 {
@@ -197,7 +200,7 @@ func TestMapRacingClose(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				if _, err := r.Map(uint64(i)*g, mems[i], 0, g); err != nil && !errors.Is(err, vmm.ErrClosed) {
+				if _, err := r.Map(uint64(i)*g, mems[i]); err != nil && !errors.Is(err, vmm.ErrClosed) {
 					t.Errorf("round %d: map %d: %v", round, i, err)
 				}
 			}()
@@ -248,12 +251,12 @@ func TestMappingCloseRacingMapAtItsAddress(t *testing.T) {
 	require.NoError(t, err)
 	small, err := m.Create(2*mib, vmm.DeviceProps(0))
 	require.NoError(t, err)
-	old, err := r.Map(0, big, 0, 4*mib)
+	old, err := r.Map(0, big)
 	require.NoError(t, err)
 	closed := make(chan error, 1)
 	go func() { closed <- old.Close() }()
 	<-b.unmapped
-	_, err = r.Map(0, small, 0, 2*mib)
+	_, err = r.Map(0, small)
 	require.NoError(t, err, "the range is free in the driver")
 	close(b.resume)
 	require.NoError(t, <-closed)

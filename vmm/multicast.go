@@ -247,7 +247,7 @@ func (r *Reservation) MapMulticast(off uint64, mc *Multicast) (*Mapping, error) 
 		return nil, &Error{Op: "map", Args: args(), Err: err}
 	}
 	defer mc.l.exit()
-	return r.mapHandle(addr, mc.h, 0, mc.size, args)
+	return r.mapHandle(addr, mc.h, mc.size, args)
 }
 
 // Close unbinds what is still bound and releases the object, once the operations in

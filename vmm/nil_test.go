@@ -50,7 +50,7 @@ func TestNilAndZeroValues(t *testing.T) {
 		calls[name+" Allocation.ExportFD"] = func() error { _, err := a.ExportFD(); return err }
 		calls[name+" Allocation.ExportFabric"] = func() error { _, err := a.ExportFabric(); return err }
 		calls[name+" Allocation.Close"] = a.Close
-		calls["Reservation.Map of a "+name+" Allocation"] = func() error { _, err := res.Map(0, a, 0, 2<<20); return err }
+		calls["Reservation.Map of a "+name+" Allocation"] = func() error { _, err := res.Map(0, a); return err }
 	}
 	for name, r := range map[string]*vmm.Reservation{"nil": nilResv, "zero": zeroResv} {
 		calls[name+" Reservation.Map"] = func() error {
@@ -59,7 +59,7 @@ func TestNilAndZeroValues(t *testing.T) {
 				return err
 			}
 			defer a.Close()
-			_, err = r.Map(0, a, 0, 2<<20)
+			_, err = r.Map(0, a)
 			return err
 		}
 		calls[name+" Reservation.Close"] = r.Close

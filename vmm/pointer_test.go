@@ -19,7 +19,7 @@ func mapped(t *testing.T, m *vmm.Manager, p vmm.Props, size, off uint64) (*vmm.R
 	r, err := m.Reserve(4 * size)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close()) })
-	mp, err := r.Map(off, a, 0, size)
+	mp, err := r.Map(off, a)
 	require.NoError(t, err)
 	require.NoError(t, mp.SetAccess(vmm.ReadWrite(0)...))
 	return r, mp

@@ -23,7 +23,7 @@ func TestReservationCopies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, err := r.Map(2<<20, a, 0, 2<<20)
+	mp, err := r.Map(2<<20, a)
 	if err != nil {
 		t.Fatal(err)
 	}

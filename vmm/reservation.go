@@ -2,7 +2,6 @@ package vmm
 
 import (
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -107,13 +106,12 @@ func (r *Reservation) enter(off, size uint64) error {
 
 func rangeArgs(addr cu.DevicePtr, size uint64) string { return addr.String() + "+" + units.Size(size) }
 
-// Map maps size bytes of a, from allocOffset, at offset off of the reservation. The driver
-// maps whole allocations only: allocOffset 0 and size a.Size().
-func (r *Reservation) Map(off uint64, a *Allocation, allocOffset, size uint64) (*Mapping, error) {
+// Map maps the whole of a at offset off of the reservation (the driver maps whole
+// allocations only).
+func (r *Reservation) Map(off uint64, a *Allocation) (*Mapping, error) {
+	size := a.Size()
 	addr := r.Base() + cu.DevicePtr(off)
-	args := func() string {
-		return rangeArgs(addr, size) + " offset " + strconv.FormatUint(allocOffset, 10)
-	}
+	args := func() string { return rangeArgs(addr, size) }
 	// Both stay pinned until the mapping is recorded: a Close of the reservation waits and
 	// then unmaps it, and a Close of the allocation cannot release it mid-map.
 	if err := r.enter(off, size); err != nil {
@@ -124,14 +122,17 @@ func (r *Reservation) Map(off uint64, a *Allocation, allocOffset, size uint64) (
 		return nil, &Error{Op: "map", Args: args(), Err: err}
 	}
 	defer a.l.exit()
-	return r.mapHandle(addr, a.h, allocOffset, size, args)
+	if size == 0 {
+		return nil, &Error{Op: "map", Args: args(), Err: invalid("an allocation of unknown size")}
+	}
+	return r.mapHandle(addr, a.h, size, args)
 }
 
 // mapHandle maps h, which the caller keeps pinned, and records the mapping.
-func (r *Reservation) mapHandle(addr cu.DevicePtr, h cu.MemHandle, offset, size uint64, args func() string) (*Mapping, error) {
+func (r *Reservation) mapHandle(addr cu.DevicePtr, h cu.MemHandle, size uint64, args func() string) (*Mapping, error) {
 	r.ranges.RLock()
 	defer r.ranges.RUnlock()
-	if err := r.m.b.Map(addr, size, offset, h, 0); err != nil {
+	if err := r.m.b.Map(addr, size, 0, h, 0); err != nil {
 		return nil, &Error{Op: "map", Args: args(), Err: err}
 	}
 	mp := &Mapping{r: r, addr: addr, size: size}

@@ -67,7 +67,7 @@ func (t *Tx) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
 
 // Map maps the whole of a at offset off of r; undone by unmapping it.
 func (t *Tx) Map(r *Reservation, off uint64, a *Allocation) (*Mapping, error) {
-	mp, err := r.Map(off, a, 0, a.Size())
+	mp, err := r.Map(off, a)
 	if err == nil {
 		t.OnRollback("unmap", mp.Close)
 	}

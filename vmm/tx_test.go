@@ -240,7 +240,7 @@ func TestManagerPendingKeepsOrphans(t *testing.T) {
 	if n := m.Pending().Len(); n != 0 {
 		t.Fatalf("Create left %d releases in the list", n)
 	}
-	mp, err := r.Map(0, a, 0, 2*mib)
+	mp, err := r.Map(0, a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -196,7 +196,7 @@ func (c *checker) openTrial(p vmm.Props, size uint64, access []int, copies [][2]
 	if t.va, err = c.m.Reserve(size); err != nil {
 		return t, "reserve", err
 	}
-	if t.mp, err = t.va.Map(0, t.mem, 0, size); err != nil {
+	if t.mp, err = t.va.Map(0, t.mem); err != nil {
 		return t, "map", err
 	}
 	if err = t.mp.SetAccess(vmm.ReadWrite(access...)...); err != nil {

@@ -71,7 +71,7 @@ func (c *checker) exportDmaBuf(p vmm.Props, sz uint64) (detail, stage string, er
 			return "", "create", err
 		}
 		mems = append(mems, m)
-		if _, err := r.Map(uint64(i)*sz, m, 0, sz); err != nil {
+		if _, err := r.Map(uint64(i)*sz, m); err != nil {
 			return "", "map", err
 		}
 	}

@@ -199,7 +199,7 @@ var nilCases = func() []nilCase {
 		})
 		add(n+"ExportFabric", w1("export"), false, func(*world) error { _, err := mk().ExportFabric(); return err })
 		add(n+"Close", w1("release", "close"), true, func(*world) error { return mk().Close() })
-		add(n+"Reservation.Map", w1("map"), false, withResv(func(w *world, r *vmm.Reservation) error { return w.closed(r.Map(0, mk(), 0, g2)) }))
+		add(n+"Reservation.Map", w1("map"), false, withResv(func(w *world, r *vmm.Reservation) error { return w.closed(r.Map(0, mk())) }))
 		add(n+"Tx.Map", w1("map"), false, withResv(func(w *world, r *vmm.Reservation) error {
 			tx := w.m.Begin(nil)
 			mp, err := tx.Map(r, 0, mk())
@@ -220,7 +220,7 @@ var nilCases = func() []nilCase {
 	}{{"nil Reservation", func() *vmm.Reservation { return nil }}, {"zero Reservation", func() *vmm.Reservation { return &vmm.Reservation{} }}} {
 		mk, n := rr.mk, rr.name+": "
 		add(n+"Base, Size, Contains", nil, true, accessor(func() { _, _, _ = mk().Base(), mk().Size(), mk().Contains(addr, 1) }))
-		add(n+"Map", w1("map"), false, withAlloc(func(w *world, a *vmm.Allocation) error { return w.closed(mk().Map(0, a, 0, g2)) }))
+		add(n+"Map", w1("map"), false, withAlloc(func(w *world, a *vmm.Allocation) error { return w.closed(mk().Map(0, a)) }))
 		add(n+"MapMulticast", w1("map"), false, withMulticast(func(w *world, mc *vmm.Multicast) error { return w.closed(mk().MapMulticast(0, mc)) }))
 		add(n+"CopyIn", w1("copy"), false, func(*world) error { return mk().CopyIn(0, 0, p) })
 		add(n+"CopyOut", w1("copy"), false, func(*world) error { return mk().CopyOut(0, p, 0) })
@@ -383,7 +383,7 @@ var nilCases = func() []nilCase {
 	add("Mapping.SetAccess with no descriptor", w1("set access", "access"), false, func(w *world) error {
 		return withAlloc(func(w *world, a *vmm.Allocation) error {
 			return withResv(func(w *world, r *vmm.Reservation) error {
-				mp, err := r.Map(0, a, 0, g2)
+				mp, err := r.Map(0, a)
 				if err != nil {
 					return errSetup
 				}

@@ -391,15 +391,7 @@ func (w *world) mapTyped(a *args) {
 	if !ok {
 		return
 	}
-	size := x.Size()
-	if a.n(4) == 0 {
-		size = a.size(w.gran)
-	}
-	allocOff := uint64(0)
-	if a.n(8) == 0 {
-		allocOff = a.offset(x.Size(), w.gran)
-	}
-	mp, err := r.Map(a.offset(r.Size(), w.gran), x, allocOff, size)
+	mp, err := r.Map(a.offset(r.Size(), w.gran), x)
 	w.check("Reservation.Map", err, "map")
 	if err == nil {
 		put(w, &w.maps, mp)

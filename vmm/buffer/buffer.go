@@ -667,7 +667,7 @@ func (b *Buffer) shrink(n uint64) error {
 func (b *Buffer) mapBack(sp span, chunks []chunk) error {
 	var made []*vmm.Mapping
 	for _, ch := range chunks {
-		mp, err := sp.r.Map(ch.off-sp.off, ch.a, 0, ch.size)
+		mp, err := sp.r.Map(ch.off-sp.off, ch.a)
 		if err != nil {
 			for _, mp := range made {
 				_ = mp.Close()

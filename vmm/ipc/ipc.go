@@ -492,7 +492,7 @@ func mapAll(m *vmm.Manager, sizes []uint64, access []int, name func(int) string,
 	// allocation mapped so far in one driver call.
 	off = 0
 	for i, a := range imp.allocs {
-		if _, err := r.Map(off, a, 0, a.Size()); err != nil {
+		if _, err := r.Map(off, a); err != nil {
 			return nil, tx.Rollback(opError("map", fmt.Sprintf("%s, claimed size %s", name(i), units.Size(a.Size())), err))
 		}
 		off += a.Size()

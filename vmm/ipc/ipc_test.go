@@ -217,7 +217,7 @@ func TestFabricExportImport(t *testing.T) {
 	// The exporter sees it through its own mapping.
 	r, err := m.Reserve(4 * mib)
 	require.NoError(t, err)
-	mp, err := r.Map(0, a, 0, 4*mib)
+	mp, err := r.Map(0, a)
 	require.NoError(t, err)
 	require.NoError(t, mp.SetAccess(vmm.ReadWrite(0)...))
 	got := make([]byte, 6)

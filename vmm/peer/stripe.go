@@ -111,7 +111,7 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 		s.allocs = append(s.allocs, a)
 		// Not undone one by one: the reservation's Close, the Reserve's undo, unmaps every
 		// stripe mapped so far in one driver call.
-		if _, err := r.Map(i*stripe, a, 0, stripe); err != nil {
+		if _, err := r.Map(i*stripe, a); err != nil {
 			return fail(tx.Rollback(err))
 		}
 		s.stripes = append(s.stripes, StripeInfo{Offset: i * stripe, Size: stripe, Device: dev})

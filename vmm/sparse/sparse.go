@@ -367,7 +367,7 @@ func (a *Array) decommit(off, n uint64) error {
 func (a *Array) mapBack(run []uint64) error {
 	var made []*vmm.Mapping
 	for _, i := range run {
-		mp, err := a.r.Map(i*a.page, a.pages[i], 0, a.page)
+		mp, err := a.r.Map(i*a.page, a.pages[i])
 		if err != nil {
 			for _, mp := range made {
 				_ = mp.Close()
