@@ -59,7 +59,7 @@ func writeThrough(t *testing.T, m *vmm.Manager, mc *vmm.Multicast, a *vmm.Alloca
 	mp, err := r.MapMulticast(0, mc)
 	require.NoError(t, err)
 	require.NoError(t, mp.SetAccess(vmm.ReadWrite(0)...))
-	require.NoError(t, m.CopyIn(0, mp.Addr(), p))
+	require.NoError(t, m.WriteAt(0, p, mp.Addr()))
 	ra, err := m.Reserve(a.Size())
 	require.NoError(t, err)
 	defer func() { require.NoError(t, ra.Close()) }()
@@ -67,7 +67,7 @@ func writeThrough(t *testing.T, m *vmm.Manager, mc *vmm.Multicast, a *vmm.Alloca
 	require.NoError(t, err)
 	require.NoError(t, ma.SetAccess(vmm.ReadWrite(0)...))
 	got := make([]byte, len(p))
-	require.NoError(t, m.CopyOut(0, got, ma.Addr()))
+	require.NoError(t, m.ReadAt(0, got, ma.Addr()))
 	return got
 }
 

@@ -58,24 +58,24 @@ func (m *Manager) CanAccessPeer(dev, peer int) (bool, error) {
 	return ok, opErr(err, "can access peer", "device %d peer %d", dev, peer)
 }
 
-// CopyIn writes src at device address dst, from device dev's context.
-func (m *Manager) CopyIn(dev int, dst cu.DevicePtr, src []byte) error {
+// WriteAt writes p at device address addr, from device dev's context.
+func (m *Manager) WriteAt(dev int, p []byte, addr cu.DevicePtr) error {
 	if !m.usable() {
-		return opErr(errNoBackend, "copy in", "%s device %d", rangeArgs(dst, uint64(len(src))), dev)
+		return opErr(errNoBackend, "write", "%s device %d", rangeArgs(addr, uint64(len(p))), dev)
 	}
-	if err := m.b.CopyHtoD(dev, dst, src); err != nil {
-		return opErr(err, "copy in", "%s device %d", rangeArgs(dst, uint64(len(src))), dev)
+	if err := m.b.CopyHtoD(dev, addr, p); err != nil {
+		return opErr(err, "write", "%s device %d", rangeArgs(addr, uint64(len(p))), dev)
 	}
 	return nil
 }
 
-// CopyOut reads len(dst) bytes at device address src, from device dev's context.
-func (m *Manager) CopyOut(dev int, dst []byte, src cu.DevicePtr) error {
+// ReadAt reads len(p) bytes at device address addr into p, from device dev's context.
+func (m *Manager) ReadAt(dev int, p []byte, addr cu.DevicePtr) error {
 	if !m.usable() {
-		return opErr(errNoBackend, "copy out", "%s device %d", rangeArgs(src, uint64(len(dst))), dev)
+		return opErr(errNoBackend, "read", "%s device %d", rangeArgs(addr, uint64(len(p))), dev)
 	}
-	if err := m.b.CopyDtoH(dev, dst, src); err != nil {
-		return opErr(err, "copy out", "%s device %d", rangeArgs(src, uint64(len(dst))), dev)
+	if err := m.b.CopyDtoH(dev, p, addr); err != nil {
+		return opErr(err, "read", "%s device %d", rangeArgs(addr, uint64(len(p))), dev)
 	}
 	return nil
 }

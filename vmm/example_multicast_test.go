@@ -56,7 +56,7 @@ func ExampleMulticast() {
 	if err := mp.SetAccess(vmm.ReadWrite(0, 1)...); err != nil {
 		log.Fatal(err)
 	}
-	if err := m.CopyIn(0, mp.Addr(), []byte("to all")); err != nil {
+	if err := m.WriteAt(0, []byte("to all"), mp.Addr()); err != nil {
 		log.Fatal(err)
 	}
 
@@ -74,7 +74,7 @@ func ExampleMulticast() {
 			log.Fatal(err)
 		}
 		out := make([]byte, 6)
-		if err := m.CopyOut(dev, out, lm.Addr()); err != nil {
+		if err := m.ReadAt(dev, out, lm.Addr()); err != nil {
 			log.Fatal(err)
 		}
 		fmt.Printf("device %d: %s\n", dev, out)

@@ -40,11 +40,11 @@ func Example() {
 	if err := mp.SetAccess(vmm.ReadWrite(0)...); err != nil {
 		log.Fatal(err)
 	}
-	if err := m.CopyIn(0, mp.Addr(), []byte("hello, device")); err != nil {
+	if err := m.WriteAt(0, []byte("hello, device"), mp.Addr()); err != nil {
 		log.Fatal(err)
 	}
 	out := make([]byte, 13)
-	if err := m.CopyOut(0, out, mp.Addr()); err != nil {
+	if err := m.ReadAt(0, out, mp.Addr()); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("%s (granularity %d MiB)\n", out, g>>20)

@@ -39,15 +39,15 @@ func TestManagerLifecycle(t *testing.T) {
 	require.Equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
 
 	want := []byte("kv cache block 0")
-	require.NoError(t, m.CopyIn(0, mp.Addr()+100, want))
+	require.NoError(t, m.WriteAt(0, want, mp.Addr()+100))
 	got := make([]byte, len(want))
-	require.NoError(t, m.CopyOut(0, got, mp.Addr()+100))
+	require.NoError(t, m.ReadAt(0, got, mp.Addr()+100))
 	require.Equal(t, want, got)
 
 	// Release while mapped: the bytes stay until the mapping goes.
 	require.NoError(t, mem.Close())
 	require.NoError(t, mem.Close(), "Close is idempotent")
-	require.NoError(t, m.CopyOut(0, got, mp.Addr()+100))
+	require.NoError(t, m.ReadAt(0, got, mp.Addr()+100))
 	require.Equal(t, want, got)
 
 	_, err = mem.ExportFD()
@@ -142,11 +142,11 @@ func cycle(m *vmm.Manager, g uint64, seed byte) (err error) {
 		return err
 	}
 	in := []byte{seed, seed + 1, seed + 2}
-	if err := m.CopyIn(0, mp.Addr()+7, in); err != nil {
+	if err := m.WriteAt(0, in, mp.Addr()+7); err != nil {
 		return err
 	}
 	out := make([]byte, 3)
-	if err := m.CopyOut(0, out, mp.Addr()+7); err != nil {
+	if err := m.ReadAt(0, out, mp.Addr()+7); err != nil {
 		return err
 	}
 	if string(in) != string(out) {

@@ -41,8 +41,8 @@ func TestNilAndZeroValues(t *testing.T) {
 		calls[name+" Manager.ImportFD"] = func() error { _, err := mgr.ImportFD(3, 2<<20); return err }
 		calls[name+" Manager.ImportFabric"] = func() error { _, err := mgr.ImportFabric(cu.MemFabricHandle{}, 2<<20); return err }
 		calls[name+" Manager.Granularity"] = func() error { _, err := mgr.Granularity(vmm.DeviceProps(0), false); return err }
-		calls[name+" Manager.CopyIn"] = func() error { return mgr.CopyIn(0, 0x1000, []byte{1}) }
-		calls[name+" Manager.CopyOut"] = func() error { return mgr.CopyOut(0, []byte{1}, 0x1000) }
+		calls[name+" Manager.WriteAt"] = func() error { return mgr.WriteAt(0, []byte{1}, 0x1000) }
+		calls[name+" Manager.ReadAt"] = func() error { return mgr.ReadAt(0, []byte{1}, 0x1000) }
 	}
 	for name, a := range map[string]*vmm.Allocation{"nil": nilAlloc, "zero": zeroAlloc} {
 		calls[name+" Allocation.Properties"] = func() error { _, err := a.Properties(); return err }

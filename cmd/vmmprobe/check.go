@@ -218,11 +218,11 @@ func (c *checker) openTrial(p vmm.Props, size uint64, access []int, copies [][2]
 // roundTrip writes a pattern at addr from device w's context and reads it back from r's.
 func (c *checker) roundTrip(addr cu.DevicePtr, size uint64, w, r int, seed byte) error {
 	want := pattern(seed, int(size))
-	if err := c.m.CopyIn(w, addr, want); err != nil {
+	if err := c.m.WriteAt(w, want, addr); err != nil {
 		return err
 	}
 	got := make([]byte, size)
-	if err := c.m.CopyOut(r, got, addr); err != nil {
+	if err := c.m.ReadAt(r, got, addr); err != nil {
 		return err
 	}
 	return compare(got, want)

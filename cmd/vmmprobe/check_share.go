@@ -123,7 +123,7 @@ func (c *checker) readBack(ierr error, t *trial, dev int, seed byte) error {
 		return ierr
 	}
 	got := make([]byte, childWrite)
-	err := c.m.CopyOut(dev, got, t.mp.Addr())
+	err := c.m.ReadAt(dev, got, t.mp.Addr())
 	if err == nil {
 		err = compare(got, pattern(seed+1, childWrite))
 	}

@@ -133,8 +133,8 @@ var nilCases = func() []nilCase {
 		add(n+"Retain", w1("retain"), false, func(w *world) error { return w.closed(mk().Retain(addr)) })
 		add(n+"ImportFD", w1("import"), false, func(w *world) error { return w.closed(mk().ImportFD(otherFD(), g2)) })
 		add(n+"ImportFabric", w1("import"), false, func(w *world) error { return w.closed(mk().ImportFabric(fabric, g2)) })
-		add(n+"CopyIn", w1("copy"), false, func(*world) error { return mk().CopyIn(0, addr, p) })
-		add(n+"CopyOut", w1("copy"), false, func(*world) error { return mk().CopyOut(0, p, addr) })
+		add(n+"WriteAt", w1("write"), false, func(*world) error { return mk().WriteAt(0, p, addr) })
+		add(n+"ReadAt", w1("read"), false, func(*world) error { return mk().ReadAt(0, p, addr) })
 		add(n+"Copy", w1("copy"), false, func(*world) error { return mk().Copy(0, addr, addr+g2, 8) })
 		add(n+"Fill", w1("fill", "memset"), false, func(*world) error { return mk().Fill(0, addr, 1, 8) })
 		add(n+"Attribute", w1("attribute"), false, func(*world) error {
@@ -222,8 +222,8 @@ var nilCases = func() []nilCase {
 		add(n+"Base, Size, Contains", nil, true, accessor(func() { _, _, _ = mk().Base(), mk().Size(), mk().Contains(addr, 1) }))
 		add(n+"Map", w1("map"), false, withAlloc(func(w *world, a *vmm.Allocation) error { return w.closed(mk().Map(0, a)) }))
 		add(n+"MapMulticast", w1("map"), false, withMulticast(func(w *world, mc *vmm.Multicast) error { return w.closed(mk().MapMulticast(0, mc)) }))
-		add(n+"CopyIn", w1("copy"), false, func(*world) error { return mk().CopyIn(0, 0, p) })
-		add(n+"CopyOut", w1("copy"), false, func(*world) error { return mk().CopyOut(0, p, 0) })
+		add(n+"From(0).WriteAt", w1("write"), false, func(*world) error { _, err := mk().From(0).WriteAt(p, 0); return err })
+		add(n+"From(0).ReadAt", w1("read"), false, func(*world) error { _, err := mk().From(0).ReadAt(p, 0); return err })
 		add(n+"SetAccess", w1("set access", "access"), false, func(*world) error { return mk().SetAccess(0, g2, vmm.ReadWrite(0)...) })
 		add(n+"Unmap", w1("unmap"), false, func(*world) error { return mk().Unmap(0, g2) })
 		add(n+"Close", w1("free", "unmap", "close"), true, func(*world) error { return mk().Close() })
@@ -322,8 +322,8 @@ var nilCases = func() []nilCase {
 		add(n+"DeviceAt", w1("device at", "stripe"), false, func(*world) error { _, err := mk().DeviceAt(0); return err })
 		add(n+"Close", w1("close"), true, func(*world) error { return mk().Close() })
 	}
-	add("zero View: ReadAt", w1("read"), false, func(*world) error { _, err := (peer.View{}).ReadAt(p, 0); return err })
-	add("zero View: WriteAt", w1("write"), false, func(*world) error { _, err := (peer.View{}).WriteAt(p, 0); return err })
+	add("zero vmm.View: ReadAt", w1("read"), false, func(*world) error { _, err := (vmm.View{}).ReadAt(p, 0); return err })
+	add("zero vmm.View: WriteAt", w1("write"), false, func(*world) error { _, err := (vmm.View{}).WriteAt(p, 0); return err })
 
 	for _, ee := range []struct {
 		name string

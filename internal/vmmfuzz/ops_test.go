@@ -29,7 +29,7 @@ var ops = []op{
 	{"Manager.ImportFD", (*world).importFD},
 	{"Manager.ImportFabric", (*world).importFabric},
 	{"Manager.Granularity", (*world).granularity},
-	{"Manager.CopyIn/CopyOut", (*world).managerCopy},
+	{"Manager.WriteAt/ReadAt", (*world).managerCopy},
 	{"Allocation queries", (*world).allocQuery},
 	{"Allocation.ExportFD", (*world).allocExportFD},
 	{"Allocation.ExportFabric", (*world).allocExportFabric},
@@ -284,9 +284,9 @@ func (w *world) managerCopy(a *args) {
 	m, dev, addr, b := w.mgr(a), a.dev(w.devs), w.anyAddr(a), a.buf()
 	switch a.n(4) {
 	case 0:
-		w.check("Manager.CopyIn", m.CopyIn(dev, addr, b), "copy in")
+		w.check("Manager.WriteAt", m.WriteAt(dev, b, addr), "write")
 	case 1:
-		w.check("Manager.CopyOut", m.CopyOut(dev, b, addr), "copy out")
+		w.check("Manager.ReadAt", m.ReadAt(dev, b, addr), "read")
 	case 2:
 		w.check("Manager.Copy", m.Copy(dev, addr, w.anyAddr(a), a.count()), "copy")
 	default:
@@ -427,9 +427,11 @@ func (w *world) resvOps(a *args) {
 	off := a.offset(r.Size(), w.gran)
 	switch a.n(6) {
 	case 0:
-		w.check("Reservation.CopyIn", r.CopyIn(a.dev(w.devs), off, a.buf()), "copy in")
+		_, err := r.From(a.dev(w.devs)).WriteAt(a.buf(), int64(off))
+		w.check("View.WriteAt", err, "write")
 	case 1:
-		w.check("Reservation.CopyOut", r.CopyOut(a.dev(w.devs), a.buf(), off), "copy out")
+		_, err := r.From(a.dev(w.devs)).ReadAt(a.buf(), int64(off))
+		w.check("View.ReadAt", err, "read")
 	case 2:
 		w.check("Reservation.SetAccess", r.SetAccess(off, a.size(w.gran), a.access(w.devs)...), "set access")
 	case 3, 4:

@@ -734,12 +734,12 @@ func (b *Buffer) closeSpans(spans []span, committed uint64) {
 // ReadAt reads len(p) bytes at offset off of the buffer into p, from the context of
 // Options.Device. It is safe alongside other ReadAt and WriteAt calls.
 func (b *Buffer) ReadAt(p []byte, off int64) (int, error) {
-	return b.copyAt("read", p, off, func(va cu.DevicePtr, q []byte) error { return b.m.CopyOut(b.dev, q, va) })
+	return b.copyAt("read", p, off, func(va cu.DevicePtr, q []byte) error { return b.m.ReadAt(b.dev, q, va) })
 }
 
 // WriteAt writes p at offset off of the buffer, from the context of Options.Device.
 func (b *Buffer) WriteAt(p []byte, off int64) (int, error) {
-	return b.copyAt("write", p, off, func(va cu.DevicePtr, q []byte) error { return b.m.CopyIn(b.dev, va, q) })
+	return b.copyAt("write", p, off, func(va cu.DevicePtr, q []byte) error { return b.m.WriteAt(b.dev, q, va) })
 }
 
 func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(cu.DevicePtr, []byte) error) (int, error) {

@@ -586,35 +586,24 @@ func (i *Imported) Size() uint64 {
 }
 
 // ReadAt reads len(p) bytes at offset off from the first access device's context.
-func (i *Imported) ReadAt(p []byte, off int64) (int, error) {
-	return i.copyAt("read", p, off)
-}
+func (i *Imported) ReadAt(p []byte, off int64) (int, error) { return i.view().ReadAt(p, off) }
 
 // WriteAt writes p at offset off from the first access device's context.
-func (i *Imported) WriteAt(p []byte, off int64) (int, error) {
-	return i.copyAt("write", p, off)
+func (i *Imported) WriteAt(p []byte, off int64) (int, error) { return i.view().WriteAt(p, off) }
+
+func (i *Imported) view() vmm.View {
+	if !i.usable() {
+		return vmm.View{}
+	}
+	return i.r.From(i.dev)
 }
 
-func (i *Imported) copyAt(op string, p []byte, off int64) (int, error) {
-	fail := func(err error) (int, error) {
-		return 0, opError(op, fmt.Sprintf("%s at offset %d", units.Size(uint64(len(p))), off), err)
-	}
+// From returns the memory as device dev reaches it.
+func (i *Imported) From(dev int) vmm.View {
 	if !i.usable() {
-		return fail(invalid("a nil or zero Imported (make one with Import)"))
+		return vmm.View{}
 	}
-	if off < 0 || uint64(off) > i.r.Size() || uint64(len(p)) > i.r.Size()-uint64(off) {
-		return fail(fmt.Errorf("%w: size %s", vmm.ErrOutOfRange, units.Size(i.r.Size())))
-	}
-	var err error
-	if op == "write" {
-		err = i.r.CopyIn(i.dev, uint64(off), p)
-	} else {
-		err = i.r.CopyOut(i.dev, p, uint64(off))
-	}
-	if err != nil {
-		return fail(err)
-	}
-	return len(p), nil
+	return i.r.From(dev)
 }
 
 // Close unmaps the memory and frees the reservation once the copies in flight have

@@ -11,7 +11,7 @@
 //
 // Memory and Striped read and write like the package's siblings (io.ReaderAt,
 // io.WriterAt), from the context of the owner or of the first device granted access;
-// From(dev) gives a View that reads and writes from another device's context, so that
+// From(dev) gives a vmm.View that reads and writes from another device's context, so that
 // what a device's access allows can be seen. Errors are *vmm.Error values (package
 // "peer") and match vmm's sentinels (vmm.ErrClosed, vmm.ErrInvalid, vmm.ErrOutOfRange,
 // vmm.ErrTooLarge) with errors.Is.
@@ -47,7 +47,6 @@ func errZero(what, maker string) error {
 var (
 	errNoMemory  = errZero("Memory", "New")
 	errNoStriped = errZero("Striped", "Stripe")
-	errNoView    = fmt.Errorf("%w: a nil or zero Memory, Striped or View (make them with New, Stripe and From)", vmm.ErrInvalid)
 )
 
 // Mode is the access a device is granted.
@@ -90,7 +89,7 @@ func (m Mode) flags() (cu.MemAccessFlags, bool) {
 // Only New makes one: a nil or zero Memory fails every call with vmm.ErrInvalid.
 type Memory struct {
 	m     *vmm.Manager
-	reg   region
+	r     *vmm.Reservation
 	owner int
 	a     *vmm.Allocation
 	mp    *vmm.Mapping
@@ -134,7 +133,7 @@ func New(m *vmm.Manager, owner int, size uint64) (*Memory, error) {
 		return fail(tx.Rollback(err))
 	}
 	tx.Commit()
-	return &Memory{m: m, reg: region{r: r, split: total, dev: owner}, owner: owner, a: a, mp: mp, access: map[int]Mode{}}, nil
+	return &Memory{m: m, r: r, owner: owner, a: a, mp: mp, access: map[int]Mode{}}, nil
 }
 
 // usable reports whether p was made by New.
@@ -145,7 +144,7 @@ func (p *Memory) Base() cu.DevicePtr {
 	if !p.usable() {
 		return 0
 	}
-	return p.reg.r.Base()
+	return p.r.Base()
 }
 
 // Size is the memory's size, a multiple of the granularity.
@@ -153,7 +152,7 @@ func (p *Memory) Size() uint64 {
 	if !p.usable() {
 		return 0
 	}
-	return p.reg.r.Size()
+	return p.r.Size()
 }
 
 // Owner is the device the memory lives on (-1 for a nil or zero Memory).
@@ -267,11 +266,11 @@ func (p *Memory) WriteAt(buf []byte, off int64) (int, error) {
 
 // From returns the memory as device dev reaches it: its reads and writes are issued from
 // dev's context and work as far as dev's access does.
-func (p *Memory) From(dev int) View {
+func (p *Memory) From(dev int) vmm.View {
 	if !p.usable() {
-		return View{dev: dev}
+		return vmm.View{}
 	}
-	return View{reg: &p.reg, dev: dev}
+	return p.r.From(dev)
 }
 
 // Close unmaps the memory and frees its addresses once the copies in flight have finished,
@@ -284,67 +283,10 @@ func (p *Memory) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	if err := errors.Join(p.reg.r.Close(), p.a.Close()); err != nil {
+	if err := errors.Join(p.r.Close(), p.a.Close()); err != nil {
 		return opError("close", "", err)
 	}
 	return nil
-}
-
-// region is the reservation behind a Memory or a Striped range: its copies pin it (its
-// Close waits for them) and split where its allocations meet.
-type region struct {
-	r     *vmm.Reservation
-	split uint64 // no copy crosses a multiple of it: the allocations' size
-	dev   int    // the device ReadAt and WriteAt copy from
-}
-
-// View is a Memory or a Striped range as one device reaches it: ReadAt and WriteAt are
-// issued from that device's context, so they work as far as its access does. Make one
-// with From; a zero View fails with vmm.ErrInvalid. It is valid as long as what it views.
-type View struct {
-	reg *region
-	dev int
-}
-
-// ReadAt reads len(p) bytes at offset off into p.
-func (v View) ReadAt(p []byte, off int64) (int, error) { return v.copyAt("read", p, off) }
-
-// WriteAt writes p at offset off.
-func (v View) WriteAt(p []byte, off int64) (int, error) { return v.copyAt("write", p, off) }
-
-// copyAt copies p to or from offset off, one driver call per allocation (whether the
-// driver copies across two in one call is not recorded). It returns how many bytes were
-// copied before an error.
-func (v View) copyAt(op string, p []byte, off int64) (int, error) {
-	fail := func(done int, err error) (int, error) {
-		return done, opError(op, fmt.Sprintf("%s at offset %d from device %d", units.Size(uint64(len(p))), off, v.dev), err)
-	}
-	if v.reg == nil {
-		return fail(0, errNoView)
-	}
-	r := v.reg.r
-	if off < 0 || uint64(off) > r.Size() || uint64(len(p)) > r.Size()-uint64(off) {
-		return fail(0, fmt.Errorf("%w: size %s", vmm.ErrOutOfRange, units.Size(r.Size())))
-	}
-	// At least one call, so that a copy of nothing still fails once closed.
-	pos, done := uint64(off), 0
-	for {
-		n := min(uint64(len(p)-done), v.reg.split-pos%v.reg.split)
-		q := p[done : done+int(n)]
-		var err error
-		if op == "write" {
-			err = r.CopyIn(v.dev, pos, q)
-		} else {
-			err = r.CopyOut(v.dev, q, pos)
-		}
-		if err != nil {
-			return fail(done, err)
-		}
-		done, pos = done+int(n), pos+n
-		if done == len(p) {
-			return done, nil
-		}
-	}
 }
 
 // canAccess checks that device dev can access memory of device owner.

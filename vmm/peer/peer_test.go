@@ -214,7 +214,11 @@ func TestNilAndZero(t *testing.T) {
 		require.ErrorIs(t, err, vmm.ErrInvalid, op)
 		var ve *vmm.Error
 		require.ErrorAs(t, err, &ve)
-		require.Equal(t, "peer", ve.Pkg)
+		pkg := "peer"
+		if op == "read" || op == "write" {
+			pkg = "" // a vmm.View's
+		}
+		require.Equal(t, pkg, ve.Pkg)
 		require.Equal(t, op, ve.Op)
 	}
 	buf := make([]byte, 4)
@@ -248,9 +252,7 @@ func TestNilAndZero(t *testing.T) {
 		check(err, "write")
 		check(s.Close(), "close")
 	}
-	_, err := peer.View{}.ReadAt(buf, 0)
-	check(err, "read")
-	_, err = peer.New(nil, 0, mib)
+	_, err := peer.New(nil, 0, mib)
 	check(err, "new")
 	_, err = peer.Stripe(nil, mib, []int{0}, peer.StripeOptions{})
 	check(err, "stripe")

@@ -34,7 +34,9 @@ type StripeInfo struct {
 //
 // Only Stripe makes one: a nil or zero Striped fails every call with vmm.ErrInvalid.
 type Striped struct {
-	reg     region
+	r       *vmm.Reservation
+	dev     int // the device ReadAt and WriteAt copy from
+	stripe  uint64
 	stripes []StripeInfo
 	allocs  []*vmm.Allocation
 }
@@ -101,7 +103,7 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 	if err != nil {
 		return fail(tx.Rollback(err))
 	}
-	s := &Striped{reg: region{r: r, split: stripe, dev: access[0]}}
+	s := &Striped{r: r, dev: access[0], stripe: stripe}
 	for i := range n {
 		dev := resident[i%uint64(len(resident))]
 		a, err := tx.Create(stripe, vmm.DeviceProps(dev))
@@ -123,14 +125,14 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 	return s, nil
 }
 
-func (s *Striped) usable() bool { return s != nil && s.reg.r != nil }
+func (s *Striped) usable() bool { return s != nil && s.r != nil }
 
 // Base is the range's first device address.
 func (s *Striped) Base() cu.DevicePtr {
 	if !s.usable() {
 		return 0
 	}
-	return s.reg.r.Base()
+	return s.r.Base()
 }
 
 // Size is the range's size, a whole number of stripes.
@@ -138,7 +140,7 @@ func (s *Striped) Size() uint64 {
 	if !s.usable() {
 		return 0
 	}
-	return s.reg.r.Size()
+	return s.r.Size()
 }
 
 // Stripes lists the stripes in address order.
@@ -158,7 +160,7 @@ func (s *Striped) DeviceAt(off uint64) (int, error) {
 	if off >= s.Size() {
 		return -1, opError("device at", args, fmt.Errorf("%w: size %s", vmm.ErrOutOfRange, units.Size(s.Size())))
 	}
-	return s.stripes[off/s.reg.split].Device, nil
+	return s.stripes[off/s.stripe].Device, nil
 }
 
 // ReadAt reads len(p) bytes at offset off into p, from the context of the first device
@@ -169,20 +171,20 @@ func (s *Striped) ReadAt(p []byte, off int64) (int, error) { return s.view().Rea
 // one copy per stripe.
 func (s *Striped) WriteAt(p []byte, off int64) (int, error) { return s.view().WriteAt(p, off) }
 
-func (s *Striped) view() View {
+func (s *Striped) view() vmm.View {
 	if !s.usable() {
-		return View{}
+		return vmm.View{}
 	}
-	return s.From(s.reg.dev)
+	return s.r.From(s.dev)
 }
 
 // From returns the range as device dev reaches it: its reads and writes are issued from
 // dev's context, one copy per stripe.
-func (s *Striped) From(dev int) View {
+func (s *Striped) From(dev int) vmm.View {
 	if !s.usable() {
-		return View{dev: dev}
+		return vmm.View{}
 	}
-	return View{reg: &s.reg, dev: dev}
+	return s.r.From(dev)
 }
 
 // Close unmaps the range and frees it once the copies in flight have finished, and
@@ -192,7 +194,7 @@ func (s *Striped) Close() error {
 	if !s.usable() {
 		return opError("close", "", errNoStriped)
 	}
-	errs := []error{s.reg.r.Close()}
+	errs := []error{s.r.Close()}
 	for _, a := range s.allocs {
 		errs = append(errs, a.Close())
 	}

@@ -412,7 +412,7 @@ func (a *Array) WriteAt(p []byte, off int64) (int, error) {
 		}
 		if a.committed(uint64(off), uint64(len(p))) {
 			n, err := a.eachPage(uint64(off), p, func(va cu.DevicePtr, q []byte, _ bool) error {
-				return a.m.CopyIn(a.dev, va, q)
+				return a.m.WriteAt(a.dev, q, va)
 			})
 			a.mu.RUnlock()
 			if err != nil {
@@ -474,7 +474,7 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 			clear(q)
 			return nil
 		}
-		return a.m.CopyOut(a.dev, q, va)
+		return a.m.ReadAt(a.dev, q, va)
 	})
 	if err != nil {
 		return n, opErr("read", args, err)
