@@ -6,16 +6,19 @@ import (
 	"sync/atomic"
 )
 
-// Pending holds the releases the driver refused (a Close of an Allocation, Reservation or
-// Mapping that failed), to be retried later: an object that owns driver resources keeps one,
-// retries it at its next operation and at its Close, and reports its length, so that a
-// transient refusal leaks nothing. The zero value is empty and ready; a Pending is safe for
-// concurrent use. A nil Pending (a nil Manager's) is empty and stays so: Len is 0, Retry and
+// Pending is what failed undoing leaves an object that owns driver resources: the releases
+// the driver refused (a Close of an Allocation, Reservation or Mapping that failed), to be
+// retried later, and whether a transaction's Restore failed, which breaks the object. The
+// object keeps one, retries it at its next operation and at its Close, reports its length
+// and refuses work once it is broken, so that a transient refusal leaks nothing and a lost
+// state is never used. The zero value is empty and ready; a Pending is safe for concurrent
+// use. A nil Pending (a nil Manager's) is empty and stays so: Len is 0, Broken nil, Retry and
 // MoveTo do nothing, Do runs the release without keeping it, and Add drops it.
 type Pending struct {
-	mu    sync.Mutex
-	items []pendingItem
-	n     atomic.Int64 // len(items), so that an empty list is retried without the lock
+	mu     sync.Mutex
+	items  []pendingItem
+	n      atomic.Int64 // len(items), so that an empty list is retried without the lock
+	broken error
 }
 
 type pendingItem struct {
@@ -93,4 +96,26 @@ func (p *Pending) Len() int {
 		return 0
 	}
 	return int(p.n.Load())
+}
+
+// Broken is the error of the failed Restore that broke the object (matching ErrBroken), or
+// nil.
+func (p *Pending) Broken() error {
+	if p == nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.broken
+}
+
+func (p *Pending) breakWith(err error) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.broken == nil {
+		p.broken = err
+	}
+	p.mu.Unlock()
 }

@@ -3,6 +3,8 @@ package vmm
 import (
 	"errors"
 	"fmt"
+
+	"github.com/cuvmm/cuvmm/cu"
 )
 
 // Tx is one all-or-nothing operation made of typed steps: each step that succeeds records
@@ -29,6 +31,7 @@ import (
 type Tx struct {
 	m       *Manager
 	pending *Pending
+	own     bool // pending is the caller's, not the Manager's: a failed Restore breaks it
 	undo    []undoStep
 }
 
@@ -42,9 +45,9 @@ type undoStep struct {
 // go to the Manager's own list (Manager.Pending), which its next Create or Reserve retries.
 func (m *Manager) Begin(pending *Pending) *Tx {
 	if pending == nil {
-		pending = m.Pending()
+		return &Tx{m: m, pending: m.Pending()}
 	}
-	return &Tx{m: m, pending: pending}
+	return &Tx{m: m, pending: pending, own: true}
 }
 
 // Create is Manager.Create; undone by closing the allocation.
@@ -74,6 +77,27 @@ func (t *Tx) Map(r *Reservation, off uint64, a *Allocation) (*Mapping, error) {
 	return mp, err
 }
 
+// MapAll maps each allocation of allocs whole, one after another from offset off of r,
+// and gives access to the whole run in one driver call (the driver sets access over
+// adjacent mappings at once): the way the building blocks lay memory out. Each mapping is
+// undone by unmapping it.
+func (t *Tx) MapAll(r *Reservation, off uint64, access []cu.MemAccessDesc, allocs ...*Allocation) ([]*Mapping, error) {
+	start := off
+	mps := make([]*Mapping, 0, len(allocs))
+	for _, a := range allocs {
+		mp, err := t.Map(r, off, a)
+		if err != nil {
+			return nil, err
+		}
+		mps = append(mps, mp)
+		off += a.Size()
+	}
+	if err := r.SetAccess(start, off-start, access...); err != nil {
+		return nil, err
+	}
+	return mps, nil
+}
+
 // OnRollback records a release of something the transaction made, run by Rollback; if it
 // fails it goes to the Pending list.
 func (t *Tx) OnRollback(what string, release func() error) {
@@ -81,7 +105,8 @@ func (t *Tx) OnRollback(what string, release func() error) {
 }
 
 // Restore records how to put back existing state that a step changed (mappings removed
-// from a buffer, say), run by Rollback; if it fails, Rollback reports ErrBroken.
+// from a buffer, say), run by Rollback; if it fails, Rollback reports ErrBroken and the
+// Pending given to Begin is broken.
 func (t *Tx) Restore(what string, restore func() error) {
 	t.undo = append(t.undo, undoStep{what: what, do: restore, restore: true})
 }
@@ -90,9 +115,10 @@ func (t *Tx) Restore(what string, restore func() error) {
 func (t *Tx) Commit() { t.undo = nil }
 
 // Rollback undoes every recorded step, last first, and returns cause. A release that fails
-// is kept in the Pending list given to Begin, or the Manager's; a restore that fails
-// joins an error matching ErrBroken, which says that the object the transaction worked on
-// no longer holds what it held before.
+// is kept in the Pending list given to Begin, or the Manager's; a restore that fails joins
+// an error matching ErrBroken, which says that the object the transaction worked on no
+// longer holds what it held before, and marks the Pending given to Begin broken
+// (Pending.Broken).
 func (t *Tx) Rollback(cause error) error {
 	errs := []error{cause}
 	for i := len(t.undo) - 1; i >= 0; i-- {
@@ -101,7 +127,11 @@ func (t *Tx) Rollback(cause error) error {
 		switch {
 		case err == nil:
 		case u.restore:
-			errs = append(errs, fmt.Errorf("%w: %s: %w", ErrBroken, u.what, err))
+			err = fmt.Errorf("%w: %s: %w", ErrBroken, u.what, err)
+			if t.own {
+				t.pending.breakWith(err)
+			}
+			errs = append(errs, err)
 		case t.pending != nil:
 			t.pending.Add(u.what, u.do)
 		default:

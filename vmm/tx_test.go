@@ -2,6 +2,7 @@ package vmm_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -102,14 +103,26 @@ func TestTxPendingKeepsRefusedReleases(t *testing.T) {
 	}
 }
 
-// TestTxRestoreFailureBreaks: a restore step that fails makes Rollback report ErrBroken.
+// TestTxRestoreFailureBreaks: a restore step that fails makes Rollback report ErrBroken and
+// breaks the object whose Pending the transaction was begun with, not the Manager.
 func TestTxRestoreFailureBreaks(t *testing.T) {
 	m := vmm.New(newSim(t))
-	tx := m.Begin(nil)
-	tx.Restore("map back", func() error { return cu.ERROR_INVALID_VALUE })
-	err := tx.Rollback(errors.New("boom"))
-	if !errors.Is(err, vmm.ErrBroken) || !errors.Is(err, cu.ERROR_INVALID_VALUE) {
-		t.Fatalf("Rollback = %v, want ErrBroken wrapping the restore's error", err)
+	var p vmm.Pending
+	for _, tx := range []*vmm.Tx{m.Begin(nil), m.Begin(&p)} {
+		tx.Restore("map back", func() error { return cu.ERROR_INVALID_VALUE })
+		err := tx.Rollback(errors.New("boom"))
+		if !errors.Is(err, vmm.ErrBroken) || !errors.Is(err, cu.ERROR_INVALID_VALUE) {
+			t.Fatalf("Rollback = %v, want ErrBroken wrapping the restore's error", err)
+		}
+	}
+	if err := p.Broken(); !errors.Is(err, vmm.ErrBroken) || !strings.Contains(err.Error(), "map back") {
+		t.Fatalf("Pending.Broken = %v", err)
+	}
+	if err := m.Pending().Broken(); err != nil {
+		t.Fatalf("the Manager's Pending is broken: %v", err)
+	}
+	if err := (*vmm.Pending)(nil).Broken(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -200,8 +200,7 @@ type Buffer struct {
 	committed uint64
 	reserved  uint64
 
-	pending vmm.Pending
-	broken  error
+	pending vmm.Pending // and whether a failed undo broke the buffer
 	closed  bool
 	st      Stats
 
@@ -414,7 +413,7 @@ func (b *Buffer) usable() error {
 	case b.closed:
 		return vmm.ErrClosed
 	}
-	return b.broken
+	return b.pending.Broken()
 }
 
 // Grow makes the buffer at least n bytes long, committing memory if it needs more than is
@@ -640,7 +639,7 @@ func (b *Buffer) shrink(n uint64) error {
 		sp := b.spans[s.span]
 		b.st.Calls++
 		if err := sp.r.Unmap(s.off-sp.off, s.size); err != nil {
-			return b.rollback(tx, err)
+			return tx.Rollback(err)
 		}
 		var back []chunk
 		for _, ch := range b.chunks[k:] {
@@ -677,15 +676,6 @@ func (b *Buffer) mapBack(sp span, chunks []chunk) error {
 		made = append(made, mp)
 	}
 	return b.grant([]span{sp}, chunks)
-}
-
-// rollback undoes tx after err; a restore that failed leaves the buffer broken.
-func (b *Buffer) rollback(tx *vmm.Tx, err error) error {
-	err = tx.Rollback(err)
-	if errors.Is(err, vmm.ErrBroken) {
-		b.broken = err
-	}
-	return err
 }
 
 // Close unmaps and releases every chunk and frees the reservations. It is idempotent:

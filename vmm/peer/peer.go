@@ -125,15 +125,12 @@ func New(m *vmm.Manager, owner int, size uint64) (*Memory, error) {
 	if err != nil {
 		return fail(tx.Rollback(err))
 	}
-	mp, err := tx.Map(r, 0, a)
+	mps, err := tx.MapAll(r, 0, vmm.ReadWrite(owner), a)
 	if err != nil {
 		return fail(tx.Rollback(err))
 	}
-	if err := mp.SetAccess(vmm.ReadWrite(owner)...); err != nil {
-		return fail(tx.Rollback(err))
-	}
 	tx.Commit()
-	return &Memory{m: m, r: r, owner: owner, a: a, mp: mp, access: map[int]Mode{}}, nil
+	return &Memory{m: m, r: r, owner: owner, a: a, mp: mps[0], access: map[int]Mode{}}, nil
 }
 
 // usable reports whether p was made by New.

@@ -111,14 +111,9 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 			return fail(tx.Rollback(err))
 		}
 		s.allocs = append(s.allocs, a)
-		// Not undone one by one: the reservation's Close, the Reserve's undo, unmaps every
-		// stripe mapped so far in one driver call.
-		if _, err := r.Map(i*stripe, a); err != nil {
-			return fail(tx.Rollback(err))
-		}
 		s.stripes = append(s.stripes, StripeInfo{Offset: i * stripe, Size: stripe, Device: dev})
 	}
-	if err := r.SetAccess(0, total, vmm.ReadWrite(access...)...); err != nil {
+	if _, err := tx.MapAll(r, 0, vmm.ReadWrite(access...), s.allocs...); err != nil {
 		return fail(tx.Rollback(err))
 	}
 	tx.Commit()

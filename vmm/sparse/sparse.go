@@ -17,7 +17,6 @@
 package sparse
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -93,8 +92,7 @@ type Array struct {
 	r      *vmm.Reservation
 
 	pages   map[uint64]*vmm.Allocation // committed pages by index
-	pending vmm.Pending
-	broken  error
+	pending vmm.Pending // and whether a failed undo broke the array
 	closed  bool
 	st      Stats
 }
@@ -234,7 +232,7 @@ func (a *Array) usable() error {
 	case a.closed:
 		return vmm.ErrClosed
 	}
-	return a.broken
+	return a.pending.Broken()
 }
 
 // check validates [off, off+n) against the array and returns its first and last page.
@@ -287,21 +285,18 @@ func (a *Array) commit(off, n uint64) error {
 	tx := a.m.Begin(&a.pending)
 	added := map[uint64]*vmm.Allocation{}
 	for _, run := range runs(missing) {
-		for _, i := range run {
-			a.st.Calls += 2
+		mems := make([]*vmm.Allocation, len(run))
+		for k, i := range run {
+			a.st.Calls++
 			mem, err := tx.Create(a.page, a.props)
 			if err != nil {
 				return tx.Rollback(err)
 			}
-			if _, err := tx.Map(a.r, i*a.page, mem); err != nil {
-				return tx.Rollback(err)
-			}
-			added[i] = mem
+			mems[k], added[i] = mem, mem
 		}
-		// One access call per run of adjacent new pages: the driver takes one call over
-		// adjacent mappings.
 		off, size := run[0]*a.page, uint64(len(run))*a.page
-		if err := a.setAccess(off, size); err != nil {
+		a.st.Calls += len(run) + 1
+		if _, err := tx.MapAll(a.r, off, a.access, mems...); err != nil {
 			return tx.Rollback(err)
 		}
 		if a.zero {
@@ -346,7 +341,7 @@ func (a *Array) decommit(off, n uint64) error {
 		// One unmap per run: the driver unmaps adjacent mappings in one call.
 		a.st.Calls++
 		if err := a.r.Unmap(run[0]*a.page, uint64(len(run))*a.page); err != nil {
-			return a.rollback(tx, err)
+			return tx.Rollback(err)
 		}
 		tx.Restore("map decommitted pages back", func() error { return a.mapBack(run) })
 	}
@@ -377,15 +372,6 @@ func (a *Array) mapBack(run []uint64) error {
 		made = append(made, mp)
 	}
 	return a.setAccess(run[0]*a.page, uint64(len(run))*a.page)
-}
-
-// rollback undoes tx after err; a restore that failed leaves the array broken.
-func (a *Array) rollback(tx *vmm.Tx, err error) error {
-	err = tx.Rollback(err)
-	if errors.Is(err, vmm.ErrBroken) {
-		a.broken = err
-	}
-	return err
 }
 
 // WriteAt writes p at offset off, committing the pages it touches first (from the context
