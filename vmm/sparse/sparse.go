@@ -92,7 +92,7 @@ type Array struct {
 	r      *vmm.Reservation
 
 	pages   map[uint64]*vmm.Allocation // committed pages by index
-	pending vmm.Pending // and whether a failed undo broke the array
+	pending vmm.Pending                // and whether a failed undo broke the array
 	closed  bool
 	st      Stats
 }
