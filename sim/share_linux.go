@@ -106,10 +106,12 @@ func openFabric(tok fabricToken) (*os.File, error) {
 // arena, a sparse memfd (one for as long as the process holds such an allocation; a new
 // one after a time with none), at an offset past a header that says its device and size; each
 // export is a new open file description of the arena whose file offset is that header's.
-// An importer reads the header where the offset says (so reading or seeking an exported
-// descriptor, which the driver's refuse, loses the allocation). An export holds the
-// allocation as the driver's does: its open file description holds a shared OFD lock on
-// the header, and the exporter gives the range back only once no such lock is left.
+// An importer reads the header where the offset says, so reading or seeking an exported
+// descriptor (which the driver's refuse) changes which allocation it names, for every
+// holder of it. An export holds the allocation as the driver's does: its open file
+// description holds a shared OFD lock on the header, and the exporter gives the range back
+// once no such lock is left, at its next export or release. sim isolates nothing: whoever
+// holds one export can read and write every allocation in the arena through it.
 const (
 	arenaName   = "cuvmm-sim.exports"
 	arenaMagic  = "cuvmm-sim-alloc\x00"

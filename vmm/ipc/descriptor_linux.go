@@ -2,6 +2,7 @@ package ipc
 
 import (
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 
@@ -9,7 +10,22 @@ import (
 )
 
 // What a descriptor from another process (received over a socket or taken with
-// pidfd_getfd) must be before anything reads, maps or imports it.
+// pidfd_getfd) must be before anything reads, maps or imports it. No check waits on the
+// file's file system: a FUSE server that does not answer would hang fstat, so types come
+// from the kernel's cached attributes (statx with AT_STATX_DONT_SYNC) and anything else is
+// asked only once the file is known to be memory (shmem) or a dma-buf.
+
+// fileOf is what the kernel has cached of fd's file: its type, size, blocks, device and
+// inode.
+func fileOf(fd int) (unix.Statx_t, error) {
+	var st unix.Statx_t
+	err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC,
+		unix.STATX_TYPE|unix.STATX_INO|unix.STATX_SIZE|unix.STATX_BLOCKS, &st)
+	return st, err
+}
+
+// devOf is st's device as fstat reports it.
+func devOf(st unix.Statx_t) uint64 { return unix.Mkdev(st.Dev_major, st.Dev_minor) }
 
 // notMemory names a file type that no exported allocation has, "" for the others: a regular
 // file (sim's memfd), a character device (the NVIDIA driver's) or an anonymous inode, which
@@ -30,14 +46,23 @@ func notMemory(mode uint32) string {
 	return ""
 }
 
-// checkMemoryFD refuses a descriptor of allocation i that cannot be memory.
+// seals returns the seals of fd, a memfd; an error for any other file, at once.
+func seals(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0) }
+
+// checkMemoryFD refuses a descriptor of allocation i that cannot be memory: a socket, pipe,
+// directory or block device, or a memory file sealed against writes (a ticket's manifest
+// or a dma-buf, which no allocation is, and which a peer could otherwise leave in this
+// process for a forged ticket to name).
 func checkMemoryFD(fd, i int) error {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("fstat of the descriptor of allocation %d: %w", i, err)
+	st, err := fileOf(fd)
+	if err != nil {
+		return fmt.Errorf("statx of the descriptor of allocation %d: %w", i, err)
 	}
-	if kind := notMemory(st.Mode); kind != "" {
+	if kind := notMemory(uint32(st.Mode)); kind != "" {
 		return fmt.Errorf("%w: the descriptor of allocation %d is %s, not memory", ErrProtocol, i, kind)
+	}
+	if s, err := seals(fd); err == nil && s&unix.F_SEAL_WRITE != 0 {
+		return fmt.Errorf("%w: the descriptor of allocation %d is a sealed memory file, not memory", ErrProtocol, i)
 	}
 	return nil
 }
@@ -50,39 +75,44 @@ const simDmaBufName = "cuvmm-sim.dmabuf:"
 const simDmaBufSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
 
 // checkDmaBufFD refuses a descriptor that is neither a dma-buf (a file of the kernel's
-// dma-buf file system) nor a dma-buf that sim exported (a memfd so named and sealed).
+// dma-buf file system) nor a dma-buf that sim exported: a memfd so named and sealed, of a
+// whole number of pages and holding no data (sim's describe the range; they are never
+// written).
 func checkDmaBufFD(fd int) error {
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &fs); err != nil {
-		return fmt.Errorf("fstatfs of the descriptor: %w", err)
+	link := fdPath(fd)
+	if strings.HasPrefix(link, "/dmabuf:") || strings.HasPrefix(link, "anon_inode:dmabuf") {
+		var fs unix.Statfs_t
+		if err := unix.Fstatfs(fd, &fs); err != nil {
+			return fmt.Errorf("fstatfs of the descriptor: %w", err)
+		}
+		if fs.Type == unix.DMA_BUF_MAGIC {
+			return nil
+		}
+		return fmt.Errorf("%w: the descriptor is not a dma-buf", ErrProtocol)
 	}
-	if fs.Type == unix.DMA_BUF_MAGIC {
-		return nil
+	st, err := fileOf(fd)
+	if err != nil {
+		return fmt.Errorf("statx of the descriptor: %w", err)
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return fmt.Errorf("fstat of the descriptor: %w", err)
-	}
-	if kind := notMemory(st.Mode); kind != "" {
+	if kind := notMemory(uint32(st.Mode)); kind != "" {
 		return fmt.Errorf("%w: the descriptor is %s, not a dma-buf", ErrProtocol, kind)
 	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&simDmaBufSeals != simDmaBufSeals || !strings.HasPrefix(memfdName(fd), simDmaBufName) {
+	s, err := seals(fd)
+	page := uint64(os.Getpagesize())
+	if err != nil || s&simDmaBufSeals != simDmaBufSeals || !strings.HasPrefix(link, "/memfd:"+simDmaBufName) ||
+		st.Blocks != 0 || st.Size == 0 || st.Size%page != 0 {
 		return fmt.Errorf("%w: the descriptor is not a dma-buf", ErrProtocol)
 	}
 	return nil
 }
 
-// memfdName is the name of the memfd open on fd, "" if it is not one.
-func memfdName(fd int) string {
+// fdPath is what /proc/self/fd says fd is open on ("/memfd:NAME (deleted)",
+// "/dmabuf:NAME", "socket:[N]"), "" if it cannot be read. Reading it asks no file system.
+func fdPath(fd int) string {
 	buf := make([]byte, 512)
 	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf)
 	if err != nil {
 		return ""
 	}
-	name, ok := strings.CutPrefix(string(buf[:n]), "/memfd:")
-	if !ok {
-		return ""
-	}
-	return strings.TrimSuffix(name, " (deleted)")
+	return string(buf[:n])
 }

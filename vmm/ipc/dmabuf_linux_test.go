@@ -168,19 +168,26 @@ func TestDmaBufReceiveRejects(t *testing.T) {
 	require.NoError(t, err)
 	defer d0.Close()
 	dir := int(d0.Fd())
-	// Named as sim names a dma-buf's memfd, but not sealed; and sealed, of another size.
-	simLike := func(seal bool) int {
+	// Named as sim names a dma-buf's memfd, but not sealed; sealed, of another size; and
+	// sealed, of the header's size, but holding data (a ticket's manifest, say, which a
+	// peer could leave here for a forged ticket to name).
+	simLike := func(seal bool, data []byte) int {
 		fd, err := unix.MemfdCreate("cuvmm-sim.dmabuf:forged", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 		require.NoError(t, err)
 		t.Cleanup(func() { unix.Close(fd) })
 		require.NoError(t, unix.Ftruncate(fd, 4096))
+		if data != nil {
+			require.NoError(t, unix.Ftruncate(fd, int64(d.Size)))
+			_, err = unix.Pwrite(fd, data, 0)
+			require.NoError(t, err)
+		}
 		if seal {
 			_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_WRITE|unix.F_SEAL_SEAL)
 			require.NoError(t, err)
 		}
 		return fd
 	}
-	unsealed, sealed := simLike(false), simLike(true)
+	unsealed, sealed, written := simLike(false, nil), simLike(true, nil), simLike(true, []byte("a manifest"))
 	var pipe [2]int
 	require.NoError(t, unix.Pipe2(pipe[:], unix.O_CLOEXEC))
 	defer unix.Close(pipe[0])
@@ -214,6 +221,7 @@ func TestDmaBufReceiveRejects(t *testing.T) {
 		{"a-memfd", unix.SOCK_SEQPACKET, msg, []int{memfd}, "the descriptor is not a dma-buf"},
 		{"unsealed", unix.SOCK_SEQPACKET, msg, []int{unsealed}, "the descriptor is not a dma-buf"},
 		{"sealed-size-lies", unix.SOCK_SEQPACKET, msg, []int{sealed}, "the descriptor's size is 4096, the header says"},
+		{"sealed-with-data", unix.SOCK_SEQPACKET, msg, []int{written}, "the descriptor is not a dma-buf"},
 		{"closed-stream", unix.SOCK_STREAM, msg[:20], []int{d.FD()}, "connection closed after 20 header bytes"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

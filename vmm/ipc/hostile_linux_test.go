@@ -376,6 +376,15 @@ func hostileCases() []hostile {
 			t.Cleanup(func() { d.Close() })
 			e.send(t, valid(), e.fx.cuda[0], int(d.Fd()))
 		}, want: refused("the descriptor of allocation 1 is a directory, not memory")},
+		{name: "a sealed memory file", peer: func(t *testing.T, e *env) {
+			fd, err := unix.MemfdCreate("cuvmm-ticket-manifest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+			require.NoError(t, err)
+			t.Cleanup(func() { unix.Close(fd) })
+			require.NoError(t, unix.Ftruncate(fd, 2*mib))
+			_, err = unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_WRITE)
+			require.NoError(t, err)
+			e.send(t, wire(2*mib, 2*mib), fd)
+		}, want: refused("the descriptor of allocation 0 is a sealed memory file, not memory")},
 		{name: "a socket", peer: func(t *testing.T, e *env) {
 			e.send(t, wire(2*mib, 2*mib), fileFD(t, e.peer))
 		}, want: refused("the descriptor of allocation 0 is a socket, not memory")},

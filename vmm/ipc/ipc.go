@@ -42,8 +42,8 @@
 // A ticket is a capability, like the descriptors it grants. It names the exporter and its
 // manifest, a sealed memory file listing exactly the descriptors of this export, and
 // carries the manifest's random secret: the importer takes only what a manifest with that
-// secret lists, so a ticket that merely names a process and descriptor numbers reaches
-// nothing (the NVIDIA driver opens every exported descriptor on the same file, so which
+// secret, which the exporter maps, lists, so a ticket that merely names a process and
+// descriptor numbers reaches nothing (the NVIDIA driver opens every exported descriptor on the same file, so which
 // file a descriptor is open on tells nothing). Fetch also checks that the ticket was made on
 // this machine since its last boot and in this pid namespace, that it does not name the
 // importer's own process unless the importer allows it (AllowSelf), that the process it
@@ -276,9 +276,11 @@ type Exported struct {
 	mu     sync.Mutex
 	fds    []int
 	// manifest1 is the descriptor of the manifest that ticket grants, plus one: 0 until
-	// Ticket made them (and on platforms without tickets).
-	manifest1 int
-	ticket    Ticket
+	// Ticket made them (and on platforms without tickets); manifestMap is this process's
+	// mapping of it, by which importers know the exporter made it.
+	manifest1   int
+	manifestMap []byte
+	ticket      Ticket
 }
 
 // FDs returns the descriptors, still owned by e (nil after Close).
@@ -305,8 +307,9 @@ func (e *Exported) Close() error {
 		fds = append(fds, e.manifest1-1)
 	}
 	fds = append(fds, e.fds...)
-	e.fds, e.manifest1, e.ticket = nil, 0, Ticket{}
-	if err := closeFDs(fds); err != nil {
+	err := unmap(e.manifestMap)
+	e.fds, e.manifest1, e.manifestMap, e.ticket = nil, 0, nil, Ticket{}
+	if err := errors.Join(err, closeFDs(fds)); err != nil {
 		return opError("close", "exported descriptors", err)
 	}
 	return nil

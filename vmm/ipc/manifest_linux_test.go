@@ -2,6 +2,8 @@ package ipc
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -35,7 +37,7 @@ func newExporter(t *testing.T) *exporter {
 	x.e, err = Export(x.m, x.a...)
 	require.NoError(t, err)
 	for _, fd := range x.e.FDs() {
-		x.files = append(x.files, fileOf(t, fd))
+		x.files = append(x.files, listed(t, fd))
 	}
 	require.NoError(t, unix.Pipe2(x.pipe[:], unix.O_CLOEXEC))
 	return x
@@ -51,17 +53,31 @@ func (x *exporter) close(t *testing.T) {
 	require.True(t, x.s.Stats().Clean(), "%+v", x.s.Stats())
 }
 
-func fileOf(t *testing.T, fd int) manifestFile {
+func listed(t *testing.T, fd int) manifestFile {
 	var st unix.Stat_t
 	require.NoError(t, unix.Fstat(fd, &st))
 	return manifestFile{fd: fd, dev: uint64(st.Dev), ino: uint64(st.Ino)}
 }
 
-// plant writes b into a memory file sealed with seals, as a forged exporter would, and
-// returns a ticket of this process for it with testSecret. The caller closes tk.Manifest.
+// plant writes b into a memory file sealed with seals and maps it, as an exporter that lies
+// in its manifest would, and returns a ticket of this process for it with testSecret. The
+// caller closes tk.Manifest; the mapping goes at the test's end.
 func plant(t *testing.T, b []byte, seals int) Ticket {
 	t.Helper()
-	fd, err := unix.MemfdCreate("forged-manifest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	tk := leave(t, b, seals)
+	if len(b) > 0 {
+		m, err := unix.Mmap(tk.Manifest, 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
+		require.NoError(t, err)
+		t.Cleanup(func() { unix.Munmap(m) })
+	}
+	return tk
+}
+
+// leave is plant without the mapping: a sealed memory file another process left in this
+// one's descriptor table.
+func leave(t *testing.T, b []byte, seals int) Ticket {
+	t.Helper()
+	fd, err := unix.MemfdCreate("cuvmm-ticket-manifest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	require.NoError(t, err)
 	_, err = unix.Pwrite(fd, b, 0)
 	require.NoError(t, err)
@@ -82,7 +98,7 @@ func TestFetchHostileManifest(t *testing.T) {
 	defer x.close(t)
 	sizes := []uint64{2 << 20, 4 << 20}
 	gran := uint64(2 << 20)
-	pipe := fileOf(t, x.pipe[0])
+	pipe := listed(t, x.pipe[0])
 	moved := x.files[1]
 	moved.ino++
 	for _, c := range []struct {
@@ -117,8 +133,17 @@ func TestFetchHostileManifest(t *testing.T) {
 			t.Log(err)
 		})
 	}
-	// The same manifest, true: the memory it lists comes.
-	tk := plant(t, rawManifest(testSecret, gran, sizes, x.files), manifestSeals)
+	// A true manifest that this process did not make (it does not map it), as a peer could
+	// leave one, names the exporter's own descriptors in vain.
+	tk := leave(t, rawManifest(testSecret, gran, sizes, x.files), manifestSeals)
+	before := countFDs(t)
+	_, err := FetchAndImport(tk, x.m, nil, AllowSelf())
+	require.ErrorIs(t, err, ErrProtocol)
+	require.ErrorContains(t, err, fmt.Sprintf("the manifest bears the ticket's secret but process %d did not make it", os.Getpid()))
+	require.Equal(t, before, countFDs(t))
+	unix.Close(tk.Manifest)
+	// The same manifest, made here: the memory it lists comes.
+	tk = plant(t, rawManifest(testSecret, gran, sizes, x.files), manifestSeals)
 	defer unix.Close(tk.Manifest)
 	imp, err := FetchAndImport(tk, x.m, nil, AllowSelf())
 	require.NoError(t, err)

@@ -39,55 +39,72 @@ func (e *Exported) Ticket() (Ticket, error) {
 		return Ticket{}, opError("ticket", "", vmm.ErrClosed)
 	}
 	if e.manifest1 == 0 {
-		fd, t, err := publish(e.Header, e.fds)
+		fd, mapped, t, err := publish(e.Header, e.fds)
 		if err != nil {
 			return Ticket{}, opError("ticket", fmt.Sprintf("%d descriptors", len(e.fds)), err)
 		}
-		e.manifest1, e.ticket = fd+1, t
+		e.manifest1, e.manifestMap, e.ticket = fd+1, mapped, t
 	}
 	return e.ticket, nil
 }
 
 // publish writes the manifest of fds (one per size of h) with a new secret into a sealed
-// memory file, and returns its descriptor and the ticket that names it.
-func publish(h Header, fds []int) (int, Ticket, error) {
-	t, err := self()
+// memory file, maps it, and returns its descriptor, the mapping and the ticket that names
+// it. The mapping is the exporter's mark: a sealed memory file can be passed from process
+// to process, but only the exporter's own code maps its manifests, so an importer that
+// finds the file mapped in the exporter (/proc/PID/maps) knows the exporter made it, and
+// not a peer that left one in the exporter's descriptor table.
+func publish(h Header, fds []int) (fd int, mapped []byte, t Ticket, err error) {
+	t, err = self()
 	if err != nil {
-		return -1, Ticket{}, err
+		return -1, nil, Ticket{}, err
 	}
 	m := manifest{header: h}
 	for i, fd := range fds {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return -1, Ticket{}, fmt.Errorf("descriptor %d of allocation %d: %w", fd, i, err)
+			return -1, nil, Ticket{}, fmt.Errorf("descriptor %d of allocation %d: %w", fd, i, err)
 		}
 		m.files = append(m.files, manifestFile{fd: fd, dev: uint64(st.Dev), ino: uint64(st.Ino)})
 	}
 	if _, err := rand.Read(m.secret[:]); err != nil {
-		return -1, Ticket{}, fmt.Errorf("a secret for the ticket: %w", err)
+		return -1, nil, Ticket{}, fmt.Errorf("a secret for the ticket: %w", err)
 	}
 	b, err := m.encode()
 	if err != nil {
-		return -1, Ticket{}, err
+		return -1, nil, Ticket{}, err
 	}
-	fd, err := unix.MemfdCreate("cuvmm-ticket-manifest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err = unix.MemfdCreate("cuvmm-ticket-manifest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return -1, Ticket{}, fmt.Errorf("memfd_create for the manifest: %w", err)
+		return -1, nil, Ticket{}, fmt.Errorf("memfd_create for the manifest: %w", err)
 	}
+	defer func() {
+		if err != nil {
+			unix.Close(fd)
+		}
+	}()
 	for off := 0; off < len(b); {
 		n, err := unix.Pwrite(fd, b[off:], int64(off))
 		if err != nil {
-			unix.Close(fd)
-			return -1, Ticket{}, fmt.Errorf("writing the manifest: %w", err)
+			return -1, nil, Ticket{}, fmt.Errorf("writing the manifest: %w", err)
 		}
 		off += n
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, manifestSeals); err != nil {
-		unix.Close(fd)
-		return -1, Ticket{}, fmt.Errorf("sealing the manifest: %w", err)
+		return -1, nil, Ticket{}, fmt.Errorf("sealing the manifest: %w", err)
+	}
+	if mapped, err = unix.Mmap(fd, 0, len(b), unix.PROT_READ, unix.MAP_SHARED); err != nil {
+		return -1, nil, Ticket{}, fmt.Errorf("mapping the manifest: %w", err)
 	}
 	t.Manifest, t.secret = fd, m.secret
-	return fd, t, nil
+	return fd, mapped, t, nil
+}
+
+func unmap(b []byte) error {
+	if b == nil {
+		return nil
+	}
+	return unix.Munmap(b)
 }
 
 // self is this process as a ticket names it.
@@ -293,8 +310,11 @@ func fetch(t Ticket, o fetchOpts) (h Header, fds []int, err error) {
 		return Header{}, nil, err
 	}
 	defer unix.Close(mfd)
-	m, err := readManifest(mfd, &t)
+	m, file, err := readManifest(mfd, &t)
 	if err != nil {
+		return Header{}, nil, err
+	}
+	if err := madeBy(t.PID, file); err != nil {
 		return Header{}, nil, err
 	}
 	defer func() {
@@ -309,14 +329,14 @@ func fetch(t Ticket, o fetchOpts) (h Header, fds []int, err error) {
 			return Header{}, fds, err
 		}
 		fds = append(fds, fd)
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil {
-			return Header{}, fds, fmt.Errorf("fstat of descriptor %d fetched from process %d: %w", f.fd, t.PID, err)
+		st, err := fileOf(fd)
+		if err != nil {
+			return Header{}, fds, fmt.Errorf("statx of descriptor %d fetched from process %d: %w", f.fd, t.PID, err)
 		}
-		if kind := notMemory(st.Mode); kind != "" {
+		if kind := notMemory(uint32(st.Mode)); kind != "" {
 			return Header{}, fds, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is %s, not memory", ErrProtocol, f.fd, t.PID, i, kind)
 		}
-		if uint64(st.Dev) != f.dev || uint64(st.Ino) != f.ino {
+		if devOf(st) != f.dev || st.Ino != f.ino {
 			return Header{}, fds, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is not open on the file the manifest names: "+
 				"the exporter closed it and the number was reused", ErrProtocol, f.fd, t.PID, i)
 		}
@@ -335,37 +355,56 @@ func fetch(t Ticket, o fetchOpts) (h Header, fds []int, err error) {
 }
 
 // readManifest reads and checks the manifest open on fd against t's secret: a sealed memory
-// file, no larger than any manifest, read without moving any shared file offset.
-func readManifest(fd int, t *Ticket) (manifest, error) {
-	notManifest := func(why string) (manifest, error) {
-		return manifest{}, fmt.Errorf("%w: descriptor %d of process %d is not a ticket's manifest (%s)", ErrProtocol, t.Manifest, t.PID, why)
-	}
+// file (asked first, which no other file system is asked to answer), no larger than any
+// manifest, read without moving any shared file offset. It also returns the file.
+func readManifest(fd int, t *Ticket) (manifest, unix.Stat_t, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return manifest{}, fmt.Errorf("fstat of the manifest: %w", err)
+	notManifest := func(why string) (manifest, unix.Stat_t, error) {
+		return manifest{}, st, fmt.Errorf("%w: descriptor %d of process %d is not a ticket's manifest (%s)", ErrProtocol, t.Manifest, t.PID, why)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return notManifest("not a regular file")
-	}
-	seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	if err != nil || seals&manifestSeals != manifestSeals {
+	if s, err := seals(fd); err != nil || s&manifestSeals != manifestSeals {
 		return notManifest("not a sealed memory file")
 	}
-	if st.Size <= 0 || st.Size > maxManifestLen {
+	if err := unix.Fstat(fd, &st); err != nil {
+		return manifest{}, st, fmt.Errorf("fstat of the manifest: %w", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size <= 0 || st.Size > maxManifestLen {
 		return notManifest("its size")
 	}
 	b := make([]byte, st.Size)
 	for off := 0; off < len(b); {
 		n, err := unix.Pread(fd, b[off:], int64(off))
 		if err != nil {
-			return manifest{}, fmt.Errorf("reading the manifest: %w", err)
+			return manifest{}, st, fmt.Errorf("reading the manifest: %w", err)
 		}
 		if n == 0 {
 			return notManifest("its size")
 		}
 		off += n
 	}
-	return decodeManifest(b, &t.secret)
+	m, err := decodeManifest(b, &t.secret)
+	return m, st, err
+}
+
+// madeBy checks that process pid maps the manifest file (see publish): that the exporter
+// made it, and not a peer that left a sealed memory file of its own in the exporter's
+// descriptor table for a forged ticket to name.
+func madeBy(pid int, file unix.Stat_t) error {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return fmt.Errorf("the exporter's mappings: %w", err)
+	}
+	// ADDRESS PERMS OFFSET MAJOR:MINOR INODE [PATH], the device in hex.
+	dev := fmt.Sprintf("%02x:%02x", unix.Major(uint64(file.Dev)), unix.Minor(uint64(file.Dev)))
+	ino := strconv.FormatUint(uint64(file.Ino), 10)
+	for line := range strings.Lines(string(maps)) {
+		f := strings.Fields(line)
+		if len(f) >= 5 && f[3] == dev && f[4] == ino {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: the manifest bears the ticket's secret but process %d did not make it (it does not map it): "+
+		"a sealed memory file that another process left there", ErrProtocol, pid)
 }
 
 // sameFile says whether descriptors a and b are open on one file.

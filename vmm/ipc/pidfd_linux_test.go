@@ -530,20 +530,20 @@ func TestFetchHostileTicket(t *testing.T) {
 		{name: "an exported descriptor", ticket: manifest(func(_ *testing.T, fx *fixture) int { return fx.cuda[1] }),
 			is: notManifest, says: []string{"is not a ticket's manifest"}},
 		{name: "a pipe", ticket: manifest(func(_ *testing.T, fx *fixture) int { return int(fx.pipeR.Fd()) }),
-			is: notManifest, says: []string{"is not a ticket's manifest (not a regular file)"}},
+			is: notManifest, says: []string{"is not a ticket's manifest (not a sealed memory file)"}},
 		{name: "a socket", ticket: manifest(func(t *testing.T, _ *fixture) int {
 			a, z := socketpair(t, unix.SOCK_STREAM)
 			t.Cleanup(func() { a.Close(); z.Close() })
 			return fileFD(t, a)
-		}), is: notManifest, says: []string{"(not a regular file)"}},
+		}), is: notManifest, says: []string{"(not a sealed memory file)"}},
 		{name: "a directory", ticket: manifest(func(t *testing.T, _ *fixture) int {
 			d, err := os.Open(t.TempDir())
 			require.NoError(t, err)
 			t.Cleanup(func() { d.Close() })
 			return int(d.Fd())
-		}), is: notManifest, says: []string{"(not a regular file)"}},
+		}), is: notManifest, says: []string{"(not a sealed memory file)"}},
 		{name: "/dev/null", ticket: manifest(func(_ *testing.T, fx *fixture) int { return fx.devnull() }),
-			is: notManifest, says: []string{"(not a regular file)"}},
+			is: notManifest, says: []string{"(not a sealed memory file)"}},
 		{name: "a regular file", ticket: manifest(func(_ *testing.T, fx *fixture) int { return int(fx.file.Fd()) }),
 			is: notManifest, says: []string{"(not a sealed memory file)"}},
 		{name: "another secret", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {

@@ -52,9 +52,9 @@ func devnullTicket(t *testing.T) Ticket {
 		fds = append(fds, int(f.Fd()))
 	}
 	h := Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 << 20, Sizes: []uint64{2 << 20, 2 << 20, 2 << 20}}
-	fd, tk, err := publish(h, fds)
+	fd, mapped, tk, err := publish(h, fds)
 	require.NoError(t, err)
-	t.Cleanup(func() { unix.Close(fd) })
+	t.Cleanup(func() { unmap(mapped); unix.Close(fd) })
 	return tk
 }
 
