@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 )
@@ -217,7 +218,7 @@ func (c *checker) openTrial(p vmm.Props, size uint64, access []int, copies [][2]
 
 // roundTrip writes a pattern at addr from device w's context and reads it back from r's.
 func (c *checker) roundTrip(addr cu.DevicePtr, size uint64, w, r int, seed byte) error {
-	want := pattern(seed, int(size))
+	want := pattern.Bytes(seed, int(size))
 	if err := c.m.WriteAt(w, want, addr); err != nil {
 		return err
 	}
@@ -250,28 +251,6 @@ func (t *trial) close() error {
 		errs = append(errs, t.mem.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// patternPeriod is the period of pattern: prime, so that data displaced by any multiple of
-// a page size reads back different.
-const patternPeriod = 4093
-
-// pattern is n bytes that differ between seeds and repeat only every patternPeriod bytes.
-// It is built by doubling copies of one period, which keeps it fast under the race
-// detector.
-func pattern(seed byte, n int) []byte {
-	b := make([]byte, n)
-	x := uint32(seed)*2654435761 + 1
-	for i := range min(n, patternPeriod) {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		b[i] = byte(x)
-	}
-	for filled := min(n, patternPeriod); filled < n; filled *= 2 {
-		copy(b[filled:], b[:filled])
-	}
-	return b
 }
 
 const skipNoVMM = "not run: virtual memory management is unsupported"

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
@@ -125,7 +126,7 @@ func (c *checker) readBack(ierr error, t *trial, dev int, seed byte) error {
 	got := make([]byte, childWrite)
 	err := c.m.ReadAt(dev, got, t.mp.Addr())
 	if err == nil {
-		err = compare(got, pattern(seed+1, childWrite))
+		err = compare(got, pattern.Bytes(seed+1, childWrite))
 	}
 	if err != nil {
 		return fmt.Errorf("the child's write, read back here: %w", err)

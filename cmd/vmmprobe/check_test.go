@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/stretchr/testify/assert"
@@ -133,9 +134,9 @@ func TestPeerUnsupported(t *testing.T) {
 }
 
 func TestPattern(t *testing.T) {
-	a, b := pattern(1, 4096), pattern(2, 4096)
+	a, b := pattern.Bytes(1, 4096), pattern.Bytes(2, 4096)
 	assert.NotEqual(t, a, b)
-	assert.Equal(t, a, pattern(1, 4096))
+	assert.Equal(t, a, pattern.Bytes(1, 4096))
 	assert.NoError(t, compare(a, a))
 	c := append([]byte(nil), a...)
 	c[100]++

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
@@ -247,10 +248,10 @@ func verifyImported(imp *ipc.Imported, req childRequest) childError {
 	if _, err := imp.ReadAt(got, 0); err != nil {
 		return failure("copy out", err)
 	}
-	if err := compare(got, pattern(req.Seed, int(req.Size))); err != nil {
+	if err := compare(got, pattern.Bytes(req.Seed, int(req.Size))); err != nil {
 		return failure("data check", err)
 	}
-	if _, err := imp.WriteAt(pattern(req.Seed+1, childWrite), 0); err != nil {
+	if _, err := imp.WriteAt(pattern.Bytes(req.Seed+1, childWrite), 0); err != nil {
 		return failure("copy in", err)
 	}
 	return childError{Step: "done"}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/examples/internal/run"
+	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
@@ -67,7 +68,7 @@ func verify(r *run.Report, be vmm.Backend, total uint64) {
 			r.Fail("grow to %s: %v", units.Size(size), err)
 			return
 		}
-		part := run.Pattern(byte(len(want)/int(step)), int(size)-len(want))
+		part := pattern.Bytes(byte(len(want)/int(step)), int(size)-len(want))
 		if _, err := b.WriteAt(part, int64(len(want))); err != nil {
 			r.Fail("write at %d: %v", len(want), err)
 			return

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/examples/internal/run"
+	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
@@ -46,7 +47,7 @@ func parent(r *run.Report, be vmm.Backend, f run.Flags, d devices) {
 			return
 		}
 	}
-	want := run.Pattern(seed, int(b.Size()))
+	want := pattern.Bytes(seed, int(b.Size()))
 	if _, err := b.WriteAt(want, 0); !r.Check(err, "parent: grew to 8 MiB in %d chunks and wrote it", len(b.Chunks())) {
 		return
 	}
@@ -62,7 +63,7 @@ func parent(r *run.Report, be vmm.Backend, f run.Flags, d devices) {
 		r.Fail("parent: %d descriptors open before the exchange, %d after", before, after)
 	}
 	got := make([]byte, 4096)
-	if _, err := b.ReadAt(got, int64(b.Size())-4096); err != nil || !bytes.Equal(got, run.Pattern(replySeed, 4096)) {
+	if _, err := b.ReadAt(got, int64(b.Size())-4096); err != nil || !bytes.Equal(got, pattern.Bytes(replySeed, 4096)) {
 		r.Fail("parent: the child's reply is not in the parent's memory (%v)", err)
 		return
 	}
@@ -192,12 +193,12 @@ func childMain(f run.Flags, d devices, stdout, stderr io.Writer) int {
 		}
 		defer func() { r.Check(imp.Close(), "child: unmapped and released the imported memory") }()
 		got := make([]byte, imp.Size())
-		if _, err := imp.ReadAt(got, 0); err != nil || !bytes.Equal(got, run.Pattern(seed, len(got))) {
+		if _, err := imp.ReadAt(got, 0); err != nil || !bytes.Equal(got, pattern.Bytes(seed, len(got))) {
 			r.Fail("child: the parent's %s do not match (%v)", units.Size(uint64(len(got))), err)
 			return
 		}
 		r.OK("child: all %s the parent wrote on device %d read back at %v from device %d", units.Size(imp.Size()), d.parent, imp.Base(), d.child)
-		_, err = imp.WriteAt(run.Pattern(replySeed, 4096), int64(imp.Size())-4096)
+		_, err = imp.WriteAt(pattern.Bytes(replySeed, 4096), int64(imp.Size())-4096)
 		r.Check(err, "child: wrote a reply in the last 4 KiB from device %d", d.child)
 	}()
 	return r.Exit()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/examples/internal/run"
+	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/peer"
@@ -64,7 +65,7 @@ func stripe(r *run.Report, m *vmm.Manager, n int) {
 	for _, s := range st.Stripes() {
 		r.Note("stripe at +%s: %s on device %d", units.Size(s.Offset), units.Size(s.Size), s.Device)
 	}
-	want := run.Pattern(1, int(st.Size()))
+	want := pattern.Bytes(1, int(st.Size()))
 	if _, err := st.From(n-1).WriteAt(want, 0); !r.Check(err, "device %d writes the whole range", n-1) {
 		return
 	}
@@ -84,7 +85,7 @@ func share(r *run.Report, m *vmm.Manager, be vmm.Backend, n int) {
 		return
 	}
 	defer func() { r.Check(p.Close(), "close the shared memory") }()
-	want := run.Pattern(2, 4*mib)
+	want := pattern.Bytes(2, 4*mib)
 	if _, err := p.WriteAt(want, 0); !r.Check(err, "device 0 writes it") {
 		return
 	}

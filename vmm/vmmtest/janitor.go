@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/vmm"
 )
 
@@ -88,17 +89,7 @@ func (j *janitor) mustBuffer(size uint64, dev int) (cu.MemHandle, cu.DevicePtr) 
 
 // Pattern is deterministic data that differs at every byte offset and per seed, so that a
 // copy from the wrong place or an offset error shows. Tests of code built on vmm use it too.
-func Pattern(seed byte, n int) []byte {
-	p := make([]byte, n)
-	x := uint32(seed)*2654435761 + 1
-	for i := range p {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		p[i] = byte(x)
-	}
-	return p
-}
+func Pattern(seed byte, n int) []byte { return pattern.Bytes(seed, n) }
 
 func requireBytes(t *testing.T, b vmm.Backend, dev int, va cu.DevicePtr, want []byte) {
 	t.Helper()

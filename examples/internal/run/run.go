@@ -120,19 +120,6 @@ func (r *Report) Exit() int {
 	return ExitOK
 }
 
-// Pattern is deterministic data that differs at every offset and per seed.
-func Pattern(seed byte, n int) []byte {
-	p := make([]byte, n)
-	x := uint32(seed)*2654435761 + 1
-	for i := range p {
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		p[i] = byte(x)
-	}
-	return p
-}
-
 // Main runs an example's main function and exits with its code.
 func Main(f func(args []string, stdout, stderr io.Writer) int) {
 	os.Exit(f(os.Args[1:], os.Stdout, os.Stderr))
