@@ -55,7 +55,7 @@ build() {
     export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
     mkdir -p .gpu
     for p in loader cu vmm nvml; do go test -c -tags gpu -ldflags=-s -o .gpu/$p.test ./$p; done
-    for p in buffer sparse peer ipc; do go test -c -tags gpu -ldflags=-s -o .gpu/$p.test ./vmm/$p; done
+    for p in buffer sparse peer ipc ipc/pidfd; do go test -c -tags gpu -ldflags=-s -o .gpu/${p##*/}.test ./vmm/$p; done
     for e in growable vectoradd ipc peer; do go build -ldflags=-s -o .gpu/$e ./examples/$e; done
     go build -ldflags=-s -o .gpu/vmmprobe ./cmd/vmmprobe
   )

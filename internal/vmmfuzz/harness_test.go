@@ -258,7 +258,7 @@ func (w *world) errorf(format string, a ...any) {
 }
 
 // prefixes start the message of every error cuvmm returns: the package that failed.
-var prefixes = []string{"vmm: ", "sim: ", "buffer: ", "sparse: ", "peer: ", "ipc: "}
+var prefixes = []string{"vmm: ", "sim: ", "buffer: ", "sparse: ", "peer: ", "ipc: ", "pidfd: "}
 
 // check asserts that err, returned by call, is descriptive: it starts with the package
 // that failed, names the operation (one of words), and is not a bare driver result.

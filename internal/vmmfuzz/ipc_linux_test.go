@@ -9,6 +9,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/cuvmm/cuvmm/vmm/ipc/pidfd"
 	"golang.org/x/sys/unix"
 )
 
@@ -134,8 +135,8 @@ func (w *world) ipcTicket(a *args) {
 	if !ok {
 		return
 	}
-	tk, err := e.Ticket()
-	w.check("Exported.Ticket", err, "ticket")
+	tk, err := pidfd.Publish(e)
+	w.check("pidfd.Publish", err, "publish")
 	if err != nil {
 		return
 	}
@@ -147,21 +148,21 @@ func (w *world) ipcTicket(a *args) {
 	if a.n(4) == 0 {
 		text[a.n(len(text))] ^= 1 << a.n(7)
 	}
-	if tk, err = ipc.ParseTicket(string(text)); err != nil {
-		w.check("ipc.ParseTicket", err, "ticket")
+	if tk, err = pidfd.ParseTicket(string(text)); err != nil {
+		w.check("pidfd.ParseTicket", err, "ticket")
 		return
 	}
 	m, access := w.mgr(a), a.devList(w.devs)
 	if a.bit() {
-		x, err := ipc.FetchAndImport(tk, m, access, ipc.AllowSelf())
-		w.check("ipc.FetchAndImport", err, "fetch", "import")
+		x, err := pidfd.FetchAndImport(tk, m, access, pidfd.AllowSelf())
+		w.check("pidfd.FetchAndImport", err, "fetch", "import")
 		if err == nil {
 			put(w, &w.imported, x)
 		}
 		return
 	}
-	r, err := ipc.Fetch(tk, ipc.AllowSelf())
-	w.check("ipc.Fetch", err, "fetch")
+	r, err := pidfd.Fetch(tk, pidfd.AllowSelf())
+	w.check("pidfd.Fetch", err, "fetch")
 	if err != nil {
 		return
 	}

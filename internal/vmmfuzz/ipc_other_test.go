@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/cuvmm/cuvmm/vmm/ipc/pidfd"
 )
 
 // openFDs is nil: the descriptors are not listed here.
@@ -24,6 +25,6 @@ func (w *world) ipcTransfer(a *args) {
 
 // ipcTicket checks that fetching fails as it should where pidfd_getfd is not available.
 func (w *world) ipcTicket(a *args) {
-	_, err := ipc.Fetch(ipc.Ticket{})
-	w.check("ipc.Fetch", err, "fetch")
+	_, err := pidfd.Fetch(pidfd.Ticket{})
+	w.check("pidfd.Fetch", err, "fetch")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/cuvmm/cuvmm/vmm/ipc/pidfd"
 	"github.com/cuvmm/cuvmm/vmm/peer"
 	"github.com/cuvmm/cuvmm/vmm/sparse"
 )
@@ -333,7 +334,7 @@ var nilCases = func() []nilCase {
 		add(n+"FDs", nil, true, accessor(func() { _ = mk().FDs() }))
 		add(n+"Close", w1("close"), true, func(*world) error { return mk().Close() })
 		add(n+"Send", w1("send"), false, func(*world) error { return ipc.Send(nil, mk()) })
-		add(n+"Ticket", w1("ticket"), false, func(*world) error { _, err := mk().Ticket(); return err })
+		add(n+"pidfd.Publish", w1("publish"), false, func(*world) error { _, err := pidfd.Publish(mk()); return err })
 	}
 	for _, rr := range []struct {
 		name string
@@ -363,11 +364,11 @@ var nilCases = func() []nilCase {
 		_, ierr := ipc.ReceiveAndImport(nil, nil, nil)
 		return firstErr(ipc.SendFDs(nil, ipc.Header{}, nil), rerr, ierr)
 	})
-	add("ipc.Fetch of a zero Ticket", w1("fetch", "ticket"), false, func(*world) error { return w0closed(ipc.Fetch(ipc.Ticket{})) })
-	add("ipc.FetchAndImport of a zero Ticket", w1("fetch", "ticket"), false, func(w *world) error {
-		return w.closed(ipc.FetchAndImport(ipc.Ticket{}, w.m, nil))
+	add("pidfd.Fetch of a zero Ticket", w1("fetch", "ticket"), false, func(*world) error { return w0closed(pidfd.Fetch(pidfd.Ticket{})) })
+	add("pidfd.FetchAndImport of a zero Ticket", w1("fetch", "ticket"), false, func(w *world) error {
+		return w.closed(pidfd.FetchAndImport(pidfd.Ticket{}, w.m, nil))
 	})
-	add("ipc.ParseTicket of nothing", w1("ticket"), false, func(*world) error { _, err := ipc.ParseTicket(""); return err })
+	add("pidfd.ParseTicket of nothing", w1("ticket"), false, func(*world) error { _, err := pidfd.ParseTicket(""); return err })
 	add("zero Pointer", nil, true, accessor(func() {
 		var p vmm.Pointer
 		_, _ = p.Share()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/ipc/internal/fds"
 	"golang.org/x/sys/unix"
 )
 
@@ -63,7 +64,7 @@ func ReceiveDmaBuf(conn *net.UnixConn) (*vmm.DmaBuf, error) {
 	r := receiver{conn: conn}
 	h, err := r.receiveDmaBuf()
 	if err != nil {
-		return nil, opError("receive dma-buf", r.args, errors.Join(err, closeFDs(r.fds)))
+		return nil, opError("receive dma-buf", r.args, errors.Join(err, fds.Close(r.fds)))
 	}
 	return dmaBufOf(r.fds[0], h), nil
 }
@@ -88,7 +89,7 @@ func (r *receiver) receiveDmaBuf() (DmaBufHeader, error) {
 	if len(r.fds) != 1 {
 		return DmaBufHeader{}, fmt.Errorf("%w: %d descriptors with a dma-buf header, want 1", ErrProtocol, len(r.fds))
 	}
-	if err := checkDmaBufFD(r.fds[0]); err != nil {
+	if err := fds.DmaBuf(r.fds[0]); err != nil {
 		return DmaBufHeader{}, err
 	}
 	end, err := unix.Seek(r.fds[0], 0, unix.SEEK_END)

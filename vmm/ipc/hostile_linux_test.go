@@ -697,3 +697,12 @@ func TestImportUsesOwnGranularity(t *testing.T) {
 		})
 	}
 }
+
+// fileFD is a descriptor of c, valid while c is open.
+func fileFD(t *testing.T, c *net.UnixConn) int {
+	rc, err := c.SyscallConn()
+	require.NoError(t, err)
+	var fd int
+	require.NoError(t, rc.Control(func(f uintptr) { fd = int(f) }))
+	return fd
+}

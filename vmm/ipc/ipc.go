@@ -1,6 +1,6 @@
 // Package ipc shares device memory between processes: exported allocations travel as file
 // descriptors over a Unix domain socket (SCM_RIGHTS, Linux) or, where no socket can join the
-// two processes, are taken by the importer with pidfd_getfd (Linux 5.6+); fabric handles
+// two processes, are taken by the importer with pidfd_getfd (package pidfd); fabric handles
 // travel as plain values over any transport.
 //
 // # Descriptors
@@ -33,31 +33,9 @@
 // # Without a socket: pidfd_getfd
 //
 // The socket is the default transport. Where a socket broker between the two processes is
-// not possible, the exporter publishes a Ticket instead (Exported.Ticket): one line of text
-// that travels by any channel (a file, an environment variable, a Kubernetes annotation).
-// The importer takes copies of the descriptors with pidfd_open and pidfd_getfd (Fetch) and
-// imports them as it would descriptors received over a socket (FetchAndImport does both).
-// The exporter keeps the Exported open until the importer has fetched.
-//
-// A ticket is a capability, like the descriptors it grants. It names the exporter and its
-// manifest, a sealed memory file listing exactly the descriptors of this export, and
-// carries the manifest's random secret: the importer takes only what a manifest with that
-// secret, which the exporter maps, lists, so a ticket that merely names a process and
-// descriptor numbers reaches nothing (the NVIDIA driver opens every exported descriptor on the same file, so which
-// file a descriptor is open on tells nothing). Fetch also checks that the ticket was made on
-// this machine since its last boot and in this pid namespace, that it does not name the
-// importer's own process unless the importer allows it (AllowSelf), that the process it
-// reaches is the one that made it (its start time), that each descriptor it takes is open on
-// the file the manifest names and is not a socket, pipe or directory, and that the manifest
-// is still in place once they are taken; it closes every descriptor it took on any error,
-// and its refusals say which check failed, never what would have passed it. Import then
-// checks the sizes, the driver the memory. SECURITY.md says what a ticket proves.
-//
-// pidfd_getfd needs ptrace access to the exporter: the same user, and, under Yama's
-// kernel.yama.ptrace_scope 1, the importer an ancestor of the exporter or named by it
-// (AllowImporter, or AllowAnyImporter), or CAP_SYS_PTRACE. The errors say which rule
-// refused and the remedy: an old kernel matches ErrUnsupported and vmm.ErrUnsupported, a
-// refused permission os.ErrPermission, an exporter that has exited os.ErrProcessDone.
+// not possible, package pidfd (vmm/ipc/pidfd) lets the exporter publish a ticket, one line
+// of text, with which the importer takes copies of the descriptors (pidfd_getfd, Linux 5.6+)
+// and imports them as it would descriptors received over a socket.
 //
 // # Fabric handles
 //
@@ -92,16 +70,18 @@ import (
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/ipc/internal/fds"
 )
 
 var (
 	// ErrUnsupported is returned by Send and Receive where SCM_RIGHTS is not available
-	// (every platform but Linux), and by Fetch where pidfd_getfd is not (every platform but
-	// Linux, and Linux before 5.6); the latter also matches vmm.ErrUnsupported.
-	ErrUnsupported = errors.New("descriptor passing is not supported on this platform")
+	// (every platform but Linux), and by package pidfd's Fetch where pidfd_getfd is not
+	// (every platform but Linux, and Linux before 5.6); the latter also matches
+	// vmm.ErrUnsupported.
+	ErrUnsupported = fds.ErrUnsupported
 	// ErrProtocol is returned for a message that is not a valid header and descriptors,
 	// and for a claim of the peer's that cannot be true.
-	ErrProtocol = errors.New("protocol error")
+	ErrProtocol = fds.ErrProtocol
 )
 
 // opError is the error of a failed operation of this package.
@@ -272,15 +252,10 @@ func checkPrefix(b []byte) (count int, err error) {
 // concurrent use; Send holds it while the descriptors go out (a blocking write to a full
 // socket included: set a deadline on the connection), and Close waits for that.
 type Exported struct {
-	Header Header
-	mu     sync.Mutex
-	fds    []int
-	// manifest1 is the descriptor of the manifest that ticket grants, plus one: 0 until
-	// Ticket made them (and on platforms without tickets); manifestMap is this process's
-	// mapping of it, by which importers know the exporter made it.
-	manifest1   int
-	manifestMap []byte
-	ticket      Ticket
+	Header   Header
+	mu       sync.Mutex
+	fds      []int
+	withdraw []func() error // what Publish made, withdrawn first by Close
 }
 
 // FDs returns the descriptors, still owned by e (nil after Close).
@@ -293,25 +268,45 @@ func (e *Exported) FDs() []int {
 	return append([]int(nil), e.fds...)
 }
 
-// Close closes the descriptors. It is idempotent.
+// Close withdraws what Publish made and closes the descriptors. It is idempotent.
 func (e *Exported) Close() error {
 	if e == nil {
 		return opError("close", "exported descriptors", invalid("a nil Exported"))
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	// The manifest first: a ticket's importer that still finds it after taking the
-	// descriptors it lists knows they were not closed (and their numbers reused) before.
-	var fds []int
-	if e.manifest1 > 0 {
-		fds = append(fds, e.manifest1-1)
+	var errs []error
+	for i := len(e.withdraw) - 1; i >= 0; i-- {
+		errs = append(errs, e.withdraw[i]())
 	}
-	fds = append(fds, e.fds...)
-	err := unmap(e.manifestMap)
-	e.fds, e.manifest1, e.manifestMap, e.ticket = nil, 0, nil, Ticket{}
-	if err := errors.Join(err, closeFDs(fds)); err != nil {
+	errs = append(errs, fds.Close(e.fds))
+	e.fds, e.withdraw = nil, nil
+	if err := errors.Join(errs...); err != nil {
 		return opError("close", "exported descriptors", err)
 	}
+	return nil
+}
+
+// Publish lets another package make e's descriptors reachable from other processes (package
+// pidfd does, with a ticket's manifest): publish runs with e's header and descriptors under
+// e's lock, and Close runs the withdraw it returns first, before e's descriptors close, so
+// that a process that finds the publication still there after taking the descriptors knows
+// they were e's. Publish returns publish's error, vmm.ErrClosed once e is closed and an
+// error matching vmm.ErrInvalid for a nil e, for the caller to say what failed.
+func (e *Exported) Publish(publish func(h Header, fds []int) (withdraw func() error, err error)) error {
+	if e == nil {
+		return invalid("a nil Exported")
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.fds) == 0 {
+		return vmm.ErrClosed
+	}
+	w, err := publish(e.Header, e.fds)
+	if err != nil {
+		return err
+	}
+	e.withdraw = append(e.withdraw, w)
 	return nil
 }
 
@@ -348,7 +343,7 @@ func Export(m *vmm.Manager, allocs ...*vmm.Allocation) (*Exported, error) {
 	for _, a := range allocs {
 		fd, err := a.ExportFD()
 		if err != nil {
-			return fail(errors.Join(err, closeFDs(e.fds)))
+			return fail(errors.Join(err, fds.Close(e.fds)))
 		}
 		e.fds = append(e.fds, fd)
 	}
@@ -364,6 +359,10 @@ type Received struct {
 	mu     sync.Mutex
 	fds    []int
 }
+
+// NewReceived wraps descriptors that another process's export came with (a transport of
+// another package took them, as package pidfd's Fetch does); r owns them from then on.
+func NewReceived(h Header, fds []int) *Received { return &Received{Header: h, fds: fds} }
 
 // FDs returns the descriptors, still owned by r (nil after Close).
 func (r *Received) FDs() []int {
@@ -382,9 +381,9 @@ func (r *Received) Close() error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fds := r.fds
+	taken := r.fds
 	r.fds = nil
-	if err := closeFDs(fds); err != nil {
+	if err := fds.Close(taken); err != nil {
 		return opError("close", "received descriptors", err)
 	}
 	return nil

@@ -12,7 +12,5 @@ func runChildIfRequested() {}
 
 func runDmaBufChildIfRequested() {}
 
-func runPidfdChildIfRequested() {}
-
 // receiverAgrees checks Receive against UnmarshalBinary where Receive can run (Linux).
 func receiverAgrees(*testing.T, []byte, ipc.Header, error) {}

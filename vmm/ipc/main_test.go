@@ -8,6 +8,5 @@ import (
 func TestMain(m *testing.M) {
 	runChildIfRequested()
 	runDmaBufChildIfRequested()
-	runPidfdChildIfRequested()
 	os.Exit(m.Run())
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/cuvmm/cuvmm/vmm/ipc/internal/fds"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -47,7 +48,7 @@ func TestTakeControlMessages(t *testing.T) {
 	require.Contains(t, err.Error(), "unexpected control message (level 1, type 29)")
 	require.Contains(t, err.Error(), "truncated")
 	require.Equal(t, []int{a, b, c}, r.fds, "every descriptor found, before and after what was not expected")
-	require.NoError(t, closeFDs(r.fds))
+	require.NoError(t, fds.Close(r.fds))
 
 	// A pidfd is closed, not kept.
 	p := fd()
@@ -64,5 +65,5 @@ func TestTakeControlMessages(t *testing.T) {
 	err = r.take(append(unix.UnixRights(d), bad...))
 	require.ErrorIs(t, err, ErrProtocol)
 	require.Equal(t, []int{d}, r.fds)
-	require.NoError(t, closeFDs(append(r.fds, e)))
+	require.NoError(t, fds.Close(append(r.fds, e)))
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 
 	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/ipc/internal/fds"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,7 +84,7 @@ func Receive(conn *net.UnixConn) (*Received, error) {
 	r := receiver{conn: conn}
 	h, err := r.receive()
 	if err != nil {
-		return nil, opError("receive", r.args, errors.Join(err, closeFDs(r.fds)))
+		return nil, opError("receive", r.args, errors.Join(err, fds.Close(r.fds)))
 	}
 	return &Received{Header: h, fds: r.fds}, nil
 }
@@ -143,7 +144,7 @@ func (r *receiver) receive() (Header, error) {
 		return Header{}, fmt.Errorf("%w: %d descriptors for %d allocations", ErrProtocol, len(r.fds), len(h.Sizes))
 	}
 	for i, fd := range r.fds {
-		if err := checkMemoryFD(fd, i); err != nil {
+		if err := fds.Memory(fd, i); err != nil {
 			return Header{}, err
 		}
 	}
@@ -291,7 +292,7 @@ func (r *receiver) take(oob []byte) error {
 		case level == unix.SOL_SOCKET && typ == unix.SCM_RIGHTS:
 			r.fds = append(r.fds, ints(data)...)
 		case level == unix.SOL_SOCKET && typ == unix.SCM_PIDFD:
-			bad = errors.Join(bad, closeFDs(ints(data)))
+			bad = errors.Join(bad, fds.Close(ints(data)))
 		case level == unix.SOL_SOCKET && typ == unix.SCM_CREDENTIALS:
 			// The kernel vouches for them, and the caller asked for them (SO_PASSCRED).
 		default:
@@ -304,16 +305,6 @@ func (r *receiver) take(oob []byte) error {
 		oob = oob[next:]
 	}
 	return bad
-}
-
-func closeFDs(fds []int) error {
-	var errs []error
-	for _, fd := range fds {
-		if err := unix.Close(fd); err != nil {
-			errs = append(errs, fmt.Errorf("close fd %d: %w", fd, err))
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // ReceiveAndImport receives one message from conn, imports and maps what it carries with

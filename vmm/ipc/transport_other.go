@@ -3,10 +3,8 @@
 package ipc
 
 import (
-	"errors"
 	"fmt"
 	"net"
-	"os"
 
 	"github.com/cuvmm/cuvmm/vmm"
 )
@@ -29,16 +27,4 @@ func Receive(conn *net.UnixConn) (*Received, error) {
 // ReceiveAndImport is Receive then Import: Linux only; here it returns ErrUnsupported.
 func ReceiveAndImport(conn *net.UnixConn, m *vmm.Manager, access []int) (*Imported, error) {
 	return nil, opError("receive", "", ErrUnsupported)
-}
-
-// closeFDs closes descriptors (or, on Windows, handles) through package os, which knows
-// each platform's close.
-func closeFDs(fds []int) error {
-	var errs []error
-	for _, fd := range fds {
-		if err := os.NewFile(uintptr(fd), "").Close(); err != nil {
-			errs = append(errs, fmt.Errorf("close fd %d: %w", fd, err))
-		}
-	}
-	return errors.Join(errs...)
 }

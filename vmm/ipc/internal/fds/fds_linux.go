@@ -1,6 +1,7 @@
-package ipc
+package fds
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -15,22 +16,22 @@ import (
 // from the kernel's cached attributes (statx with AT_STATX_DONT_SYNC) and anything else is
 // asked only once the file is known to be memory (shmem) or a dma-buf.
 
-// fileOf is what the kernel has cached of fd's file: its type, size, blocks, device and
+// Stat is what the kernel has cached of fd's file: its type, size, blocks, device and
 // inode.
-func fileOf(fd int) (unix.Statx_t, error) {
+func Stat(fd int) (unix.Statx_t, error) {
 	var st unix.Statx_t
 	err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_STATX_DONT_SYNC,
 		unix.STATX_TYPE|unix.STATX_INO|unix.STATX_SIZE|unix.STATX_BLOCKS, &st)
 	return st, err
 }
 
-// devOf is st's device as fstat reports it.
-func devOf(st unix.Statx_t) uint64 { return unix.Mkdev(st.Dev_major, st.Dev_minor) }
+// Dev is st's device as fstat reports it.
+func Dev(st unix.Statx_t) uint64 { return unix.Mkdev(st.Dev_major, st.Dev_minor) }
 
-// notMemory names a file type that no exported allocation has, "" for the others: a regular
+// NotMemory names a file type that no exported allocation has, "" for the others: a regular
 // file (sim's memfd), a character device (the NVIDIA driver's) or an anonymous inode, which
 // has no type.
-func notMemory(mode uint32) string {
+func NotMemory(mode uint32) string {
 	switch mode & unix.S_IFMT {
 	case unix.S_IFSOCK:
 		return "a socket"
@@ -46,22 +47,22 @@ func notMemory(mode uint32) string {
 	return ""
 }
 
-// seals returns the seals of fd, a memfd; an error for any other file, at once.
-func seals(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0) }
+// Seals returns the seals of fd, a memfd; an error for any other file, at once.
+func Seals(fd int) (int, error) { return unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0) }
 
-// checkMemoryFD refuses a descriptor of allocation i that cannot be memory: a socket, pipe,
+// Memory refuses a descriptor of allocation i that cannot be memory: a socket, pipe,
 // directory or block device, or a memory file sealed against writes (a ticket's manifest
 // or a dma-buf, which no allocation is, and which a peer could otherwise leave in this
 // process for a forged ticket to name).
-func checkMemoryFD(fd, i int) error {
-	st, err := fileOf(fd)
+func Memory(fd, i int) error {
+	st, err := Stat(fd)
 	if err != nil {
 		return fmt.Errorf("statx of the descriptor of allocation %d: %w", i, err)
 	}
-	if kind := notMemory(uint32(st.Mode)); kind != "" {
+	if kind := NotMemory(uint32(st.Mode)); kind != "" {
 		return fmt.Errorf("%w: the descriptor of allocation %d is %s, not memory", ErrProtocol, i, kind)
 	}
-	if s, err := seals(fd); err == nil && s&unix.F_SEAL_WRITE != 0 {
+	if s, err := Seals(fd); err == nil && s&unix.F_SEAL_WRITE != 0 {
 		return fmt.Errorf("%w: the descriptor of allocation %d is a sealed memory file, not memory", ErrProtocol, i)
 	}
 	return nil
@@ -74,12 +75,12 @@ const simDmaBufName = "cuvmm-sim.dmabuf:"
 // simDmaBufSeals are the seals sim puts on such a memfd.
 const simDmaBufSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
 
-// checkDmaBufFD refuses a descriptor that is neither a dma-buf (a file of the kernel's
+// DmaBuf refuses a descriptor that is neither a dma-buf (a file of the kernel's
 // dma-buf file system) nor a dma-buf that sim exported: a memfd so named and sealed, of a
 // whole number of pages and holding no data (sim's describe the range; they are never
 // written).
-func checkDmaBufFD(fd int) error {
-	link := fdPath(fd)
+func DmaBuf(fd int) error {
+	link := Path(fd)
 	if strings.HasPrefix(link, "/dmabuf:") || strings.HasPrefix(link, "anon_inode:dmabuf") {
 		var fs unix.Statfs_t
 		if err := unix.Fstatfs(fd, &fs); err != nil {
@@ -90,14 +91,14 @@ func checkDmaBufFD(fd int) error {
 		}
 		return fmt.Errorf("%w: the descriptor is not a dma-buf", ErrProtocol)
 	}
-	st, err := fileOf(fd)
+	st, err := Stat(fd)
 	if err != nil {
 		return fmt.Errorf("statx of the descriptor: %w", err)
 	}
-	if kind := notMemory(uint32(st.Mode)); kind != "" {
+	if kind := NotMemory(uint32(st.Mode)); kind != "" {
 		return fmt.Errorf("%w: the descriptor is %s, not a dma-buf", ErrProtocol, kind)
 	}
-	s, err := seals(fd)
+	s, err := Seals(fd)
 	page := uint64(os.Getpagesize())
 	if err != nil || s&simDmaBufSeals != simDmaBufSeals || !strings.HasPrefix(link, "/memfd:"+simDmaBufName) ||
 		st.Blocks != 0 || st.Size == 0 || st.Size%page != 0 {
@@ -106,13 +107,24 @@ func checkDmaBufFD(fd int) error {
 	return nil
 }
 
-// fdPath is what /proc/self/fd says fd is open on ("/memfd:NAME (deleted)",
+// Path is what /proc/self/fd says fd is open on ("/memfd:NAME (deleted)",
 // "/dmabuf:NAME", "socket:[N]"), "" if it cannot be read. Reading it asks no file system.
-func fdPath(fd int) string {
+func Path(fd int) string {
 	buf := make([]byte, 512)
 	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf)
 	if err != nil {
 		return ""
 	}
 	return string(buf[:n])
+}
+
+// Close closes descriptors, and says which failed.
+func Close(fds []int) error {
+	var errs []error
+	for _, fd := range fds {
+		if err := unix.Close(fd); err != nil {
+			errs = append(errs, fmt.Errorf("close fd %d: %w", fd, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package ipc
+package pidfd
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -51,10 +52,10 @@ func devnullTicket(t *testing.T) Ticket {
 		t.Cleanup(func() { f.Close() })
 		fds = append(fds, int(f.Fd()))
 	}
-	h := Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 << 20, Sizes: []uint64{2 << 20, 2 << 20, 2 << 20}}
+	h := ipc.Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 << 20, Sizes: []uint64{2 << 20, 2 << 20, 2 << 20}}
 	fd, mapped, tk, err := publish(h, fds)
 	require.NoError(t, err)
-	t.Cleanup(func() { unmap(mapped); unix.Close(fd) })
+	t.Cleanup(func() { unix.Munmap(mapped); unix.Close(fd) })
 	return tk
 }
 
@@ -72,15 +73,15 @@ func TestFetchRefusals(t *testing.T) {
 	socket := "use the socket transport (Send and Receive)"
 	for _, c := range []refused{
 		{name: "no pidfd_open", open: unix.ENOSYS,
-			is:   []error{vmm.ErrUnsupported, ErrUnsupported, unix.ENOSYS, errors.ErrUnsupported},
-			not:  []error{os.ErrPermission, ErrProtocol},
+			is:   []error{vmm.ErrUnsupported, ipc.ErrUnsupported, unix.ENOSYS, errors.ErrUnsupported},
+			not:  []error{os.ErrPermission, ipc.ErrProtocol},
 			says: []string{"pidfd_open is not available on this kernel (Linux ", "Linux 5.6 or later is needed", "seccomp", socket}},
 		{name: "no pidfd_getfd", nth: 1, errno: unix.ENOSYS,
-			is:   []error{vmm.ErrUnsupported, ErrUnsupported, unix.ENOSYS},
+			is:   []error{vmm.ErrUnsupported, ipc.ErrUnsupported, unix.ENOSYS},
 			says: []string{"pidfd_getfd is not available on this kernel", "Linux 5.6 or later is needed", socket}},
 		{name: "EPERM", nth: 2, errno: unix.EPERM,
 			is:  []error{os.ErrPermission, unix.EPERM},
-			not: []error{vmm.ErrUnsupported, ErrUnsupported, ErrProtocol},
+			not: []error{vmm.ErrUnsupported, ipc.ErrUnsupported, ipc.ErrProtocol},
 			says: []string{"pidfd_getfd: this process may not take descriptors of process", "needs ptrace access to the exporter",
 				"same user (uid and gid)", "dumpable", "kernel.yama.ptrace_scope 0, or 1 and this process an ancestor of the exporter",
 				"prctl(PR_SET_PTRACER): AllowImporter in the exporter", "CAP_SYS_PTRACE", "seccomp", socket}},
@@ -99,16 +100,16 @@ func TestFetchRefusals(t *testing.T) {
 			says: []string{"descriptor", "(allocation 1) is not open in process", "must keep the Exported open"}},
 		{name: "EBADF for the manifest", nth: 1, errno: unix.EBADF,
 			is:   []error{unix.EBADF},
-			says: []string{"the manifest (descriptor", "is not open in process", "Exported.Close withdraws the ticket"}},
+			says: []string{"the manifest (descriptor", "is not open in process", "ipc.Exported.Close withdraws the ticket"}},
 		{name: "the manifest gone after the descriptors", nth: 5, errno: unix.EBADF,
-			is:   []error{ErrProtocol, unix.EBADF},
+			is:   []error{ipc.ErrProtocol, unix.EBADF},
 			says: []string{"the exporter withdrew the ticket while its descriptors were taken", "the manifest (descriptor"}},
 		{name: "EINVAL from pidfd_open", open: unix.EINVAL,
-			is:   []error{ErrProtocol, unix.EINVAL},
+			is:   []error{ipc.ErrProtocol, unix.EINVAL},
 			says: []string{"is not a process (a thread's id?)"}},
 		{name: "EMFILE", nth: 2, errno: unix.EMFILE,
 			is:   []error{unix.EMFILE},
-			not:  []error{ErrProtocol, os.ErrPermission},
+			not:  []error{ipc.ErrProtocol, os.ErrPermission},
 			says: []string{"pidfd_getfd of descriptor", "(allocation 0) of process"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -128,7 +129,7 @@ func TestFetchRefusals(t *testing.T) {
 			}
 			var ie *vmm.Error
 			require.ErrorAs(t, err, &ie)
-			require.Equal(t, "ipc", ie.Pkg)
+			require.Equal(t, "pidfd", ie.Pkg)
 			require.Equal(t, "fetch", ie.Op)
 			require.Equal(t, before, countFDs(t), "the descriptors fetched before the refusal are closed")
 			t.Log(err)

@@ -1,4 +1,4 @@
-package ipc_test
+package pidfd_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/cuvmm/cuvmm/vmm/ipc/pidfd"
 )
 
 // Without a socket between them: the exporter publishes a ticket (here in an environment
@@ -25,13 +26,13 @@ func ExampleFetchAndImport() {
 
 	// The exporter keeps its descriptors open until the importer has fetched them. Where
 	// kernel.yama.ptrace_scope is 1 and the importer is not its ancestor, it names the
-	// importer first: ipc.AllowImporter(importerPID).
+	// importer first: pidfd.AllowImporter(importerPID).
 	e, err := ipc.Export(m, a)
 	if err != nil {
 		panic(err)
 	}
 	defer e.Close()
-	t, err := e.Ticket()
+	t, err := pidfd.Publish(e)
 	if err != nil {
 		panic(err)
 	}
@@ -46,11 +47,11 @@ func ExampleFetchAndImport() {
 
 	// The importer. A ticket naming the importer's own process is refused unless it says
 	// that it expects one, as here.
-	ticket, err := ipc.ParseTicket(os.Getenv("SHARED_MEMORY"))
+	ticket, err := pidfd.ParseTicket(os.Getenv("SHARED_MEMORY"))
 	if err != nil {
 		panic(err)
 	}
-	imp, err := ipc.FetchAndImport(ticket, m, []int{0}, ipc.AllowSelf())
+	imp, err := pidfd.FetchAndImport(ticket, m, []int{0}, pidfd.AllowSelf())
 	if errors.Is(err, ipc.ErrUnsupported) || errors.Is(err, os.ErrPermission) {
 		// The error says what the system refused and the remedy; the socket transport
 		// (Send, ReceiveAndImport) remains.

@@ -1,4 +1,33 @@
-package ipc
+// Package pidfd shares device memory between the processes of one machine without a socket
+// between them: the exporter publishes a Ticket, one line of text that travels by any
+// channel (a file, an environment variable, a Kubernetes annotation), and the importer takes
+// copies of the exported descriptors with pidfd_open and pidfd_getfd (Linux 5.6+) and imports
+// them as it would descriptors received over a socket (package ipc).
+//
+// A ticket is a capability, like the descriptors it grants. It names the exporter and its
+// manifest, a sealed memory file that the exporter maps, listing exactly the descriptors of
+// this export, and carries the manifest's random secret: the importer takes only what a
+// manifest with that secret lists, so a ticket that merely names a process and descriptor
+// numbers reaches nothing (the NVIDIA driver opens every exported descriptor on the same
+// file, so which file a descriptor is open on tells nothing). Fetch also checks that the
+// ticket was made on this machine since its last boot and in this pid namespace, that it
+// does not name the importer's own process unless the importer allows it (AllowSelf), that
+// the process it reaches is the one that made it (its start time), that each descriptor it
+// takes is open on the file the manifest names and is not a socket, pipe or directory, and
+// that the manifest is still in place once they are taken; it closes every descriptor it
+// took on any error, and its refusals say which check failed, never what would have passed
+// it. Import then checks the sizes, the driver the memory. SECURITY.md says what a ticket
+// proves.
+//
+// pidfd_getfd needs ptrace access to the exporter: the same user, and, under Yama's
+// kernel.yama.ptrace_scope 1, the importer an ancestor of the exporter or named by it
+// (AllowImporter, or AllowAnyImporter), or CAP_SYS_PTRACE. The errors say which rule
+// refused and the remedy: an old kernel matches ipc.ErrUnsupported and vmm.ErrUnsupported, a
+// refused permission os.ErrPermission, an exporter that has exited os.ErrProcessDone.
+//
+// Errors are *vmm.Error values (package "pidfd"); a ticket or manifest that cannot be true
+// matches ipc.errProtocol.
+package pidfd
 
 import (
 	"crypto/subtle"
@@ -8,7 +37,21 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
 )
+
+// errProtocol is ipc.ErrProtocol, which a ticket or manifest that cannot be true matches.
+var errProtocol = ipc.ErrProtocol
+
+func opError(op, args string, err error) error {
+	return &vmm.Error{Pkg: "pidfd", Op: op, Args: args, Err: err}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{vmm.ErrInvalid}, args...)...)
+}
 
 // Ticket lets an importer on the same machine take an exporter's descriptors with
 // pidfd_getfd (Linux 5.6+) instead of receiving them over a socket: the second transport,
@@ -24,8 +67,8 @@ import (
 // what the manifest lists. Nothing else in a ticket is secret, and a ticket that names a
 // process and descriptor numbers without the secret reaches nothing.
 //
-// Exported.Ticket makes one; Fetch and FetchAndImport take what it grants. String does not
-// show the secret; MarshalText does.
+// Publish makes one; Fetch and FetchAndImport take what it grants. String does not show
+// the secret; MarshalText does.
 type Ticket struct {
 	// PID is the exporter's process id, in its pid namespace.
 	PID int
@@ -60,16 +103,16 @@ const (
 // boot id and namespace, a descriptor number.
 func (t Ticket) validate() error {
 	if t.PID <= 0 || t.PID > maxPID {
-		return fmt.Errorf("%w: pid %d (1 to %d)", ErrProtocol, t.PID, maxPID)
+		return fmt.Errorf("%w: pid %d (1 to %d)", errProtocol, t.PID, maxPID)
 	}
 	if !validBootID(t.Boot) {
-		return fmt.Errorf("%w: boot id %q is not a lowercase UUID", ErrProtocol, t.Boot)
+		return fmt.Errorf("%w: boot id %q is not a lowercase UUID", errProtocol, t.Boot)
 	}
 	if t.PIDNS == 0 {
-		return fmt.Errorf("%w: pid namespace 0", ErrProtocol)
+		return fmt.Errorf("%w: pid namespace 0", errProtocol)
 	}
 	if t.Manifest < 0 || t.Manifest > 1<<31-1 {
-		return fmt.Errorf("%w: manifest descriptor %d", ErrProtocol, t.Manifest)
+		return fmt.Errorf("%w: manifest descriptor %d", errProtocol, t.Manifest)
 	}
 	return nil
 }
@@ -133,7 +176,7 @@ func (t Ticket) GoString() string { return t.String() }
 // UnmarshalText decodes what MarshalText encoded, and nothing else: a ticket comes from
 // another process and is not trusted. Any deviation from the form (a field out of order or
 // repeated, a number with a sign or a leading zero, a secret not of 64 lowercase hex
-// digits, a text longer than the longest ticket) matches ErrProtocol, and so does a ticket
+// digits, a text longer than the longest ticket) matches errProtocol, and so does a ticket
 // of version 1, which proved nothing and is no longer accepted.
 func (t *Ticket) UnmarshalText(text []byte) error {
 	d, err := decodeTicket(text)
@@ -155,25 +198,25 @@ func ParseTicket(s string) (Ticket, error) {
 func decodeTicket(text []byte) (Ticket, error) {
 	if strings.HasPrefix(string(text), ticketPrefixV1) {
 		return Ticket{}, fmt.Errorf("%w: a version 1 ticket, no longer accepted: it named descriptors without proving that the exporter "+
-			"meant them for this ticket; the exporter must make a new one with this version of cuvmm", ErrProtocol)
+			"meant them for this ticket; the exporter must make a new one with this version of cuvmm", errProtocol)
 	}
 	if len(text) > maxTicketLen {
-		return Ticket{}, fmt.Errorf("%w: ticket of %d bytes, longer than any (%d)", ErrProtocol, len(text), maxTicketLen)
+		return Ticket{}, fmt.Errorf("%w: ticket of %d bytes, longer than any (%d)", errProtocol, len(text), maxTicketLen)
 	}
 	s, ok := strings.CutPrefix(string(text), ticketPrefix)
 	if !ok {
-		return Ticket{}, fmt.Errorf("%w: ticket does not start with %q", ErrProtocol, ticketPrefix)
+		return Ticket{}, fmt.Errorf("%w: ticket does not start with %q", errProtocol, ticketPrefix)
 	}
 	keys := []string{"pid", "start", "boot", "pidns", "manifest", "secret"}
 	fields := strings.Split(s, ":")
 	if len(fields) != len(keys) {
-		return Ticket{}, fmt.Errorf("%w: ticket of %d fields, want %d", ErrProtocol, len(fields), len(keys))
+		return Ticket{}, fmt.Errorf("%w: ticket of %d fields, want %d", errProtocol, len(fields), len(keys))
 	}
 	vals := make([]string, len(keys))
 	for i, key := range keys {
 		v, ok := strings.CutPrefix(fields[i], key+"=")
 		if !ok {
-			return Ticket{}, fmt.Errorf("%w: ticket field %d is not %s=", ErrProtocol, i+1, key)
+			return Ticket{}, fmt.Errorf("%w: ticket field %d is not %s=", errProtocol, i+1, key)
 		}
 		vals[i] = v
 	}
@@ -181,22 +224,22 @@ func decodeTicket(text []byte) (Ticket, error) {
 	for _, i := range []int{0, 1, 3, 4} {
 		var ok bool
 		if n[i], ok = decimal(vals[i]); !ok {
-			return Ticket{}, fmt.Errorf("%w: ticket's %s %q is not a decimal number", ErrProtocol, keys[i], vals[i])
+			return Ticket{}, fmt.Errorf("%w: ticket's %s %q is not a decimal number", errProtocol, keys[i], vals[i])
 		}
 	}
 	if n[0] > maxPID {
-		return Ticket{}, fmt.Errorf("%w: pid %d (1 to %d)", ErrProtocol, n[0], maxPID)
+		return Ticket{}, fmt.Errorf("%w: pid %d (1 to %d)", errProtocol, n[0], maxPID)
 	}
 	if n[4] > 1<<31-1 {
-		return Ticket{}, fmt.Errorf("%w: manifest descriptor %d", ErrProtocol, n[4])
+		return Ticket{}, fmt.Errorf("%w: manifest descriptor %d", errProtocol, n[4])
 	}
 	t := Ticket{PID: int(n[0]), Start: n[1], Boot: vals[2], PIDNS: n[3], Manifest: int(n[4])}
 	sec := vals[5]
 	if len(sec) != 2*secretLen || strings.ToLower(sec) != sec {
-		return Ticket{}, fmt.Errorf("%w: the ticket's secret is not %d lowercase hex digits", ErrProtocol, 2*secretLen)
+		return Ticket{}, fmt.Errorf("%w: the ticket's secret is not %d lowercase hex digits", errProtocol, 2*secretLen)
 	}
 	if _, err := hex.Decode(t.secret[:], []byte(sec)); err != nil {
-		return Ticket{}, fmt.Errorf("%w: the ticket's secret is not %d lowercase hex digits", ErrProtocol, 2*secretLen)
+		return Ticket{}, fmt.Errorf("%w: the ticket's secret is not %d lowercase hex digits", errProtocol, 2*secretLen)
 	}
 	if err := t.validate(); err != nil {
 		return Ticket{}, err
@@ -224,7 +267,7 @@ func decimal(s string) (uint64, bool) {
 // importer reads it from its copy of that file.
 type manifest struct {
 	secret [secretLen]byte
-	header Header
+	header ipc.Header
 	files  []manifestFile
 }
 
@@ -241,11 +284,13 @@ const (
 	manifestVersion = 2
 	manifestFixed   = 16 + secretLen
 	manifestEntry   = 24
-	maxManifestLen  = manifestFixed + maxHeaderLen + manifestEntry*MaxDescriptors
+	// A socket message's header: 24 bytes and 8 per allocation.
+	headerFixed    = 24
+	maxManifestLen = manifestFixed + headerFixed + (8+manifestEntry)*ipc.MaxDescriptors
 )
 
 func (m manifest) encode() ([]byte, error) {
-	h, err := m.header.encode()
+	h, err := m.header.MarshalBinary()
 	if err != nil {
 		return nil, err
 	}
@@ -277,37 +322,37 @@ func (m manifest) encode() ([]byte, error) {
 func decodeManifest(b []byte, want *[secretLen]byte) (manifest, error) {
 	le := binary.LittleEndian
 	if len(b) < manifestFixed || string(b[:8]) != manifestMagic {
-		return manifest{}, fmt.Errorf("%w: not a ticket's manifest", ErrProtocol)
+		return manifest{}, fmt.Errorf("%w: not a ticket's manifest", errProtocol)
 	}
 	if v := le.Uint16(b[8:]); v != manifestVersion {
-		return manifest{}, fmt.Errorf("%w: manifest version %d, want %d", ErrProtocol, v, manifestVersion)
+		return manifest{}, fmt.Errorf("%w: manifest version %d, want %d", errProtocol, v, manifestVersion)
 	}
 	var m manifest
 	copy(m.secret[:], b[16:manifestFixed])
 	if subtle.ConstantTimeCompare(m.secret[:], want[:]) != 1 {
-		return manifest{}, fmt.Errorf("%w: the ticket's secret is not the manifest's", ErrProtocol)
+		return manifest{}, fmt.Errorf("%w: the ticket's secret is not the manifest's", errProtocol)
 	}
 	if le.Uint16(b[10:]) != 0 {
-		return manifest{}, fmt.Errorf("%w: manifest's reserved bytes are not 0", ErrProtocol)
+		return manifest{}, fmt.Errorf("%w: manifest's reserved bytes are not 0", errProtocol)
 	}
 	n := le.Uint32(b[12:])
-	if n == 0 || n > MaxDescriptors {
-		return manifest{}, fmt.Errorf("%w: manifest of %d descriptors (1 to %d)", ErrProtocol, n, MaxDescriptors)
+	if n == 0 || n > ipc.MaxDescriptors {
+		return manifest{}, fmt.Errorf("%w: manifest of %d descriptors (1 to %d)", errProtocol, n, ipc.MaxDescriptors)
 	}
 	hlen := headerFixed + 8*int(n)
 	if len(b) != manifestFixed+hlen+manifestEntry*int(n) {
-		return manifest{}, fmt.Errorf("%w: manifest of %d bytes for %d descriptors", ErrProtocol, len(b), n)
+		return manifest{}, fmt.Errorf("%w: manifest of %d bytes for %d descriptors", errProtocol, len(b), n)
 	}
-	if err := m.header.decode(b[manifestFixed : manifestFixed+hlen]); err != nil {
+	if err := m.header.UnmarshalBinary(b[manifestFixed : manifestFixed+hlen]); err != nil {
 		return manifest{}, err
 	}
 	if len(m.header.Sizes) != int(n) {
-		return manifest{}, fmt.Errorf("%w: manifest of %d descriptors with a header of %d", ErrProtocol, n, len(m.header.Sizes))
+		return manifest{}, fmt.Errorf("%w: manifest of %d descriptors with a header of %d", errProtocol, n, len(m.header.Sizes))
 	}
 	for e := b[manifestFixed+hlen:]; len(e) > 0; e = e[manifestEntry:] {
 		fd := le.Uint32(e)
 		if fd > 1<<31-1 || le.Uint32(e[4:]) != 0 {
-			return manifest{}, fmt.Errorf("%w: manifest entry %d is not a descriptor", ErrProtocol, len(m.files))
+			return manifest{}, fmt.Errorf("%w: manifest entry %d is not a descriptor", errProtocol, len(m.files))
 		}
 		m.files = append(m.files, manifestFile{fd: int(fd), dev: le.Uint64(e[8:]), ino: le.Uint64(e[16:])})
 	}

@@ -1,8 +1,8 @@
-package ipc
+package fds
 
 import (
 	"encoding/binary"
-	"net"
+	"errors"
 	"os"
 	"strconv"
 	"sync/atomic"
@@ -115,60 +115,36 @@ func fuseFile(t *testing.T) (*os.File, func()) {
 	return f, abort
 }
 
-// A descriptor of a FUSE file whose server no longer answers, named by a ticket or sent as
-// memory or as a dma-buf, is refused at once: nothing waits on its file system.
+// A FUSE file whose server no longer answers, taken from a peer as memory, as a dma-buf or
+// as a ticket's manifest (whose seals Fetch asks first), is refused or taken at once:
+// nothing waits on its file system.
 func TestFUSEDescriptorsDoNotHang(t *testing.T) {
 	f, _ := fuseFile(t)
-	within := func(what string, call func() error, says string) {
+	fd := int(f.Fd())
+	within := func(what string, call func() error) error {
 		t.Helper()
 		done := make(chan error, 1)
 		go func() { done <- call() }()
 		select {
 		case err := <-done:
-			if says == "" {
-				require.NoError(t, err, what)
-				return
-			}
-			require.ErrorIs(t, err, ErrProtocol, what)
-			require.ErrorContains(t, err, says, what)
+			return err
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%s: still waiting on the FUSE file after 10 s", what)
+			return nil
 		}
 	}
-	tk, err := self()
+	require.NoError(t, within("Memory", func() error { return Memory(fd, 0) }), "a regular file may be memory: the import decides")
+	err := within("DmaBuf", func() error { return DmaBuf(fd) })
+	require.ErrorIs(t, err, ErrProtocol)
+	require.ErrorContains(t, err, "not a dma-buf")
+	err = within("Seals", func() error { _, err := Seals(fd); return err })
+	require.Error(t, err, "no memory file: no seals")
+	err = within("Stat", func() error {
+		st, err := Stat(fd)
+		if err == nil && NotMemory(uint32(st.Mode)) != "" {
+			err = errors.New("a regular file read as " + NotMemory(uint32(st.Mode)))
+		}
+		return err
+	})
 	require.NoError(t, err)
-	tk.Manifest = int(f.Fd())
-	within("Fetch", func() error { _, err := Fetch(tk, AllowSelf()); return err }, "not a sealed memory file")
-	for _, kind := range []string{"memory", "dma-buf"} {
-		within("Receive "+kind, func() error {
-			fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-			require.NoError(t, err)
-			a, z := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "z")
-			defer a.Close()
-			defer z.Close()
-			ac, err := net.FileConn(a)
-			require.NoError(t, err)
-			defer ac.Close()
-			zc, err := net.FileConn(z)
-			require.NoError(t, err)
-			defer zc.Close()
-			msg, err := Header{HandleType: 1, Granularity: 2 << 20, Sizes: []uint64{2 << 20}}.encode()
-			require.NoError(t, err)
-			if kind == "dma-buf" {
-				msg = DmaBufHeader{Addr: 1 << 30, Size: 4096}.encode()
-			}
-			_, _, err = ac.(*net.UnixConn).WriteMsgUnix(msg, unix.UnixRights(int(f.Fd())), nil)
-			require.NoError(t, err)
-			if kind == "dma-buf" {
-				_, err = ReceiveDmaBuf(zc.(*net.UnixConn))
-				return err
-			}
-			// A regular file may be memory: Receive takes it (the import refuses it).
-			r, err := Receive(zc.(*net.UnixConn))
-			if err == nil {
-				err = r.Close()
-			}
-			return err
-		}, map[string]string{"memory": "", "dma-buf": "the descriptor is not a dma-buf"}[kind])
-	}
 }

@@ -1,4 +1,4 @@
-package ipc_test
+package pidfd_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/cuvmm/cuvmm/vmm/ipc/pidfd"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,8 +20,8 @@ const (
 	sampleText = "cuvmm-pidfd-v2:pid=4242:start=900867:boot=" + boot + ":pidns=4026531836:manifest=7:secret=" + secret
 )
 
-func sampleTicket() ipc.Ticket {
-	tk, err := ipc.ParseTicket(sampleText)
+func sampleTicket() pidfd.Ticket {
+	tk, err := pidfd.ParseTicket(sampleText)
 	if err != nil {
 		panic(err)
 	}
@@ -29,7 +30,7 @@ func sampleTicket() ipc.Ticket {
 
 func TestTicketText(t *testing.T) {
 	tk := sampleTicket()
-	require.Equal(t, ipc.Ticket{PID: 4242, Start: 900867, Boot: boot, PIDNS: 4026531836, Manifest: 7}.String(), tk.String(),
+	require.Equal(t, pidfd.Ticket{PID: 4242, Start: 900867, Boot: boot, PIDNS: 4026531836, Manifest: 7}.String(), tk.String(),
 		"the fields, and a secret that String does not show")
 	text, err := tk.MarshalText()
 	require.NoError(t, err)
@@ -42,13 +43,13 @@ func TestTicketText(t *testing.T) {
 		require.Equal(t, redacted, s, verb)
 		require.NotContains(t, s, secret[:8], verb)
 	}
-	require.NotContains(t, fmt.Sprintf("%+v", struct{ T ipc.Ticket }{tk}), secret[:8])
+	require.NotContains(t, fmt.Sprintf("%+v", struct{ T pidfd.Ticket }{tk}), secret[:8])
 
 	// Inside JSON, as a string, with the secret: that is how it travels.
-	msg, err := json.Marshal(map[string]ipc.Ticket{"memory": tk})
+	msg, err := json.Marshal(map[string]pidfd.Ticket{"memory": tk})
 	require.NoError(t, err)
 	require.Equal(t, `{"memory":"`+sampleText+`"}`, string(msg))
-	var back map[string]ipc.Ticket
+	var back map[string]pidfd.Ticket
 	require.NoError(t, json.Unmarshal(msg, &back))
 	require.Equal(t, tk, back["memory"])
 
@@ -94,24 +95,24 @@ func TestTicketRefusesText(t *testing.T) {
 		{strings.Replace(sampleText, secret, "zz"+secret[2:], 1), "secret is not 64 lowercase hex digits"},
 		{strings.Repeat("x", 1<<20), "longer than any"},
 	} {
-		_, err := ipc.ParseTicket(c.text)
+		_, err := pidfd.ParseTicket(c.text)
 		require.ErrorIs(t, err, ipc.ErrProtocol, "%.80q", c.text)
 		require.Contains(t, err.Error(), c.says, "%.80q", c.text)
 		require.NotContains(t, err.Error(), secret[8:24], "a refusal does not repeat a secret")
 		var ie *vmm.Error
 		require.ErrorAs(t, err, &ie)
-		require.Equal(t, "ipc", ie.Pkg)
+		require.Equal(t, "pidfd", ie.Pkg)
 		require.Equal(t, "decode ticket", ie.Op)
 	}
 	// The widest ticket.
 	widest := "cuvmm-pidfd-v2:pid=4194304:start=18446744073709551615:boot=" + boot +
 		":pidns=18446744073709551615:manifest=2147483647:secret=" + secret
-	tk, err := ipc.ParseTicket(widest)
+	tk, err := pidfd.ParseTicket(widest)
 	require.NoError(t, err)
 	text, err := tk.MarshalText()
 	require.NoError(t, err)
 	require.Equal(t, widest, string(text))
-	_, err = ipc.ParseTicket(widest + "0")
+	_, err = pidfd.ParseTicket(widest + "0")
 	require.ErrorContains(t, err, "longer than any")
 	// A failed decode leaves the ticket as it was.
 	tk = sampleTicket()
@@ -127,12 +128,12 @@ func FuzzTicket(f *testing.F) {
 	f.Add("cuvmm-pidfd-v2:")
 	f.Add("")
 	f.Fuzz(func(t *testing.T, text string) {
-		tk, err := ipc.ParseTicket(text)
+		tk, err := pidfd.ParseTicket(text)
 		if err != nil {
 			require.ErrorIs(t, err, ipc.ErrProtocol)
 			var ie *vmm.Error
 			require.ErrorAs(t, err, &ie)
-			require.Equal(t, ipc.Ticket{}, tk)
+			require.Equal(t, pidfd.Ticket{}, tk)
 			return
 		}
 		again, err := tk.MarshalText()
@@ -151,15 +152,15 @@ func TestPidfdOffLinux(t *testing.T) {
 	if runtime.GOOS == "linux" {
 		t.Skip("Linux has pidfd_getfd")
 	}
-	_, err := ipc.Fetch(sampleTicket())
+	_, err := pidfd.Fetch(sampleTicket())
 	require.ErrorIs(t, err, ipc.ErrUnsupported)
 	require.ErrorIs(t, err, vmm.ErrUnsupported)
 	require.Contains(t, err.Error(), "pidfd_getfd is Linux's")
-	_, err = ipc.FetchAndImport(sampleTicket(), nil, nil, ipc.AllowSelf())
+	_, err = pidfd.FetchAndImport(sampleTicket(), nil, nil, pidfd.AllowSelf())
 	require.ErrorIs(t, err, vmm.ErrUnsupported)
-	_, err = (&ipc.Exported{}).Ticket()
+	_, err = pidfd.Publish(&ipc.Exported{})
 	require.ErrorIs(t, err, ipc.ErrUnsupported)
-	for _, err := range []error{ipc.AllowImporter(os.Getppid()), ipc.AllowAnyImporter()} {
+	for _, err := range []error{pidfd.AllowImporter(os.Getppid()), pidfd.AllowAnyImporter()} {
 		require.ErrorIs(t, err, ipc.ErrUnsupported)
 		require.ErrorIs(t, err, vmm.ErrUnsupported)
 	}

@@ -1,4 +1,4 @@
-package ipc
+package pidfd
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,8 +21,8 @@ func rawManifest(secret [secretLen]byte, gran uint64, sizes []uint64, files []ma
 	b = le.AppendUint16(b, 0)
 	b = le.AppendUint32(b, uint32(len(files)))
 	b = append(b, secret[:]...)
-	b = append(b, headerMagic...)
-	b = le.AppendUint16(b, headerVersion)
+	b = append(b, "CUVMMIPC"...)
+	b = le.AppendUint16(b, 1)
 	b = le.AppendUint16(b, uint16(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
 	b = le.AppendUint16(b, uint16(len(sizes)))
 	b = le.AppendUint16(b, 0)
@@ -41,7 +42,7 @@ func rawManifest(secret [secretLen]byte, gran uint64, sizes []uint64, files []ma
 func sampleManifest() manifest {
 	return manifest{
 		secret: testSecret,
-		header: Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 << 20, Sizes: []uint64{2 << 20, 4 << 20}},
+		header: ipc.Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 << 20, Sizes: []uint64{2 << 20, 4 << 20}},
 		files:  []manifestFile{{fd: 5, dev: 1, ino: 2049}, {fd: 6, dev: 1, ino: 2049}},
 	}
 }
@@ -63,7 +64,7 @@ func TestManifestRoundTrip(t *testing.T) {
 	bad = sampleManifest()
 	bad.header.Granularity = 3
 	_, err = bad.encode()
-	require.ErrorIs(t, err, ErrProtocol)
+	require.ErrorIs(t, err, ipc.ErrProtocol)
 }
 
 // A manifest from another process is refused at the first check it fails, and the refusal
@@ -102,7 +103,7 @@ func TestManifestRefusals(t *testing.T) {
 		{"an entry's reserved bytes", with(len(good)-manifestEntry+4, 1), "manifest entry 1 is not a descriptor"},
 	} {
 		_, err := decodeManifest(c.b, &testSecret)
-		require.ErrorIs(t, err, ErrProtocol, c.name)
+		require.ErrorIs(t, err, ipc.ErrProtocol, c.name)
 		require.ErrorContains(t, err, c.says, c.name)
 		require.NotContains(t, err.Error(), "2049", c.name)
 	}
@@ -125,10 +126,11 @@ func FuzzManifest(f *testing.F) {
 		}
 		m, err := decodeManifest(b, &want)
 		if err != nil {
-			require.ErrorIs(t, err, ErrProtocol)
+			require.ErrorIs(t, err, ipc.ErrProtocol)
 			return
 		}
-		require.NoError(t, m.header.validate())
+		_, err = m.header.MarshalBinary()
+		require.NoError(t, err, "a header a socket message could carry")
 		require.Len(t, m.files, len(m.header.Sizes))
 		for _, f := range m.files {
 			require.True(t, f.fd >= 0 && f.fd <= 1<<31-1)

@@ -1,4 +1,4 @@
-package ipc
+package pidfd
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +20,7 @@ type exporter struct {
 	s     *sim.Sim
 	m     *vmm.Manager
 	a     []*vmm.Allocation
-	e     *Exported
+	e     *ipc.Exported
 	pipe  [2]int
 	files []manifestFile // the export's descriptors with their true files
 }
@@ -34,7 +35,7 @@ func newExporter(t *testing.T) *exporter {
 		require.NoError(t, err)
 		x.a = append(x.a, a)
 	}
-	x.e, err = Export(x.m, x.a...)
+	x.e, err = ipc.Export(x.m, x.a...)
 	require.NoError(t, err)
 	for _, fd := range x.e.FDs() {
 		x.files = append(x.files, listed(t, fd))
@@ -91,7 +92,7 @@ func leave(t *testing.T, b []byte, seals int) Ticket {
 	return tk
 }
 
-// What a manifest, the exporter's own word, can say that Fetch or Import refuses: whatever
+// What a manifest, the exporter's own word, can say that Fetch or ipc.Import refuses: whatever
 // it lists, nothing fetched stays open and nothing imported stays held.
 func TestFetchHostileManifest(t *testing.T) {
 	x := newExporter(t)
@@ -108,16 +109,16 @@ func TestFetchHostileManifest(t *testing.T) {
 		is    error
 		says  string
 	}{
-		{"unsealed", rawManifest(testSecret, gran, sizes, x.files), 0, ErrProtocol, "(not a sealed memory file)"},
-		{"sealed but writable", rawManifest(testSecret, gran, sizes, x.files), unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL, ErrProtocol, "(not a sealed memory file)"},
-		{"too long", make([]byte, maxManifestLen+1), manifestSeals, ErrProtocol, "(its size)"},
-		{"empty", nil, manifestSeals, ErrProtocol, "(its size)"},
-		{"garbage", []byte("not a manifest at all, but sealed all the same............."), manifestSeals, ErrProtocol, "not a ticket's manifest"},
-		{"a pipe listed", rawManifest(testSecret, gran, sizes, []manifestFile{x.files[0], pipe}), manifestSeals, ErrProtocol, "(allocation 1) is a pipe, not memory"},
-		{"another file than listed", rawManifest(testSecret, gran, sizes, []manifestFile{x.files[0], moved}), manifestSeals, ErrProtocol, "(allocation 1) is not open on the file the manifest names"},
+		{"unsealed", rawManifest(testSecret, gran, sizes, x.files), 0, ipc.ErrProtocol, "(not a sealed memory file)"},
+		{"sealed but writable", rawManifest(testSecret, gran, sizes, x.files), unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_SEAL, ipc.ErrProtocol, "(not a sealed memory file)"},
+		{"too long", make([]byte, maxManifestLen+1), manifestSeals, ipc.ErrProtocol, "(its size)"},
+		{"empty", nil, manifestSeals, ipc.ErrProtocol, "(its size)"},
+		{"garbage", []byte("not a manifest at all, but sealed all the same............."), manifestSeals, ipc.ErrProtocol, "not a ticket's manifest"},
+		{"a pipe listed", rawManifest(testSecret, gran, sizes, []manifestFile{x.files[0], pipe}), manifestSeals, ipc.ErrProtocol, "(allocation 1) is a pipe, not memory"},
+		{"another file than listed", rawManifest(testSecret, gran, sizes, []manifestFile{x.files[0], moved}), manifestSeals, ipc.ErrProtocol, "(allocation 1) is not open on the file the manifest names"},
 		{"a descriptor not open", rawManifest(testSecret, gran, sizes[:1], []manifestFile{{fd: 1000}}), manifestSeals, unix.EBADF, "descriptor 1000 (allocation 0) is not open"},
 		{"a size larger than the allocation", rawManifest(testSecret, gran, []uint64{4 << 20, 4 << 20}, x.files), manifestSeals, cu.ERROR_NOT_SUPPORTED, "claimed size 4MiB"},
-		{"a size past the device's memory", rawManifest(testSecret, gran, []uint64{64 << 40, 4 << 20}, x.files), manifestSeals, ErrProtocol, "claims 64TiB"},
+		{"a size past the device's memory", rawManifest(testSecret, gran, []uint64{64 << 40, 4 << 20}, x.files), manifestSeals, ipc.ErrProtocol, "claims 64TiB"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tk := plant(t, c.b, c.seals)
@@ -138,7 +139,7 @@ func TestFetchHostileManifest(t *testing.T) {
 	tk := leave(t, rawManifest(testSecret, gran, sizes, x.files), manifestSeals)
 	before := countFDs(t)
 	_, err := FetchAndImport(tk, x.m, nil, AllowSelf())
-	require.ErrorIs(t, err, ErrProtocol)
+	require.ErrorIs(t, err, ipc.ErrProtocol)
 	require.ErrorContains(t, err, fmt.Sprintf("the manifest bears the ticket's secret but process %d did not make it", os.Getpid()))
 	require.Equal(t, before, countFDs(t))
 	unix.Close(tk.Manifest)
@@ -192,7 +193,7 @@ func FuzzFetch(f *testing.F) {
 			require.Nil(t, imp)
 			var ie *vmm.Error
 			require.ErrorAs(t, err, &ie)
-			require.Equal(t, "ipc", ie.Pkg)
+			require.Equal(t, "pidfd", ie.Pkg)
 		} else {
 			var total uint64
 			for _, s := range sizes {

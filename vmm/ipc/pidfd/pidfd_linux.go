@@ -1,4 +1,4 @@
-package ipc
+package pidfd
 
 import (
 	"crypto/rand"
@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/cuvmm/cuvmm/vmm/ipc/internal/fds"
 	"golang.org/x/sys/unix"
 )
 
@@ -25,27 +27,25 @@ var (
 // as they are.
 const manifestSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE | unix.F_SEAL_SEAL
 
-// Ticket grants an importer that fetches with pidfd_getfd (Fetch) e's descriptors, and
-// nothing else of this process. The first call writes the manifest the ticket names, which
-// e holds from then on; later calls return the same ticket. e keeps its descriptors, and
-// must stay open until every importer has fetched: Close withdraws the ticket.
-func (e *Exported) Ticket() (Ticket, error) {
-	if e == nil {
-		return Ticket{}, opError("ticket", "", invalid("a nil Exported"))
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if len(e.fds) == 0 {
-		return Ticket{}, opError("ticket", "", vmm.ErrClosed)
-	}
-	if e.manifest1 == 0 {
-		fd, mapped, t, err := publish(e.Header, e.fds)
+// Publish makes a ticket that grants an importer that fetches with pidfd_getfd (Fetch) e's
+// descriptors, and nothing else of this process: it writes the manifest the ticket names,
+// which e holds from then on. Each call makes a ticket of its own. e keeps its descriptors,
+// and must stay open until every importer has fetched: Close withdraws every ticket of it
+// before it closes the descriptors.
+func Publish(e *ipc.Exported) (Ticket, error) {
+	var t Ticket
+	err := e.Publish(func(h ipc.Header, fds []int) (func() error, error) {
+		fd, mapped, tk, err := publish(h, fds)
 		if err != nil {
-			return Ticket{}, opError("ticket", fmt.Sprintf("%d descriptors", len(e.fds)), err)
+			return nil, err
 		}
-		e.manifest1, e.manifestMap, e.ticket = fd+1, mapped, t
+		t = tk
+		return func() error { return errors.Join(unix.Munmap(mapped), unix.Close(fd)) }, nil
+	})
+	if err != nil {
+		return Ticket{}, opError("publish", "", err)
 	}
-	return e.ticket, nil
+	return t, nil
 }
 
 // publish writes the manifest of fds (one per size of h) with a new secret into a sealed
@@ -54,7 +54,7 @@ func (e *Exported) Ticket() (Ticket, error) {
 // to process, but only the exporter's own code maps its manifests, so an importer that
 // finds the file mapped in the exporter (/proc/PID/maps) knows the exporter made it, and
 // not a peer that left one in the exporter's descriptor table.
-func publish(h Header, fds []int) (fd int, mapped []byte, t Ticket, err error) {
+func publish(h ipc.Header, fds []int) (fd int, mapped []byte, t Ticket, err error) {
 	t, err = self()
 	if err != nil {
 		return -1, nil, Ticket{}, err
@@ -98,13 +98,6 @@ func publish(h Header, fds []int) (fd int, mapped []byte, t Ticket, err error) {
 	}
 	t.Manifest, t.secret = fd, m.secret
 	return fd, mapped, t, nil
-}
-
-func unmap(b []byte) error {
-	if b == nil {
-		return nil
-	}
-	return unix.Munmap(b)
 }
 
 // self is this process as a ticket names it.
@@ -208,8 +201,8 @@ type fetchOpts struct {
 func AllowSelf() FetchOption { return func(o *fetchOpts) { o.self = true } }
 
 // Fetch takes copies of the descriptors a ticket grants from the exporting process, with
-// pidfd_open and pidfd_getfd (Linux 5.6+), and returns them as a *Received, to Import as if
-// they had come over a socket (FetchAndImport does both). On error every descriptor fetched
+// pidfd_open and pidfd_getfd (Linux 5.6+), and returns them as an *ipc.Received, to import
+// (ipc.Import) as if they had come over a socket (FetchAndImport does both). On error every descriptor fetched
 // is closed. Descriptors are fetched close-on-exec.
 //
 // The ticket is not trusted. Before any system call Fetch checks its form, that it was made
@@ -225,13 +218,13 @@ func AllowSelf() FetchOption { return func(o *fetchOpts) { o.self = true } }
 //
 // Errors say what the kernel refused and what to do about it: where the kernel has no
 // pidfd_getfd (before Linux 5.6, or a seccomp filter refuses it) the error matches
-// ErrUnsupported and vmm.ErrUnsupported; where this process may not take the exporter's
+// ipc.ErrUnsupported and vmm.ErrUnsupported; where this process may not take the exporter's
 // descriptors (pidfd_getfd needs ptrace access to it) the error matches os.ErrPermission
 // and names the remedies (AllowImporter in the exporter is one); where the exporter has
-// exited, os.ErrProcessDone; a ticket that cannot be true or grants nothing, ErrProtocol.
+// exited, os.ErrProcessDone; a ticket that cannot be true or grants nothing, errProtocol.
 // The error of a refused system call also unwraps to the kernel's errno (unix.EBADF where
 // a descriptor is not open).
-func Fetch(t Ticket, opts ...FetchOption) (*Received, error) {
+func Fetch(t Ticket, opts ...FetchOption) (*ipc.Received, error) {
 	var o fetchOpts
 	for _, f := range opts {
 		if f != nil {
@@ -242,49 +235,49 @@ func Fetch(t Ticket, opts ...FetchOption) (*Received, error) {
 	if err != nil {
 		return nil, opError("fetch", "ticket of process "+strconv.Itoa(t.PID), err)
 	}
-	return &Received{Header: h, fds: fds}, nil
+	return ipc.NewReceived(h, fds), nil
 }
 
-func fetch(t Ticket, o fetchOpts) (h Header, fds []int, err error) {
+func fetch(t Ticket, o fetchOpts) (h ipc.Header, taken []int, err error) {
 	if err := t.validate(); err != nil {
-		return Header{}, nil, err
+		return ipc.Header{}, nil, err
 	}
 	boot, err := bootID()
 	if err != nil {
-		return Header{}, nil, err
+		return ipc.Header{}, nil, err
 	}
 	if t.Boot != boot {
-		return Header{}, nil, fmt.Errorf("%w: the ticket was made on another machine or before a reboot (its boot id is not this one's): "+
-			"pidfd_getfd reaches processes of this machine only; fabric handles (FabricHandle) cross machines", ErrProtocol)
+		return ipc.Header{}, nil, fmt.Errorf("%w: the ticket was made on another machine or before a reboot (its boot id is not this one's): "+
+			"pidfd_getfd reaches processes of this machine only; fabric handles (FabricHandle) cross machines", errProtocol)
 	}
 	ns, err := pidNamespace()
 	if err != nil {
-		return Header{}, nil, err
+		return ipc.Header{}, nil, err
 	}
 	if t.PIDNS != ns {
-		return Header{}, nil, fmt.Errorf("%w: the exporter is of another pid namespace than this process: "+
-			"share one (Kubernetes: shareProcessNamespace in the pod, or hostPID) or use the socket transport (Send and Receive)", ErrProtocol)
+		return ipc.Header{}, nil, fmt.Errorf("%w: the exporter is of another pid namespace than this process: "+
+			"share one (Kubernetes: shareProcessNamespace in the pod, or hostPID) or use the socket transport (Send and Receive)", errProtocol)
 	}
 	if t.PID == os.Getpid() && !o.self {
-		return Header{}, nil, fmt.Errorf("%w: the ticket names this process; a ticket from a peer that names its importer "+
-			"would have it import its own memory (AllowSelf takes such a ticket)", ErrProtocol)
+		return ipc.Header{}, nil, fmt.Errorf("%w: the ticket names this process; a ticket from a peer that names its importer "+
+			"would have it import its own memory (AllowSelf takes such a ticket)", errProtocol)
 	}
 	pidfd, err := pidfdOpen(t.PID, 0)
 	if err != nil {
-		return Header{}, nil, refuse("pidfd_open", err, t, "")
+		return ipc.Header{}, nil, refuse("pidfd_open", err, t, "")
 	}
 	defer unix.Close(pidfd)
 	// The pidfd holds the process, not its pid: while the process runs, its pid is its own,
 	// so a start time read now, and a process seen running after, are the ticket's.
 	start, err := startTime(t.PID)
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
-		return Header{}, nil, refuse("pidfd_open", unix.ESRCH, t, "")
+		return ipc.Header{}, nil, refuse("pidfd_open", unix.ESRCH, t, "")
 	}
 	if err != nil {
-		return Header{}, nil, err
+		return ipc.Header{}, nil, err
 	}
 	if start != t.Start {
-		return Header{}, nil, &refusal{
+		return ipc.Header{}, nil, &refusal{
 			what:   fmt.Sprintf("process %d is not the exporter: it started at another time than the ticket says", t.PID),
 			err:    unix.ESRCH,
 			remedy: "the exporter has exited and its pid was reused; a new ticket is needed",
@@ -292,7 +285,7 @@ func fetch(t Ticket, o fetchOpts) (h Header, fds []int, err error) {
 		}
 	}
 	if exited(pidfd) {
-		return Header{}, nil, refuse("pidfd_open", unix.ESRCH, t, "")
+		return ipc.Header{}, nil, refuse("pidfd_open", unix.ESRCH, t, "")
 	}
 	take := func(fd int, what string) (int, error) {
 		got, err := pidfdGetfd(pidfd, fd, 0)
@@ -307,38 +300,38 @@ func fetch(t Ticket, o fetchOpts) (h Header, fds []int, err error) {
 	}
 	mfd, err := take(t.Manifest, fmt.Sprintf("the manifest (descriptor %d)", t.Manifest))
 	if err != nil {
-		return Header{}, nil, err
+		return ipc.Header{}, nil, err
 	}
 	defer unix.Close(mfd)
 	m, file, err := readManifest(mfd, &t)
 	if err != nil {
-		return Header{}, nil, err
+		return ipc.Header{}, nil, err
 	}
 	if err := madeBy(t.PID, file); err != nil {
-		return Header{}, nil, err
+		return ipc.Header{}, nil, err
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, closeFDs(fds))
-			fds = nil
+			err = errors.Join(err, fds.Close(taken))
+			taken = nil
 		}
 	}()
 	for i, f := range m.files {
 		fd, err := take(f.fd, fmt.Sprintf("descriptor %d (allocation %d)", f.fd, i))
 		if err != nil {
-			return Header{}, fds, err
+			return ipc.Header{}, taken, err
 		}
-		fds = append(fds, fd)
-		st, err := fileOf(fd)
+		taken = append(taken, fd)
+		st, err := fds.Stat(fd)
 		if err != nil {
-			return Header{}, fds, fmt.Errorf("statx of descriptor %d fetched from process %d: %w", f.fd, t.PID, err)
+			return ipc.Header{}, taken, fmt.Errorf("statx of descriptor %d fetched from process %d: %w", f.fd, t.PID, err)
 		}
-		if kind := notMemory(uint32(st.Mode)); kind != "" {
-			return Header{}, fds, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is %s, not memory", ErrProtocol, f.fd, t.PID, i, kind)
+		if kind := fds.NotMemory(uint32(st.Mode)); kind != "" {
+			return ipc.Header{}, taken, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is %s, not memory", errProtocol, f.fd, t.PID, i, kind)
 		}
-		if devOf(st) != f.dev || st.Ino != f.ino {
-			return Header{}, fds, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is not open on the file the manifest names: "+
-				"the exporter closed it and the number was reused", ErrProtocol, f.fd, t.PID, i)
+		if fds.Dev(st) != f.dev || st.Ino != f.ino {
+			return ipc.Header{}, taken, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is not open on the file the manifest names: "+
+				"the exporter closed it and the number was reused", errProtocol, f.fd, t.PID, i)
 		}
 	}
 	// The exporter closes the manifest before the descriptors it lists: found again, it
@@ -349,9 +342,9 @@ func fetch(t Ticket, o fetchOpts) (h Header, fds []int, err error) {
 		unix.Close(again)
 	}
 	if err != nil {
-		return Header{}, fds, fmt.Errorf("%w: the exporter withdrew the ticket while its descriptors were taken: %w", ErrProtocol, err)
+		return ipc.Header{}, taken, fmt.Errorf("%w: the exporter withdrew the ticket while its descriptors were taken: %w", errProtocol, err)
 	}
-	return m.header, fds, nil
+	return m.header, taken, nil
 }
 
 // readManifest reads and checks the manifest open on fd against t's secret: a sealed memory
@@ -360,9 +353,9 @@ func fetch(t Ticket, o fetchOpts) (h Header, fds []int, err error) {
 func readManifest(fd int, t *Ticket) (manifest, unix.Stat_t, error) {
 	var st unix.Stat_t
 	notManifest := func(why string) (manifest, unix.Stat_t, error) {
-		return manifest{}, st, fmt.Errorf("%w: descriptor %d of process %d is not a ticket's manifest (%s)", ErrProtocol, t.Manifest, t.PID, why)
+		return manifest{}, st, fmt.Errorf("%w: descriptor %d of process %d is not a ticket's manifest (%s)", errProtocol, t.Manifest, t.PID, why)
 	}
-	if s, err := seals(fd); err != nil || s&manifestSeals != manifestSeals {
+	if s, err := fds.Seals(fd); err != nil || s&manifestSeals != manifestSeals {
 		return notManifest("not a sealed memory file")
 	}
 	if err := unix.Fstat(fd, &st); err != nil {
@@ -404,7 +397,7 @@ func madeBy(pid int, file unix.Stat_t) error {
 		}
 	}
 	return fmt.Errorf("%w: the manifest bears the ticket's secret but process %d did not make it (it does not map it): "+
-		"a sealed memory file that another process left there", ErrProtocol, pid)
+		"a sealed memory file that another process left there", errProtocol, pid)
 }
 
 // sameFile says whether descriptors a and b are open on one file.
@@ -444,7 +437,7 @@ func refuse(call string, err error, t Ticket, what string) error {
 			what:   fmt.Sprintf("%s is not available on this kernel (%s)", call, kernelRelease()),
 			err:    errno,
 			remedy: "Linux 5.6 or later is needed (a seccomp filter that refuses the call has the same effect); use the socket transport (Send and Receive)",
-			is:     []error{vmm.ErrUnsupported, ErrUnsupported},
+			is:     []error{vmm.ErrUnsupported, ipc.ErrUnsupported},
 		}
 	case unix.EPERM, unix.EACCES:
 		return &refusal{
@@ -464,7 +457,7 @@ func refuse(call string, err error, t Ticket, what string) error {
 			return &refusal{
 				what:   fmt.Sprintf("%s is not open in process %d", what, t.PID),
 				err:    errno,
-				remedy: "the exporter closed it (Exported.Close withdraws the ticket), or the ticket is wrong; the exporter must keep the Exported open until the importer has fetched",
+				remedy: "the exporter closed it (ipc.Exported.Close withdraws the ticket), or the ticket is wrong; the exporter must keep the Exported open until the importer has fetched",
 			}
 		}
 	case unix.EINVAL, unix.ENOENT:
@@ -473,7 +466,7 @@ func refuse(call string, err error, t Ticket, what string) error {
 			return &refusal{
 				what: fmt.Sprintf("pid %d is not a process (a thread's id?)", t.PID),
 				err:  errno,
-				is:   []error{ErrProtocol},
+				is:   []error{ipc.ErrProtocol},
 			}
 		}
 	}
@@ -523,14 +516,14 @@ func kernelRelease() string {
 }
 
 // FetchAndImport fetches the descriptors t grants (Fetch), imports and maps them with
-// access for the devices of access (Import), and closes the descriptors it fetched whatever
-// happens.
-func FetchAndImport(t Ticket, m *vmm.Manager, access []int, opts ...FetchOption) (*Imported, error) {
+// access for the devices of access (ipc.Import), and closes the descriptors it fetched
+// whatever happens.
+func FetchAndImport(t Ticket, m *vmm.Manager, access []int, opts ...FetchOption) (*ipc.Imported, error) {
 	r, err := Fetch(t, opts...)
 	if err != nil {
 		return nil, err
 	}
-	imp, err := Import(m, r, access)
+	imp, err := ipc.Import(m, r, access)
 	if cerr := r.Close(); cerr != nil {
 		if imp != nil {
 			cerr = errors.Join(cerr, imp.Close())

@@ -1,4 +1,4 @@
-package ipc_test
+package pidfd_test
 
 import (
 	"bufio"
@@ -24,6 +24,7 @@ import (
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/buffer"
 	"github.com/cuvmm/cuvmm/vmm/ipc"
+	"github.com/cuvmm/cuvmm/vmm/ipc/pidfd"
 	"github.com/cuvmm/cuvmm/vmm/vmmtest"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -39,10 +40,10 @@ const envPidfdFetch = "CUVMM_IPC_PIDFD_FETCH"
 
 func runPidfdChildIfRequested() {
 	if text, ok := os.LookupEnv(envPidfdFetch); ok {
-		tk, err := ipc.ParseTicket(text)
+		tk, err := pidfd.ParseTicket(text)
 		if err == nil {
 			var r *ipc.Received
-			if r, err = ipc.Fetch(tk); err == nil {
+			if r, err = pidfd.Fetch(tk); err == nil {
 				err = r.Close()
 			}
 		}
@@ -100,10 +101,10 @@ func pidfdChild(backend string) error {
 	defer e.Close()
 	// Where Yama's ptrace_scope is 1 the parent, an ancestor, needs no leave; this says so
 	// anyway, as an exporter whose importer is not its ancestor would.
-	if err := ipc.AllowImporter(os.Getppid()); err != nil {
+	if err := pidfd.AllowImporter(os.Getppid()); err != nil {
 		return err
 	}
-	t, err := e.Ticket()
+	t, err := pidfd.Publish(e)
 	if err != nil {
 		return err
 	}
@@ -171,9 +172,9 @@ func pidfdCrossProcess(t *testing.T, backend string, be vmm.Backend) {
 		defer b.Close()
 		e := exportBuffer(t, m, b)
 		defer e.Close()
-		tk, err := e.Ticket()
+		tk, err := pidfd.Publish(e)
 		require.NoError(t, err)
-		r, err := ipc.Fetch(tk, ipc.AllowSelf())
+		r, err := pidfd.Fetch(tk, pidfd.AllowSelf())
 		skipRefused(t, err)
 		require.NoError(t, err)
 		for i, fd := range r.FDs() {
@@ -231,10 +232,10 @@ func pidfdCrossProcess(t *testing.T, backend string, be vmm.Backend) {
 		case <-time.After(2 * time.Minute):
 			t.Fatalf("no ticket from the child (stderr: %s)", stderr.String())
 		}
-		tk, err := ipc.ParseTicket(text)
+		tk, err := pidfd.ParseTicket(text)
 		require.NoError(t, err)
 		require.Equal(t, cmd.Process.Pid, tk.PID, "under an emulator the child is the emulator's process")
-		imp, err := ipc.FetchAndImport(tk, m, []int{0})
+		imp, err := pidfd.FetchAndImport(tk, m, []int{0})
 		if err != nil {
 			require.NoError(t, stdin.Close())
 			require.NoError(t, wait(), "child: %s", stderr.String())
@@ -271,30 +272,34 @@ func TestFetchInProcess(t *testing.T) {
 	m := vmm.New(s)
 	b := shareable(t, m)
 	e := exportBuffer(t, m, b)
-	tk, err := e.Ticket()
+	tk, err := pidfd.Publish(e)
 	require.NoError(t, err)
 	require.Equal(t, os.Getpid(), tk.PID)
-	again, err := e.Ticket()
+	again, err := pidfd.Publish(e)
 	require.NoError(t, err)
-	require.Equal(t, tk, again, "one export, one ticket")
+	require.NotEqual(t, tk.Manifest, again.Manifest, "each ticket a manifest of its own")
+	require.NotEqual(t, secretOf(t, tk), secretOf(t, again), "and a secret of its own")
 	require.NotContains(t, e.FDs(), tk.Manifest, "the manifest is a descriptor of its own")
+	imp, err := pidfd.FetchAndImport(again, m, nil, pidfd.AllowSelf())
+	require.NoError(t, err)
+	require.NoError(t, imp.Close())
 
 	// The ticket travels as text, alone or inside JSON.
 	text, err := tk.MarshalText()
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(text), "cuvmm-pidfd-v2:pid="+strconv.Itoa(os.Getpid())+":"), string(text))
-	msg, err := json.Marshal(struct{ Memory ipc.Ticket }{tk})
+	msg, err := json.Marshal(struct{ Memory pidfd.Ticket }{tk})
 	require.NoError(t, err)
-	var got struct{ Memory ipc.Ticket }
+	var got struct{ Memory pidfd.Ticket }
 	require.NoError(t, json.Unmarshal(msg, &got))
 	require.Equal(t, tk, got.Memory)
 
 	// A ticket that names the importer's own process is refused unless it asks for that.
-	_, err = ipc.Fetch(got.Memory)
+	_, err = pidfd.Fetch(got.Memory)
 	require.ErrorIs(t, err, ipc.ErrProtocol)
 	require.ErrorContains(t, err, "the ticket names this process")
 	require.ErrorContains(t, err, "AllowSelf")
-	r, err := ipc.Fetch(got.Memory, ipc.AllowSelf())
+	r, err := pidfd.Fetch(got.Memory, pidfd.AllowSelf())
 	skipRefused(t, err)
 	require.NoError(t, err)
 	require.Equal(t, e.Header, r.Header)
@@ -305,7 +310,7 @@ func TestFetchInProcess(t *testing.T) {
 		require.NoError(t, err)
 		require.NotZero(t, flags&unix.FD_CLOEXEC, "fetched close-on-exec")
 	}
-	imp, err := ipc.Import(m, r, []int{0})
+	imp, err = ipc.Import(m, r, []int{0})
 	require.NoError(t, err)
 	require.NoError(t, r.Close())
 	data := make([]byte, imp.Size())
@@ -315,7 +320,7 @@ func TestFetchInProcess(t *testing.T) {
 	require.NoError(t, imp.Close())
 
 	// The exporter keeps its descriptors: a second importer fetches them again.
-	imp, err = ipc.FetchAndImport(tk, m, nil, ipc.AllowSelf())
+	imp, err = pidfd.FetchAndImport(tk, m, nil, pidfd.AllowSelf())
 	require.NoError(t, err)
 	require.Equal(t, uint64(8*mib), imp.Size())
 	require.NoError(t, imp.Close())
@@ -323,37 +328,37 @@ func TestFetchInProcess(t *testing.T) {
 	// Close withdraws the ticket: the manifest is gone (its number not open, or open on
 	// something that is no manifest with this secret).
 	require.NoError(t, e.Close())
-	_, err = ipc.Fetch(tk, ipc.AllowSelf())
+	_, err = pidfd.Fetch(tk, pidfd.AllowSelf())
 	if errors.Is(err, unix.EBADF) {
 		require.ErrorContains(t, err, fmt.Sprintf("the manifest (descriptor %d) is not open in process %d", tk.Manifest, tk.PID))
 		require.ErrorContains(t, err, "Exported.Close withdraws the ticket")
 	} else {
 		require.ErrorIs(t, err, ipc.ErrProtocol)
 	}
-	_, err = e.Ticket()
+	_, err = pidfd.Publish(e)
 	require.ErrorIs(t, err, vmm.ErrClosed)
 
 	require.NoError(t, b.Close())
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 	require.Equal(t, before, openFDs(t), "descriptors leaked")
 
-	_, err = (*ipc.Exported)(nil).Ticket()
+	_, err = pidfd.Publish(nil)
 	require.ErrorIs(t, err, vmm.ErrInvalid)
 }
 
 // withSecret is tk with its secret replaced by hex digits sec.
-func withSecret(t *testing.T, tk ipc.Ticket, sec string) ipc.Ticket {
+func withSecret(t *testing.T, tk pidfd.Ticket, sec string) pidfd.Ticket {
 	t.Helper()
 	text, err := tk.MarshalText()
 	require.NoError(t, err)
 	i := strings.LastIndex(string(text), "=")
-	forged, err := ipc.ParseTicket(string(text[:i+1]) + sec)
+	forged, err := pidfd.ParseTicket(string(text[:i+1]) + sec)
 	require.NoError(t, err)
 	return forged
 }
 
 // secretOf is tk's secret, in hex.
-func secretOf(t *testing.T, tk ipc.Ticket) string {
+func secretOf(t *testing.T, tk pidfd.Ticket) string {
 	text, err := tk.MarshalText()
 	require.NoError(t, err)
 	return string(text[strings.LastIndex(string(text), "=")+1:])
@@ -387,22 +392,22 @@ func ticketGrantsOnlyItsExport(t *testing.T, be vmm.Backend, held func() [4]int)
 	other, err := ipc.Export(m, allocs[1])
 	require.NoError(t, err)
 	defer other.Close()
-	mine, err := e.Ticket()
+	mine, err := pidfd.Publish(e)
 	require.NoError(t, err)
-	theirs, err := other.Ticket()
+	theirs, err := pidfd.Publish(other)
 	require.NoError(t, err)
 	// The genuine ticket grants its export (and, on the real driver, opens the descriptors
 	// the driver keeps after a first import before anything is counted).
-	imp, err := ipc.FetchAndImport(theirs, m, nil, ipc.AllowSelf())
+	imp, err := pidfd.FetchAndImport(theirs, m, nil, pidfd.AllowSelf())
 	skipRefused(t, err)
 	require.NoError(t, err)
 	require.Equal(t, uint64(4*mib), imp.Size())
 	require.NoError(t, imp.Close())
 	before := held()
-	refused := func(tk ipc.Ticket, says ...string) {
+	refused := func(tk pidfd.Ticket, says ...string) {
 		t.Helper()
 		mid := openFDs(t)
-		imp, err := ipc.FetchAndImport(tk, m, nil, ipc.AllowSelf())
+		imp, err := pidfd.FetchAndImport(tk, m, nil, pidfd.AllowSelf())
 		require.Nil(t, imp)
 		require.ErrorIs(t, err, ipc.ErrProtocol)
 		for _, s := range says {
@@ -427,9 +432,9 @@ func ticketGrantsOnlyItsExport(t *testing.T, be vmm.Backend, held func() [4]int)
 	refused(withSecret(t, mine, strings.Repeat("0", 64)), "the ticket's secret is not the manifest's")
 	refused(withSecret(t, mine, secretOf(t, theirs)), "the ticket's secret is not the manifest's")
 	// The same ticket, without AllowSelf.
-	_, err = ipc.FetchAndImport(mine, m, nil)
+	_, err = pidfd.FetchAndImport(mine, m, nil)
 	require.ErrorContains(t, err, "the ticket names this process")
-	imp, err = ipc.FetchAndImport(mine, m, nil, ipc.AllowSelf())
+	imp, err = pidfd.FetchAndImport(mine, m, nil, pidfd.AllowSelf())
 	require.NoError(t, err)
 	require.Equal(t, uint64(6*mib), imp.Size())
 	require.NoError(t, imp.Close())
@@ -469,7 +474,7 @@ func aThread(t *testing.T) int {
 func TestFetchHostileTicket(t *testing.T) {
 	type ticketCase struct {
 		name   string
-		ticket func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket // from the fixture's true ticket
+		ticket func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket // from the fixture's true ticket
 		is     []error
 		says   []string
 	}
@@ -481,45 +486,45 @@ func TestFetchHostileTicket(t *testing.T) {
 		require.ErrorIs(t, err, unix.EBADF)
 		return high
 	}
-	manifest := func(fd func(*testing.T, *fixture) int) func(*testing.T, *fixture, ipc.Ticket) ipc.Ticket {
-		return func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+	manifest := func(fd func(*testing.T, *fixture) int) func(*testing.T, *fixture, pidfd.Ticket) pidfd.Ticket {
+		return func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket {
 			tk.Manifest = fd(t, fx)
 			return tk
 		}
 	}
 	notManifest := []error{ipc.ErrProtocol}
 	cases := []ticketCase{
-		{name: "no such process", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+		{name: "no such process", ticket: func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket {
 			tk.PID = 1 << 22 // above the largest pid_max: never a process
 			return tk
 		}, is: []error{os.ErrProcessDone, unix.ESRCH}, says: []string{"process 4194304 is gone"}},
-		{name: "a process that has exited", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+		{name: "a process that has exited", ticket: func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket {
 			cmd := reexec.Command(os.Args[0], "-test.run=^$")
 			require.NoError(t, cmd.Run())
 			tk.PID = cmd.Process.Pid
 			return tk
 		}, is: []error{os.ErrProcessDone}},
-		{name: "another start time", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+		{name: "another start time", ticket: func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket {
 			tk.Start++
 			return tk
 		}, is: []error{os.ErrProcessDone}, says: []string{"is not the exporter: it started at another time", "its pid was reused"}},
-		{name: "a thread's id", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+		{name: "a thread's id", ticket: func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket {
 			tk.PID = aThread(t)
 			return tk
 		}, is: []error{ipc.ErrProtocol}, says: []string{"is not a process (a thread's id?)"}},
-		{name: "pid 0", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+		{name: "pid 0", ticket: func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket {
 			tk.PID = 0
 			return tk
 		}, is: []error{ipc.ErrProtocol}, says: []string{"pid 0 (1 to 4194304)"}},
-		{name: "another boot", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+		{name: "another boot", ticket: func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket {
 			tk.Boot = "00000000-0000-0000-0000-000000000000"
 			return tk
 		}, is: []error{ipc.ErrProtocol}, says: []string{"another machine or before a reboot", "FabricHandle"}},
-		{name: "a boot id that is not one", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+		{name: "a boot id that is not one", ticket: func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket {
 			tk.Boot = strings.ToUpper(tk.Boot)
 			return tk
 		}, is: []error{ipc.ErrProtocol}, says: []string{"not a lowercase UUID"}},
-		{name: "another pid namespace", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+		{name: "another pid namespace", ticket: func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket {
 			tk.PIDNS++
 			return tk
 		}, is: []error{ipc.ErrProtocol}, says: []string{"another pid namespace", "shareProcessNamespace"}},
@@ -546,7 +551,7 @@ func TestFetchHostileTicket(t *testing.T) {
 			is: notManifest, says: []string{"(not a sealed memory file)"}},
 		{name: "a regular file", ticket: manifest(func(_ *testing.T, fx *fixture) int { return int(fx.file.Fd()) }),
 			is: notManifest, says: []string{"(not a sealed memory file)"}},
-		{name: "another secret", ticket: func(t *testing.T, fx *fixture, tk ipc.Ticket) ipc.Ticket {
+		{name: "another secret", ticket: func(t *testing.T, fx *fixture, tk pidfd.Ticket) pidfd.Ticket {
 			return withSecret(t, tk, strings.Repeat("ab", 32))
 		}, is: []error{ipc.ErrProtocol}, says: []string{"the ticket's secret is not the manifest's"}},
 	}
@@ -561,13 +566,13 @@ func TestFetchHostileTicket(t *testing.T) {
 					require.Equal(t, before, openFDs(t), "descriptors left open")
 				}
 			})
-			tk, err := fx.e.Ticket()
+			tk, err := pidfd.Publish(fx.e)
 			require.NoError(t, err)
 			start, sec := strconv.FormatUint(tk.Start, 10), secretOf(t, tk)
 			tk = c.ticket(t, fx, tk)
 			held := fx.s.Stats()
 			mid := openFDs(t)
-			imp, err := ipc.FetchAndImport(tk, fx.m, []int{0}, ipc.AllowSelf())
+			imp, err := pidfd.FetchAndImport(tk, fx.m, []int{0}, pidfd.AllowSelf())
 			require.Nil(t, imp)
 			require.Error(t, err)
 			skipRefused(t, err)
@@ -585,7 +590,7 @@ func TestFetchHostileTicket(t *testing.T) {
 			}
 			var ie *vmm.Error
 			require.ErrorAs(t, err, &ie)
-			require.Equal(t, "ipc", ie.Pkg)
+			require.Equal(t, "pidfd", ie.Pkg)
 			require.Equal(t, "fetch", ie.Op)
 			require.Equal(t, mid, openFDs(t), "every descriptor fetched is closed")
 			require.Equal(t, live(held), live(fx.s.Stats()), "a failed fetch leaves nothing behind")
@@ -604,9 +609,9 @@ func TestFetchMaxDescriptors(t *testing.T) {
 	}
 	e, err := ipc.Export(fx.m, allocs...)
 	require.NoError(t, err)
-	tk, err := e.Ticket()
+	tk, err := pidfd.Publish(e)
 	require.NoError(t, err)
-	r, err := ipc.Fetch(tk, ipc.AllowSelf())
+	r, err := pidfd.Fetch(tk, pidfd.AllowSelf())
 	skipRefused(t, err)
 	require.NoError(t, err)
 	require.Len(t, r.FDs(), ipc.MaxDescriptors)
@@ -630,7 +635,7 @@ func TestFetchAnotherUser(t *testing.T) {
 	const nobody = 65534
 	fx := newFixture(t)
 	defer fx.close(t)
-	tk, err := fx.e.Ticket()
+	tk, err := pidfd.Publish(fx.e)
 	require.NoError(t, err)
 	text, err := tk.MarshalText()
 	require.NoError(t, err)
@@ -664,13 +669,13 @@ func TestFetchAnotherUser(t *testing.T) {
 }
 
 func TestAllowImporter(t *testing.T) {
-	require.ErrorIs(t, ipc.AllowImporter(-1), vmm.ErrInvalid)
+	require.ErrorIs(t, pidfd.AllowImporter(-1), vmm.ErrInvalid)
 	// The parent of this process, then nobody; without Yama neither changes anything.
-	require.NoError(t, ipc.AllowImporter(os.Getppid()))
-	require.NoError(t, ipc.AllowAnyImporter())
-	require.NoError(t, ipc.AllowImporter(0))
+	require.NoError(t, pidfd.AllowImporter(os.Getppid()))
+	require.NoError(t, pidfd.AllowAnyImporter())
+	require.NoError(t, pidfd.AllowImporter(0))
 	if _, err := os.Stat("/proc/sys/kernel/yama"); err == nil {
-		err := ipc.AllowImporter(1 << 22)
+		err := pidfd.AllowImporter(1 << 22)
 		require.ErrorIs(t, err, os.ErrProcessDone, "Yama refuses a pid that is no process")
 	}
 }
