@@ -3,7 +3,6 @@ package ipc
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 
 	"github.com/cuvmm/cuvmm/internal/units"
@@ -61,91 +60,28 @@ func ReceiveDmaBuf(conn *net.UnixConn) (*vmm.DmaBuf, error) {
 	if conn == nil {
 		return nil, opError("receive dma-buf", "", invalid("a nil connection"))
 	}
-	r := receiver{conn: conn}
-	h, err := r.receiveDmaBuf()
+	r := receiver{conn: conn, kind: kindDmaBuf}
+	var h DmaBufHeader
+	err := r.receive()
+	if err == nil {
+		err = h.decode(r.buf[:r.got])
+	}
+	if err == nil && len(r.fds) != 1 {
+		err = fmt.Errorf("%w: %d descriptors with a dma-buf header, want 1", ErrProtocol, len(r.fds))
+	}
+	if err == nil {
+		err = fds.DmaBuf(r.fds[0])
+	}
+	if err == nil {
+		var end int64
+		if end, err = unix.Seek(r.fds[0], 0, unix.SEEK_END); err != nil {
+			err = fmt.Errorf("%w: the descriptor is not a dma-buf: its size cannot be read (%w)", ErrProtocol, err)
+		} else if uint64(end) != h.Size {
+			err = fmt.Errorf("%w: the descriptor's size is %d, the header says %d", ErrProtocol, end, h.Size)
+		}
+	}
 	if err != nil {
 		return nil, opError("receive dma-buf", r.args, errors.Join(err, fds.Close(r.fds)))
 	}
 	return dmaBufOf(r.fds[0], h), nil
-}
-
-func (r *receiver) receiveDmaBuf() (DmaBufHeader, error) {
-	if err := r.inspect(); err != nil {
-		return DmaBufHeader{}, err
-	}
-	r.oob = make([]byte, r.extra+unix.CmsgSpace(4))
-	for {
-		if err := r.readDmaBuf(); err != nil {
-			return DmaBufHeader{}, err
-		}
-		if !r.stream || r.got == dmaBufMsgLen {
-			break
-		}
-	}
-	var h DmaBufHeader
-	if err := h.decode(r.buf[:r.got]); err != nil {
-		return DmaBufHeader{}, err
-	}
-	if len(r.fds) != 1 {
-		return DmaBufHeader{}, fmt.Errorf("%w: %d descriptors with a dma-buf header, want 1", ErrProtocol, len(r.fds))
-	}
-	if err := fds.DmaBuf(r.fds[0]); err != nil {
-		return DmaBufHeader{}, err
-	}
-	end, err := unix.Seek(r.fds[0], 0, unix.SEEK_END)
-	if err != nil {
-		return DmaBufHeader{}, fmt.Errorf("%w: the descriptor is not a dma-buf: its size cannot be read (%w)", ErrProtocol, err)
-	}
-	if uint64(end) != h.Size {
-		return DmaBufHeader{}, fmt.Errorf("%w: the descriptor's size is %d, the header says %d", ErrProtocol, end, h.Size)
-	}
-	return h, nil
-}
-
-// readDmaBuf reads once into buf[got:] with room for the one descriptor until it came.
-func (r *receiver) readDmaBuf() error {
-	room := r.extra
-	if len(r.fds) == 0 {
-		room += unix.CmsgLen(4)
-	}
-	want := dmaBufMsgLen
-	if !r.stream {
-		want = dmaBufMsgLen + 1 // a longer message shows as MSG_TRUNC or one byte more
-	}
-	n, oobn, flags, _, err := r.conn.ReadMsgUnix(r.buf[r.got:want], r.oob[:room])
-	var cerr error
-	if oobn > 0 {
-		cerr = r.take(r.oob[:oobn])
-	}
-	if n == 0 && errors.Is(err, io.EOF) {
-		err = nil
-	}
-	if err != nil {
-		return err
-	}
-	if cerr != nil {
-		return cerr
-	}
-	if flags&unix.MSG_CTRUNC != 0 {
-		return fmt.Errorf("%w: more than the one descriptor of a dma-buf message (control data truncated)", ErrProtocol)
-	}
-	if len(r.fds) > 1 {
-		return fmt.Errorf("%w: %d descriptors with a dma-buf header, want 1", ErrProtocol, len(r.fds))
-	}
-	if flags&unix.MSG_TRUNC != 0 || r.got+n > dmaBufMsgLen {
-		return fmt.Errorf("%w: message longer than a dma-buf header (%d bytes)", ErrProtocol, dmaBufMsgLen)
-	}
-	r.got += n
-	if err := checkDmaBufPrefix(r.buf[:r.got]); err != nil {
-		return err
-	}
-	switch {
-	case n > 0:
-		return nil
-	case r.stream && r.got == 0 && len(r.fds) == 0:
-		return fmt.Errorf("connection closed before a message: %w", io.EOF)
-	case r.stream:
-		return fmt.Errorf("%w: connection closed after %d header bytes: %w", ErrProtocol, r.got, io.ErrUnexpectedEOF)
-	}
-	return fmt.Errorf("%w: empty message or closed connection: %w", ErrProtocol, io.EOF)
 }

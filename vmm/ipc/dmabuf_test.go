@@ -14,8 +14,8 @@ func TestDmaBufHeaderRoundTrip(t *testing.T) {
 	h := ipc.DmaBufHeader{Addr: 0x302000000, Size: 6 << 20, Device: 3, Chunks: 3, PCIe: true, Generation: 7}
 	b, err := h.MarshalBinary()
 	require.NoError(t, err)
-	require.Len(t, b, 48)
-	assert.Equal(t, "CUVMMDBF", string(b[:8]))
+	require.Len(t, b, 56)
+	assert.Equal(t, "CUVMMIPC", string(b[:8]), "one kind of message, one magic")
 	var got ipc.DmaBufHeader
 	require.NoError(t, got.UnmarshalBinary(b))
 	assert.Equal(t, h, got)
@@ -32,9 +32,9 @@ func TestDmaBufHeaderRoundTrip(t *testing.T) {
 		_, err := bad.MarshalBinary()
 		require.ErrorIs(t, err, ipc.ErrProtocol, "%+v", bad)
 	}
-	err = got.UnmarshalBinary([]byte("CUVMMDBF"))
+	err = got.UnmarshalBinary([]byte("CUVMMIPC"))
 	require.ErrorIs(t, err, ipc.ErrProtocol)
-	assert.ErrorContains(t, err, "ipc: decode dma-buf header of 8 bytes: protocol error: dma-buf header of 8 bytes, want 48")
+	assert.ErrorContains(t, err, "ipc: decode dma-buf header of 8 bytes: protocol error: message of 8 bytes, shorter than any")
 	assert.Equal(t, host, got, "unchanged by a failed decode")
 }
 

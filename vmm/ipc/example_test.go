@@ -51,5 +51,5 @@ func ExampleHeader() {
 	var back ipc.Header
 	fmt.Println(len(b), "bytes,", back.UnmarshalBinary(b), back.Total()>>20, "MiB")
 	// Output:
-	// 40 bytes, <nil> 6 MiB
+	// 48 bytes, <nil> 6 MiB
 }

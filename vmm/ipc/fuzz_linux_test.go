@@ -41,7 +41,7 @@ func receiverAgrees(t *testing.T, b []byte, h ipc.Header, decodeErr error) {
 		if typ == unix.SOCK_STREAM {
 			accept = false
 			if len(b) >= 14 {
-				if k := 24 + 8*int(binary.LittleEndian.Uint16(b[12:])); k <= len(b) {
+				if k := 32 + 8*int(binary.LittleEndian.Uint16(b[12:])); k <= len(b) {
 					accept = want.UnmarshalBinary(b[:k]) == nil
 				}
 			}
@@ -76,14 +76,14 @@ func receiverAgrees(t *testing.T, b []byte, h ipc.Header, decodeErr error) {
 func FuzzReceive(f *testing.F) {
 	valid := wire(2*mib, 2*mib, 4*mib)
 	for typ := range uint8(3) {
-		f.Add(typ, valid, []byte{40, 2})
-		f.Add(typ, valid, []byte{1, 2, 39, 0})
+		f.Add(typ, valid, []byte{48, 2})
+		f.Add(typ, valid, []byte{1, 2, 47, 0})
 		f.Add(typ, valid, []byte{1, 253, 1, 253, 1, 253})
 		f.Add(typ, valid, []byte{1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
 		f.Add(typ, valid, []byte{30, 2, 1, 1, 9, 0})
-		f.Add(typ, valid, []byte{0, 2, 40, 2})
-		f.Add(typ, append(valid, valid...), []byte{40, 2, 40, 2})
-		f.Add(typ, wire(2*mib, 1<<63, 1<<63), []byte{40, 2})
+		f.Add(typ, valid, []byte{0, 2, 48, 2})
+		f.Add(typ, append(valid, valid...), []byte{48, 2, 48, 2})
+		f.Add(typ, wire(2*mib, 1<<63, 1<<63), []byte{48, 2})
 		f.Add(typ, valid[:10], []byte{10, 5})
 		f.Add(typ, []byte("CUVMMIPx"), []byte{8, 253})
 		f.Add(typ, []byte{}, []byte{0, 3})
@@ -262,9 +262,9 @@ func FuzzDmaBufReceive(f *testing.F) {
 		size %= 1 << 40 // a memfd is sparse: any size up to this costs nothing
 		var want ipc.DmaBufHeader
 		accept := want.UnmarshalBinary(data) == nil && n == 1 && want.Size == size
-		if st == unix.SOCK_STREAM && len(data) > 48 {
-			accept = false // the message is the first 48 bytes; the rest is the next one
-			if want.UnmarshalBinary(data[:48]) == nil && n == 1 && want.Size == size {
+		if st == unix.SOCK_STREAM && len(data) > 56 {
+			accept = false // the message is the first 56 bytes; the rest is the next one
+			if want.UnmarshalBinary(data[:56]) == nil && n == 1 && want.Size == size {
 				accept = true
 			}
 		}

@@ -41,18 +41,19 @@ func typeName(typ int) string {
 	return fmt.Sprint(typ)
 }
 
-// wire encodes a header as it travels, valid or not (handle type POSIX descriptor,
-// version 1, reserved 0).
+// wire encodes an allocations message as it travels, valid or not (version 2, kind 1,
+// handle type POSIX descriptor, reserved 0).
 func wire(gran uint64, sizes ...uint64) []byte {
 	le := binary.LittleEndian
-	b := make([]byte, 24+8*len(sizes))
+	b := make([]byte, 32+8*len(sizes))
 	copy(b, "CUVMMIPC")
-	le.PutUint16(b[8:], 1)
-	le.PutUint16(b[10:], uint16(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+	le.PutUint16(b[8:], 2)
+	le.PutUint16(b[10:], 1)
 	le.PutUint16(b[12:], uint16(len(sizes)))
-	le.PutUint64(b[16:], gran)
+	le.PutUint16(b[16:], uint16(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+	le.PutUint64(b[24:], gran)
 	for i, s := range sizes {
-		le.PutUint64(b[24+8*i:], s)
+		le.PutUint64(b[32+8*i:], s)
 	}
 	return b
 }
@@ -312,23 +313,26 @@ func hostileCases() []hostile {
 	return []hostile{
 		// Malformed headers, with the descriptors they announce.
 		{name: "bad magic", peer: sendWith(patch(valid(), 0, 'X')), want: refused(`bad magic "XUVMMIPC"`)},
-		{name: "version 2", peer: sendWith(patch(valid(), 8, 2)), want: refused("version 2")},
+		{name: "version 1", peer: sendWith(patch(valid(), 8, 1)), want: refused("version 1, want 2")},
+		{name: "a dma-buf message", peer: sendWith(patch(valid(), 10, 2)), want: refused("a dma-buf message, where an allocations message was expected")},
+		{name: "a kind of message of no kind", peer: sendWith(patch(valid(), 10, 9)), want: refused("message of kind 9")},
 		{name: "no sizes", peer: sendWith(wire(2 * mib)), want: refused("0 descriptors (1 to 253)")},
 		{name: "254 sizes", peer: sendWith(wire(2*mib, repeatSize(2*mib, 254)...)), want: refused()},
-		{name: "reserved bytes", peer: sendWith(patch(valid(), 15, 1)), want: refused("reserved bytes 0x0100")},
-		{name: "fabric handle type", peer: sendWith(patch(valid(), 10, byte(cu.MEM_HANDLE_TYPE_FABRIC))), want: refused("handle type")},
+		{name: "reserved bytes", peer: sendWith(patch(valid(), 15, 1)), want: refused("reserved byte 15 is 0x01, want 0")},
+		{name: "reserved bytes of the body", peer: sendWith(patch(valid(), 20, 1)), want: refused("reserved byte 20 is 0x01, want 0")},
+		{name: "fabric handle type", peer: sendWith(patch(valid(), 16, byte(cu.MEM_HANDLE_TYPE_FABRIC))), want: refused("handle type")},
 		{name: "granularity 0", peer: sendWith(wire(0, 2*mib, 4*mib)), want: refused("granularity 0")},
 		{name: "granularity 3", peer: sendWith(wire(3, 3, 6)), want: refused("granularity 3 is not a power of two")},
 		{name: "size 0", peer: sendWith(wire(2*mib, 0, 4*mib)), want: refused("size 0 of allocation 0")},
 		{name: "size not a multiple of its granularity", peer: sendWith(wire(2*mib, 1*mib, 4*mib)), want: refused("size 1048576 of allocation 0")},
 		{name: "sizes past 2^64", peer: sendWith(wire(2*mib, 1<<63, 1<<63)), want: refused("sizes overflow")},
 		{name: "10 bytes", peer: sendWith(valid()[:10]), want: byType(refused("closed after 10 header bytes"), refused("10 bytes"))},
-		{name: "fixed part only", peer: sendWith(valid()[:24]), want: byType(refused("closed after 24 header bytes"), refused("message of 24 bytes, header says 40"))},
+		{name: "fixed part only", peer: sendWith(valid()[:24]), want: byType(refused("closed after 24 header bytes"), refused("message of 24 bytes, want 48"))},
 		{name: "trailing bytes", peer: sendWith(append(valid(), 1, 2, 3)),
-			want: byType(then(imports, refused(`bad magic "\x01\x02\x03"`)), refused("message of 43 bytes, header says 40"))},
+			want: byType(then(imports, refused(`bad magic "\x01\x02\x03"`)), refused("message of 51 bytes, want 48"))},
 		{name: "garbage longer than any header", peer: func(t *testing.T, e *env) {
 			e.send(t, []byte(strings.Repeat("CUVMMIPx", 400)), e.fx.devnull())
-		}, want: byType(refused(`bad magic "CUVMMIPx"`), refused("message longer than 2048 bytes"))},
+		}, want: byType(refused(`bad magic "CUVMMIPx"`), refused("message longer than 2056 bytes"))},
 
 		// Descriptor counts.
 		{name: "one descriptor for two sizes", peer: func(t *testing.T, e *env) { e.send(t, valid(), e.fx.cuda[0]) },
@@ -354,7 +358,7 @@ func hostileCases() []hostile {
 			e.send(t, b[31:])
 		}, want: func(t *testing.T, e *env, r *ipc.Received, err error) {
 			refused("more descriptors than the 2 allowed, with 31 header bytes")(t, e, r, err)
-			require.Equal(t, 9, unread(t, e.z), "Receive stops at the byte that brought the excess")
+			require.Equal(t, 17, unread(t, e.z), "Receive stops at the byte that brought the excess")
 		}},
 		{name: "stream: descriptors split over the header", types: []int{unix.SOCK_STREAM}, peer: func(t *testing.T, e *env) {
 			b := valid()
@@ -397,18 +401,18 @@ func hostileCases() []hostile {
 		{name: "dribbled, 253 descriptors a byte", peer: func(t *testing.T, e *env) { e.dribble(t, valid(), e.fx.devnull(), 253) },
 			want: byType(func(t *testing.T, e *env, r *ipc.Received, err error) {
 				refused("more descriptors than the 253 allowed, with 2 header bytes")(t, e, r, err)
-				require.Equal(t, 38, unread(t, e.z), "Receive stops at the second byte")
-			}, refused("header of 1 bytes"))},
+				require.Equal(t, 46, unread(t, e.z), "Receive stops at the second byte")
+			}, refused("message of 1 bytes, shorter than any"))},
 		{name: "dribbled, one descriptor a byte", peer: func(t *testing.T, e *env) { e.dribble(t, valid(), e.fx.devnull(), 1) },
 			want: byType(func(t *testing.T, e *env, r *ipc.Received, err error) {
 				refused("14 descriptors with 14 header bytes, more than the 2 allowed")(t, e, r, err)
-				require.Equal(t, 26, unread(t, e.z), "Receive stops once the count says too many")
-			}, refused("header of 1 bytes"))},
+				require.Equal(t, 34, unread(t, e.z), "Receive stops once the count says too many")
+			}, refused("message of 1 bytes, shorter than any"))},
 		{name: "dribbled, descriptors on the first byte", peer: func(t *testing.T, e *env) {
 			b := valid()
 			e.send(t, b[:1], e.fx.cuda...)
 			e.dribble(t, b[1:], e.fx.devnull(), 0)
-		}, want: byType(imports, refused("header of 1 bytes"))},
+		}, want: byType(imports, refused("message of 1 bytes, shorter than any"))},
 
 		// Claims the importer can check.
 		{name: "a size past the device's memory", peer: sendWith(wire(2*mib, 64<<40, 4*mib)),
@@ -469,7 +473,7 @@ func hostileCases() []hostile {
 				b := wire(2*mib, repeatSize(2*mib, 253)...)
 				e.send(t, b[:1], repeat(e.fx.devnull(), 253)...)
 				e.send(t, b[1:], e.fx.devnull())
-			}, want: byType(refused("more descriptors than the 253 allowed"), refused("header of 1 bytes"))},
+			}, want: byType(refused("more descriptors than the 253 allowed"), refused("message of 1 bytes, shorter than any"))},
 		{name: "SO_PASSPIDFD", setup: func(t *testing.T, e *env) {
 			if err := setsockopt(t, e.z, unix.SO_PASSPIDFD); err != nil {
 				t.Skipf("no SO_PASSPIDFD: %v", err)
@@ -490,7 +494,7 @@ func hostileCases() []hostile {
 			b := valid()
 			e.send(t, b[:24], e.fx.cuda...)
 			e.send(t, b[24:], repeat(e.fx.devnull(), 7)...)
-		}, want: refused("more descriptors than the 2 allowed, with 40 header bytes")},
+		}, want: refused("more descriptors than the 2 allowed, with 48 header bytes")},
 		{name: "SO_TIMESTAMP", setup: func(t *testing.T, e *env) { require.NoError(t, setsockopt(t, e.z, unix.SO_TIMESTAMP)) },
 			peer: sendWith(valid()), want: byType(imports, refused("unexpected control message (level 1, type 29)"))},
 

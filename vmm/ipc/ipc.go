@@ -5,9 +5,10 @@
 //
 // # Descriptors
 //
-// One message carries a small header (Header: the allocations' sizes, their granularity
-// and handle type) and the descriptors, one per allocation. Who owns which descriptor is
-// explicit, and nothing leaks on any error path:
+// One kind of message carries descriptors over a socket (message.go): a small header that
+// says its kind, and for allocations (Header: their sizes, granularity and handle type) the
+// descriptors, one per allocation, or for a dma-buf (DmaBufHeader) its one descriptor. Who
+// owns which descriptor is explicit, and nothing leaks on any error path:
 //
 //   - Export creates descriptors; the *Exported owns them until its Close.
 //   - Send never takes ownership: the kernel passes copies, the sender keeps its own.
@@ -47,8 +48,8 @@
 // # dma-bufs
 //
 // SendDmaBuf and ReceiveDmaBuf pass one dma-buf descriptor (a vmm.DmaBuf, exported from a
-// reservation, a growable buffer or a sparse array) with a fixed header of its own kind,
-// for the process that drives an RDMA NIC to register. ReceiveDmaBuf takes exactly one
+// reservation, a growable buffer or a sparse array) in a message of the dma-buf kind, for
+// the process that drives an RDMA NIC to register. ReceiveDmaBuf takes exactly one
 // descriptor, checks that it is a dma-buf and checks its size against the header's claim.
 //
 // # Errors
@@ -119,14 +120,6 @@ func (h Header) Total() uint64 {
 	return t
 }
 
-const (
-	headerMagic   = "CUVMMIPC"
-	headerVersion = 1
-	headerFixed   = 24 // magic 8, version 2, handle type 2, count 2, reserved 2, granularity 8
-	headerCountAt = 12 // the count is known once this many bytes and two more arrived
-	maxHeaderLen  = headerFixed + 8*MaxDescriptors
-)
-
 // validate checks what any receiver needs to hold: a sane count, sizes that are non-zero
 // multiples of the granularity, a total that does not overflow.
 func (h Header) validate() error {
@@ -151,100 +144,6 @@ func (h Header) validate() error {
 		total += s
 	}
 	return nil
-}
-
-// MarshalBinary encodes the header as it travels: little-endian, versioned.
-func (h Header) MarshalBinary() ([]byte, error) {
-	b, err := h.encode()
-	if err != nil {
-		return nil, opError("encode header", fmt.Sprintf("%d sizes", len(h.Sizes)), err)
-	}
-	return b, nil
-}
-
-func (h Header) encode() ([]byte, error) {
-	if err := h.validate(); err != nil {
-		return nil, err
-	}
-	b := make([]byte, headerFixed+8*len(h.Sizes))
-	copy(b, headerMagic)
-	binary.LittleEndian.PutUint16(b[8:], headerVersion)
-	binary.LittleEndian.PutUint16(b[10:], uint16(h.HandleType))
-	binary.LittleEndian.PutUint16(b[12:], uint16(len(h.Sizes)))
-	binary.LittleEndian.PutUint64(b[16:], h.Granularity)
-	for i, s := range h.Sizes {
-		binary.LittleEndian.PutUint64(b[headerFixed+8*i:], s)
-	}
-	return b, nil
-}
-
-// UnmarshalBinary decodes and validates a header.
-func (h *Header) UnmarshalBinary(b []byte) error {
-	if err := h.decode(b); err != nil {
-		return opError("decode header", fmt.Sprintf("of %d bytes", len(b)), err)
-	}
-	return nil
-}
-
-func (h *Header) decode(b []byte) error {
-	n, err := headerLen(b)
-	if err != nil {
-		return err
-	}
-	if len(b) != n {
-		return fmt.Errorf("%w: header of %d bytes, want %d", ErrProtocol, len(b), n)
-	}
-	d := Header{
-		HandleType:  cu.MemHandleType(binary.LittleEndian.Uint16(b[10:])),
-		Granularity: binary.LittleEndian.Uint64(b[16:]),
-		Sizes:       make([]uint64, (n-headerFixed)/8),
-	}
-	for i := range d.Sizes {
-		d.Sizes[i] = binary.LittleEndian.Uint64(b[headerFixed+8*i:])
-	}
-	if err := d.validate(); err != nil {
-		return err
-	}
-	*h = d
-	return nil
-}
-
-// headerLen reads the fixed part and returns the whole header's length.
-func headerLen(b []byte) (int, error) {
-	count, err := checkPrefix(b)
-	if err != nil {
-		return 0, err
-	}
-	if len(b) < headerFixed {
-		return 0, fmt.Errorf("%w: header of %d bytes, want at least %d", ErrProtocol, len(b), headerFixed)
-	}
-	return headerFixed + 8*count, nil
-}
-
-// checkPrefix checks the fixed part of a header as far as b holds it, so that a receiver
-// reading a stream refuses a bad header at its first wrong byte. It returns the descriptor
-// count once b holds it, 0 before.
-func checkPrefix(b []byte) (count int, err error) {
-	if n := min(len(b), len(headerMagic)); string(b[:n]) != headerMagic[:n] {
-		return 0, fmt.Errorf("%w: bad magic %q", ErrProtocol, b[:n])
-	}
-	if len(b) >= 10 {
-		if v := binary.LittleEndian.Uint16(b[8:]); v != headerVersion {
-			return 0, fmt.Errorf("%w: version %d, want %d", ErrProtocol, v, headerVersion)
-		}
-	}
-	if len(b) >= headerCountAt+2 {
-		count = int(binary.LittleEndian.Uint16(b[headerCountAt:]))
-		if count == 0 || count > MaxDescriptors {
-			return 0, fmt.Errorf("%w: %d descriptors (1 to %d)", ErrProtocol, count, MaxDescriptors)
-		}
-	}
-	if len(b) >= 16 {
-		if r := binary.LittleEndian.Uint16(b[14:]); r != 0 {
-			return 0, fmt.Errorf("%w: reserved bytes %#04x, want 0", ErrProtocol, r)
-		}
-	}
-	return count, nil
 }
 
 // Exported is a set of allocations exported as POSIX file descriptors, ready to Send. It

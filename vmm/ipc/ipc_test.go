@@ -19,7 +19,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 	h := ipc.Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 * mib, Sizes: []uint64{2 * mib, 64 * mib}}
 	b, err := h.MarshalBinary()
 	require.NoError(t, err)
-	require.Len(t, b, 24+16)
+	require.Len(t, b, 32+16)
 	var got ipc.Header
 	require.NoError(t, got.UnmarshalBinary(b))
 	require.Equal(t, h, got)
@@ -41,28 +41,31 @@ func TestHeaderRoundTrip(t *testing.T) {
 	for _, b := range [][]byte{nil, []byte("CUVMMIPC"), append([]byte("NOTMAGIC"), make([]byte, 32)...), b[:30], append(b, 0)} {
 		require.ErrorIs(t, got.UnmarshalBinary(b), ipc.ErrProtocol)
 	}
-	v2 := append([]byte(nil), b...)
-	v2[8] = 2
-	require.ErrorIs(t, got.UnmarshalBinary(v2), ipc.ErrProtocol)
-	reserved := append([]byte(nil), b...)
-	reserved[15] = 1
-	require.ErrorIs(t, got.UnmarshalBinary(reserved), ipc.ErrProtocol, "version 1 has its reserved bytes 0")
+	for _, at := range []struct {
+		off int
+		v   byte
+	}{{8, 1}, {8, 3}, {10, 2}, {10, 0}, {15, 1}, {17, 1}, {23, 1}} {
+		c := append([]byte(nil), b...)
+		c[at.off] = at.v
+		require.ErrorIs(t, got.UnmarshalBinary(c), ipc.ErrProtocol, "byte %d set to %d", at.off, at.v)
+	}
 }
 
 func FuzzHeader(f *testing.F) {
 	h := ipc.Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 * mib, Sizes: []uint64{2 * mib}}
 	b, _ := h.MarshalBinary()
 	f.Add(b)
-	f.Add([]byte("CUVMMIPC\x01\x00\x01\x00\xff\xff"))
-	// Found by this target: reserved bytes that are not 0 decoded, and encoded as 0.
-	f.Add([]byte("CUVMMIPC\x01\x00\x01\x00\x01\x0000\x00\x00 \x00\x00\x00\x00\x00\x00\x00 00000"))
+	f.Add([]byte("CUVMMIPC\x02\x00\x01\x00\xff\xff"))
+	// Found by this target (version 1's layout): reserved bytes that are not 0 decoded,
+	// and encoded as 0.
+	f.Add([]byte("CUVMMIPC\x02\x00\x01\x00\x01\x00\x00\x00\x01\x0000\x00\x00 \x00\x00\x00\x00\x00\x00\x00 00000"))
 	h.Sizes = []uint64{2 * mib, 2 * mib, 2 * mib}
 	over, _ := h.MarshalBinary()
-	binary.LittleEndian.PutUint64(over[32:], 1<<63)
 	binary.LittleEndian.PutUint64(over[40:], 1<<63)
+	binary.LittleEndian.PutUint64(over[48:], 1<<63)
 	f.Add(over)
 	f.Add(append(b, b...))
-	f.Add(b[:23])
+	f.Add(b[:31])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var h ipc.Header

@@ -81,74 +81,63 @@ func Receive(conn *net.UnixConn) (*Received, error) {
 	if conn == nil {
 		return nil, opError("receive", "", invalid("a nil connection"))
 	}
-	r := receiver{conn: conn}
-	h, err := r.receive()
+	r := receiver{conn: conn, kind: kindMemory}
+	var h Header
+	err := r.receive()
+	if err == nil {
+		err = h.decode(r.buf[:r.got])
+	}
+	if err == nil && len(r.fds) != len(h.Sizes) {
+		err = fmt.Errorf("%w: %d descriptors for %d allocations", ErrProtocol, len(r.fds), len(h.Sizes))
+	}
+	for i := 0; err == nil && i < len(r.fds); i++ {
+		err = fds.Memory(r.fds[i], i)
+	}
 	if err != nil {
 		return nil, opError("receive", r.args, errors.Join(err, fds.Close(r.fds)))
 	}
 	return &Received{Header: h, fds: r.fds}, nil
 }
 
-// receiver is the state of one Receive.
+// receiver is the state of one Receive or ReceiveDmaBuf.
 type receiver struct {
 	conn   *net.UnixConn
+	kind   uint16 // of the message expected
 	args   string
 	typ    int // SO_TYPE
 	stream bool
 	// extra is the control room the socket's own options take in every read (credentials,
 	// a pidfd), given on top of the room for descriptors.
 	extra int
-	buf   [maxHeaderLen]byte
+	buf   [maxMsgLen]byte
 	got   int
 	oob   []byte
 	fds   []int
 }
 
-func (r *receiver) receive() (Header, error) {
+// receive reads one whole message of r.kind into buf and its descriptors.
+func (r *receiver) receive() error {
 	if err := r.inspect(); err != nil {
-		return Header{}, err
+		return err
 	}
-	r.oob = make([]byte, r.extra+unix.CmsgLen(4*MaxDescriptors))
+	r.oob = make([]byte, r.extra+unix.CmsgLen(4*r.limit()))
 	if !r.stream {
 		// One read takes the whole message; what does not fit is lost, so offer all the room.
-		if err := r.read(len(r.buf)); err != nil {
-			return Header{}, err
-		}
-	} else {
-		for r.got < headerFixed {
-			if err := r.read(headerFixed); err != nil {
-				return Header{}, err
-			}
-		}
-		// Exactly the bytes the header has left, so as not to eat into the next message.
-		if n, err := headerLen(r.buf[:r.got]); err == nil {
-			for r.got < n {
-				if err := r.read(n); err != nil {
-					return Header{}, err
-				}
-			}
+		return r.read(len(r.buf))
+	}
+	for r.got < msgPrefix {
+		if err := r.read(msgPrefix); err != nil {
+			return err
 		}
 	}
-	n, err := headerLen(r.buf[:r.got])
-	if err != nil {
-		return Header{}, err
-	}
-	if r.got != n {
-		return Header{}, fmt.Errorf("%w: message of %d bytes, header says %d", ErrProtocol, r.got, n)
-	}
-	var h Header
-	if err := h.decode(r.buf[:n]); err != nil {
-		return Header{}, err
-	}
-	if len(r.fds) != len(h.Sizes) {
-		return Header{}, fmt.Errorf("%w: %d descriptors for %d allocations", ErrProtocol, len(r.fds), len(h.Sizes))
-	}
-	for i, fd := range r.fds {
-		if err := fds.Memory(fd, i); err != nil {
-			return Header{}, err
+	// Exactly the bytes the message has left, so as not to eat into the next one.
+	count, _ := checkPrefix(r.buf[:r.got], r.kind)
+	for n := msgLen(r.kind, count); r.got < n; {
+		if err := r.read(n); err != nil {
+			return err
 		}
 	}
-	return h, nil
+	return nil
 }
 
 // inspect reads the socket's type and the options that add control messages to reads.
@@ -193,11 +182,14 @@ func (r *receiver) inspect() error {
 	return nil
 }
 
-// limit is the most descriptors the message may carry: MaxDescriptors until the header's
-// count has arrived, then the count.
+// limit is the most descriptors the message may carry: MaxDescriptors (a dma-buf's one)
+// until its count has arrived, then the count.
 func (r *receiver) limit() int {
-	if c, err := checkPrefix(r.buf[:r.got]); err == nil && c > 0 {
+	if c, err := checkPrefix(r.buf[:r.got], r.kind); err == nil && c > 0 {
 		return c
+	}
+	if r.kind == kindDmaBuf {
+		return 1
 	}
 	return MaxDescriptors
 }
@@ -231,10 +223,10 @@ func (r *receiver) read(want int) error {
 		return fmt.Errorf("%w: more descriptors than the %d allowed, with %d header bytes (control data truncated)", ErrProtocol, limit, r.got+n)
 	}
 	if flags&unix.MSG_TRUNC != 0 {
-		return fmt.Errorf("%w: message longer than %d bytes", ErrProtocol, maxHeaderLen)
+		return fmt.Errorf("%w: message longer than %d bytes", ErrProtocol, maxMsgLen)
 	}
 	r.got += n
-	if _, err := checkPrefix(r.buf[:r.got]); err != nil {
+	if _, err := checkPrefix(r.buf[:r.got], r.kind); err != nil {
 		return err
 	}
 	if limit := r.limit(); len(r.fds) > limit {

@@ -22,10 +22,12 @@ func rawManifest(secret [secretLen]byte, gran uint64, sizes []uint64, files []ma
 	b = le.AppendUint32(b, uint32(len(files)))
 	b = append(b, secret[:]...)
 	b = append(b, "CUVMMIPC"...)
-	b = le.AppendUint16(b, 1)
-	b = le.AppendUint16(b, uint16(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+	b = le.AppendUint16(b, 2) // version
+	b = le.AppendUint16(b, 1) // kind: allocations
 	b = le.AppendUint16(b, uint16(len(sizes)))
 	b = le.AppendUint16(b, 0)
+	b = le.AppendUint16(b, uint16(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+	b = append(b, 0, 0, 0, 0, 0, 0)
 	b = le.AppendUint64(b, gran)
 	for _, s := range sizes {
 		b = le.AppendUint64(b, s)
@@ -94,9 +96,9 @@ func TestManifestRefusals(t *testing.T) {
 		{"reserved", with(10, 1), "reserved bytes"},
 		{"no descriptors", rawManifest(testSecret, gran, nil, nil), "manifest of 0 descriptors"},
 		{"too many", with(12, 254), "manifest of 254 descriptors (1 to 253)"},
-		{"longer", append(bytes.Clone(good), 0), "manifest of 137 bytes for 2 descriptors"},
-		{"shorter", good[:len(good)-1], "manifest of 135 bytes for 2 descriptors"},
-		{"a header of another count", with(manifestFixed+12, 1), "header of 40 bytes, want 32"},
+		{"longer", append(bytes.Clone(good), 0), "manifest of 145 bytes for 2 descriptors"},
+		{"shorter", good[:len(good)-1], "manifest of 143 bytes for 2 descriptors"},
+		{"a header of another count", with(manifestFixed+12, 1), "message of 48 bytes, want 40"},
 		{"a size not of the granularity", rawManifest(testSecret, gran, []uint64{2 << 20, 3 << 20}, m.files), "size 3145728 of allocation 1"},
 		{"sizes past 2^64", rawManifest(testSecret, 1, []uint64{1 << 63, 1 << 63}, m.files), "sizes overflow"},
 		{"a descriptor past 2^31", with(len(good)-manifestEntry, 0, 0, 0, 0x80), "manifest entry 1 is not a descriptor"},

@@ -277,15 +277,16 @@ type manifestFile struct {
 }
 
 // The manifest's layout, little-endian: magic 8, version 2, reserved 2, count 4, secret 32,
-// the header as a socket message has it (24 + 8 per allocation), then per allocation the
+// the header as a socket message has it (32 + 8 per allocation), then per allocation the
 // descriptor 4, reserved 4, device 8, inode 8.
 const (
 	manifestMagic   = "CUVMMTKT"
 	manifestVersion = 2
 	manifestFixed   = 16 + secretLen
 	manifestEntry   = 24
-	// A socket message's header: 24 bytes and 8 per allocation.
-	headerFixed    = 24
+	// The header as a socket message has it (ipc.Header.MarshalBinary): 32 bytes and 8
+	// per allocation.
+	headerFixed    = 32
 	maxManifestLen = manifestFixed + headerFixed + (8+manifestEntry)*ipc.MaxDescriptors
 )
 
