@@ -139,7 +139,7 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 		return float64(total) / d.Seconds(), nil
 	}
 	liveBefore, _ := LiveHandles()
-	mapsBefore := handles.maps.count()
+	mapsBefore := handles.recorded()
 	ways := []ops{raw, exported}
 	names := []string{"raw", "cu"}
 	for _, n := range []int{1, 16} {
@@ -167,7 +167,7 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 			if live, _ := LiveHandles(); live != liveBefore {
 				b.Fatalf("%d handles live after the runs, %d before", live, liveBefore)
 			}
-			if m := handles.maps.count(); m != mapsBefore {
+			if m := handles.recorded(); m != mapsBefore {
 				b.Fatalf("%d mappings recorded after the runs, %d before", m, mapsBefore)
 			}
 		})

@@ -75,9 +75,7 @@ func TestUnmapFreeingTwoRacesCreatesInTheirShard(t *testing.T) {
 			hy, _ := tab.add(vals[(2*i+1)%1000])
 			for j, h := range []MemHandle{hx, hy} {
 				s, _, _ := tab.pin(h)
-				s.maps.Add(1)
-				m := mapping{s: s, start: at + uint64(j)*g2, size: g2, idx: uint32(h)}
-				tab.endMap(&m, true)
+				tab.mapped(s, h, at+uint64(j)*g2, g2)
 			}
 			_ = tab.release(hx, ok)
 			_ = tab.release(hy, ok)
@@ -107,20 +105,20 @@ func TestLiveWhileASlotIsAdded(t *testing.T) {
 	require.Zero(t, n+refs)
 }
 
-// containing must find a mapping recorded outside the radix table that starts after the
-// nearest radix record below the address, when that record ends before it.
-func TestContainingLooksPastAnEndedRadixRecord(t *testing.T) {
-	var x mapIndex
+// containing must find the mapping that contains the address when the nearest one that
+// starts below it ends before it.
+func TestContainingLooksPastAMappingThatEndsBefore(t *testing.T) {
+	tab := new(handleTable)
 	const base = 0x60000000000
-	x.add(0x70000000000, 64<<20, 9) // a large mapping elsewhere
-	x.add(base, g2, 7)              // in the radix table: [base, base+2 MiB)
-	x.add(base+g2, 3<<20, 8)        // 3 MiB, so hashed: [base+2 MiB, base+5 MiB)
-	idx, ok := x.containing(base + 4<<20)
+	tab.recordAt(0x70000000000, 64<<20, 9) // a large mapping elsewhere
+	tab.recordAt(base, g2, 7)              // [base, base+2 MiB)
+	tab.recordAt(base+g2, 3<<20, 8)        // [base+2 MiB, base+5 MiB)
+	idx, ok := tab.containing(base + 4<<20)
 	require.True(t, ok)
 	require.EqualValues(t, 8, idx)
-	idx, ok = x.containing(base + 1<<20)
+	idx, ok = tab.containing(base + 1<<20)
 	require.True(t, ok)
 	require.EqualValues(t, 7, idx)
-	_, ok = x.containing(base + 5<<20)
+	_, ok = tab.containing(base + 5<<20)
 	require.False(t, ok)
 }
