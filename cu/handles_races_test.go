@@ -8,8 +8,8 @@ import (
 )
 
 // An unmap racing the map of the same range leaves a record of a mapping the driver no
-// longer has; the next map there finds it (endMap's stale record). When that record is the
-// handle's own and its last release is draining the handle's pins meanwhile, endMap must
+// longer has; the next map there finds it (mapped's stale record). When that record is the
+// handle's own and its last release is draining the handle's pins meanwhile, mapped must
 // not wait for the release's drop lock while it still pins the handle.
 func TestStaleRecordOfAHandleBeingReleased(t *testing.T) {
 	tab, d := new(handleTable), newDropDriver(t)
@@ -31,7 +31,7 @@ func TestStaleRecordOfAHandleBeingReleased(t *testing.T) {
 	case err := <-done:
 		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("deadlock: endMap waits for the drop lock of a release that waits for endMap's pin")
+		t.Fatal("deadlock: mapped waits for the drop lock of a release that waits for mapped's pin")
 	}
 	require.NoError(t, <-released)
 	require.NoError(t, unmapRange(tab, d, at, g2))
