@@ -49,7 +49,8 @@ type shard struct {
 	drvs map[uint64]uint32  // driver value -> slot index, of live slots
 	maps map[uint64]mapping // start -> mapping
 	free []uint32           // slots of freed allocations, to reuse
-	_    [16]byte
+	seq  uint32             // records made (mapping.seq)
+	_    [12]byte
 }
 
 type handleTable struct {

@@ -17,25 +17,24 @@ import (
 // the shards' maps, by start, to know which allocations an unmap drops, and holds their
 // drop locks across the driver call; so does a retain through a mapping, which can revive
 // a released allocation. A call on one allocation still never waits for one on another.
+// A record goes only once the driver has unmapped its mapping, under its drop lock: so a
+// retain or an unmap, having taken the drop locks of the records it looked up, looks again
+// and starts over if they changed meanwhile.
 
 // mapping is a recorded mapping.
 type mapping struct {
 	size uint64
 	idx  uint32 // the slot of the handle it was made through
+	seq  uint32 // its shard's count of records: tells it from a later mapping at its start
 }
 
-// taken is a mapping an unmap took out of the records, and how the unmap holds its slot's
-// drop lock (on the first record of each slot).
-type taken struct {
+// entry is a record as the lookups return it, and, on the first entry of each slot in an
+// unmap, whether the unmap holds the slot's drop lock exclusively.
+type entry struct {
 	start uint64
 	mapping
-	lock uint8
+	excl bool
 }
-
-const (
-	lockedShared = 1 + iota
-	lockedExclusive
-)
 
 // mapped records the mapping of [start, start+size) that the driver just made of h, whose
 // slot s the caller pinned for the call, and unpins it: recorded while pinned, the mapping
@@ -47,15 +46,16 @@ func (t *handleTable) mapped(s *slot, h MemHandle, start, size uint64) {
 	if sh.maps == nil {
 		sh.maps = map[uint64]mapping{}
 	}
+	sh.seq++
 	stale, had := sh.maps[start]
-	sh.maps[start] = mapping{size, uint32(h)}
+	sh.maps[start] = mapping{size, uint32(h), sh.seq}
 	sh.mu.Unlock()
-	// Unpinned before another drop lock is waited for: the stale record may be this
-	// handle's own, whose last release holds that lock while it drains the pins.
+	// Unpinned before another drop lock is waited for: the stale record may be this handle's
+	// own, whose last release holds that lock while it drains the pins.
 	s.unpin()
 	if had {
-		// A mapping the driver no longer has (an unmap raced the map of this range): count
-		// it gone, as its unmap would have.
+		// A mapping the driver no longer has, whose unmap has not removed its record yet (and
+		// now leaves it): count it gone, as that unmap would have.
 		o := t.slot(stale.idx)
 		o.drop.Lock()
 		t.unmapped(stale.idx)
@@ -79,94 +79,109 @@ func (t *handleTable) unmap(start, size uint64, driverUnmap func() error) error 
 	if end < start {
 		end = ^uint64(0)
 	}
-	var buf [4]taken
-	ts := t.take(start, end, buf[:0])
-	// Each slot's lock once, in slot order, so that two unmaps never wait for each other in
-	// a cycle: shared while the allocation has a reference (no unmap can free it, and the
-	// release that could waits), exclusive once it has none (this unmap may free it).
-	slices.SortFunc(ts, func(a, b taken) int { return cmp.Compare(a.idx, b.idx) })
-	for i := range ts {
-		if i > 0 && ts[i-1].idx == ts[i].idx {
+	var buf, again [4]entry
+	for {
+		es := t.lookup(start, end, buf[:0])
+		// Each slot's lock once, in slot order, so that two unmaps never wait for each other
+		// in a cycle: shared while the allocation has a reference (no unmap can free it, and
+		// the release that could waits), exclusive once it has none (this unmap may free it).
+		for i := range es {
+			if i > 0 && es[i-1].idx == es[i].idx {
+				continue
+			}
+			s := t.slot(es[i].idx)
+			s.drop.RLock()
+			if s.refs.Load() == 0 {
+				s.drop.RUnlock()
+				s.drop.Lock()
+				es[i].excl = true
+			}
+		}
+		// Mapped or unmapped in the range before the locks were held: look again.
+		if !slices.EqualFunc(es, t.lookup(start, end, again[:0]), func(a, b entry) bool {
+			return a.start == b.start && a.mapping == b.mapping
+		}) {
+			t.unlock(es)
 			continue
 		}
-		s := t.slot(ts[i].idx)
-		s.drop.RLock()
-		ts[i].lock = lockedShared
-		if s.refs.Load() == 0 {
-			s.drop.RUnlock()
-			s.drop.Lock()
-			ts[i].lock = lockedExclusive
+		err := driverUnmap()
+		for _, e := range es {
+			if err == nil {
+				t.remove(e)
+			}
 		}
+		t.unlock(es)
+		return err
 	}
-	err := driverUnmap()
-	for _, r := range ts {
-		if err != nil {
-			t.put(r.start, r.mapping)
-		} else {
-			t.unmapped(r.idx)
-		}
-	}
-	for _, r := range ts {
-		switch r.lock {
-		case lockedShared:
-			t.slot(r.idx).drop.RUnlock()
-		case lockedExclusive:
-			t.slot(r.idx).drop.Unlock()
-		}
-	}
-	return err
 }
 
-// take removes and returns the mappings that start in [lo, hi): those that follow each
-// other from lo, then, past the first gap, those the containment lookup finds.
-func (t *handleTable) take(lo, hi uint64, out []taken) []taken {
-	for lo < hi {
-		m, ok := t.at(lo, true)
-		if !ok {
-			return t.find(func(a uint64, _ mapping) bool { return a >= lo && a < hi }, true, out)
+// unlock lets go of the drop locks an unmap holds for es.
+func (t *handleTable) unlock(es []entry) {
+	for i, e := range es {
+		if i > 0 && es[i-1].idx == e.idx {
+			continue
+		} else if e.excl {
+			t.slot(e.idx).drop.Unlock()
+		} else {
+			t.slot(e.idx).drop.RUnlock()
 		}
-		out = append(out, taken{start: lo, mapping: m})
+	}
+}
+
+// remove forgets the record e, which the driver has unmapped, and counts it gone, unless a
+// map at its start has replaced it (mapped counts it gone then); the caller holds e's drop
+// lock.
+func (t *handleTable) remove(e entry) {
+	sh := t.shard(e.start)
+	sh.mu.Lock()
+	ours := sh.maps[e.start] == e.mapping // a record's size is never 0
+	if ours {
+		delete(sh.maps, e.start)
+	}
+	sh.mu.Unlock()
+	if ours {
+		t.unmapped(e.idx)
+	}
+}
+
+// lookup returns the records of the mappings that start in [lo, hi), in slot order: those
+// that follow each other from lo, then, past the first gap, those the containment lookup
+// finds.
+func (t *handleTable) lookup(lo, hi uint64, out []entry) []entry {
+	for lo < hi {
+		m, ok := t.at(lo)
+		if !ok {
+			out = t.find(func(a uint64, _ mapping) bool { return a >= lo && a < hi }, out)
+			break
+		}
+		out = append(out, entry{start: lo, mapping: m})
 		if lo+m.size < lo {
 			break
 		}
 		lo += m.size
 	}
+	slices.SortFunc(out, func(a, b entry) int { return cmp.Or(cmp.Compare(a.idx, b.idx), cmp.Compare(a.start, b.start)) })
 	return out
 }
 
-// at returns the mapping that starts at a, removed from the records if take is set.
-func (t *handleTable) at(a uint64, take bool) (mapping, bool) {
+// at returns the mapping that starts at a.
+func (t *handleTable) at(a uint64) (mapping, bool) {
 	sh := t.shard(a)
 	sh.mu.Lock()
 	m, ok := sh.maps[a]
-	if ok && take {
-		delete(sh.maps, a)
-	}
 	sh.mu.Unlock()
 	return m, ok
 }
 
-// put records a mapping again, for an unmap that failed.
-func (t *handleTable) put(a uint64, m mapping) {
-	sh := t.shard(a)
-	sh.mu.Lock()
-	sh.maps[a] = m // not nil: the mapping was taken from it
-	sh.mu.Unlock()
-}
-
-// find is the containment lookup: every record that match accepts, removed if take is set.
-// It looks through all the records, shard by shard: only unmaps over a gap and retains
-// inside a mapping need it.
-func (t *handleTable) find(match func(start uint64, m mapping) bool, take bool, out []taken) []taken {
+// find is the containment lookup: every record that match accepts. It looks through all
+// the records, shard by shard: only unmaps over a gap and retains inside a mapping need it.
+func (t *handleTable) find(match func(start uint64, m mapping) bool, out []entry) []entry {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
 		for a, m := range sh.maps {
 			if match(a, m) {
-				out = append(out, taken{start: a, mapping: m})
-				if take {
-					delete(sh.maps, a)
-				}
+				out = append(out, entry{start: a, mapping: m})
 			}
 		}
 		sh.mu.Unlock()
@@ -174,17 +189,17 @@ func (t *handleTable) find(match func(start uint64, m mapping) bool, take bool, 
 	return out
 }
 
-// containing returns the slot of the recorded mapping that contains addr.
-func (t *handleTable) containing(addr uint64) (uint32, bool) {
-	if m, ok := t.at(addr, false); ok {
-		return m.idx, true
+// containing returns the record of the mapping that contains addr.
+func (t *handleTable) containing(addr uint64) (entry, bool) {
+	if m, ok := t.at(addr); ok {
+		return entry{start: addr, mapping: m}, true
 	}
-	var buf [1]taken
-	ts := t.find(func(a uint64, m mapping) bool { return addr-a < m.size }, false, buf[:0])
-	if len(ts) == 0 {
-		return 0, false
+	var buf [1]entry
+	es := t.find(func(a uint64, m mapping) bool { return addr-a < m.size }, buf[:0])
+	if len(es) == 0 {
+		return entry{}, false
 	}
-	return ts[0].idx, true
+	return es[0], true
 }
 
 // retainAt runs driverRetain (cuMemRetainAllocationHandle at addr) and records the
@@ -192,25 +207,31 @@ func (t *handleTable) containing(addr uint64) (uint32, bool) {
 // the mapping. When the table cannot record the reference it returns the driver's value
 // with the error, for the caller to release.
 func (t *handleTable) retainAt(addr uint64, driverRetain func() (uint64, error)) (MemHandle, uint64, error) {
-	idx, known := t.containing(addr)
 	var s *slot
-	if known {
-		s = t.slot(idx)
+	e, known := t.containing(addr)
+	for known {
+		s = t.slot(e.idx)
 		s.drop.Lock()
+		if m, ok := t.at(e.start); ok && m == e.mapping {
+			break // still mapped: no unmap of it is in the driver until the lock goes
+		}
+		s.drop.Unlock()
+		s = nil
+		e, known = t.containing(addr)
 	}
 	drv, err := driverRetain()
 	var h MemHandle
 	ok := false
 	if s != nil {
 		if err == nil {
-			h, ok = s.ref(idx, drv)
+			h, ok = s.ref(e.idx, drv)
 		}
 		s.drop.Unlock()
 	}
 	if err != nil || ok {
 		return h, drv, err
 	}
-	// Not recorded, or remapped meanwhile: a reference to another allocation.
+	// Not recorded, or not the allocation recorded there: a reference to another one.
 	h, err = t.add(drv)
 	return h, drv, err
 }

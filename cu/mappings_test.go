@@ -164,7 +164,7 @@ func (t *handleTable) recordAt(start, size uint64, idx uint32) {
 	if sh.maps == nil {
 		sh.maps = map[uint64]mapping{}
 	}
-	sh.maps[start] = mapping{size, idx}
+	sh.maps[start] = mapping{size: size, idx: idx}
 	sh.mu.Unlock()
 }
 
@@ -323,29 +323,26 @@ func TestMappingLookups(t *testing.T) {
 	const base = 0x1000000000
 	tab.recordAt(base, 4*g2, 7)
 	tab.recordAt(base+4*g2, g2, 8)
-	idx, ok := tab.containing(base + 3*g2 + 5)
+	e, ok := tab.containing(base + 3*g2 + 5)
 	require.True(t, ok)
-	require.EqualValues(t, 7, idx)
-	idx, ok = tab.containing(base + 4*g2)
+	require.EqualValues(t, 7, e.idx)
+	require.EqualValues(t, base, e.start)
+	e, ok = tab.containing(base + 4*g2)
 	require.True(t, ok)
-	require.EqualValues(t, 8, idx)
+	require.EqualValues(t, 8, e.idx)
 	_, ok = tab.containing(base + 5*g2)
 	require.False(t, ok)
 	_, ok = tab.containing(0x100)
 	require.False(t, ok)
-	ts := tab.take(base, base+5*g2, nil)
-	require.Len(t, ts, 2, "two mappings that follow each other")
-	for _, r := range ts {
-		tab.put(r.start, r.mapping)
-	}
-	require.Equal(t, 2, tab.recorded())
-	require.Len(t, tab.take(base+4*g2, base+5*g2, nil), 1, "one mapping, exactly")
-	require.Empty(t, tab.take(0x2000000000, 0x2000000000+1<<40, nil))
+	require.Len(t, tab.lookup(base, base+5*g2, nil), 2, "two mappings that follow each other")
+	require.Equal(t, 2, tab.recorded(), "a lookup removes nothing")
+	require.Len(t, tab.lookup(base+4*g2, base+5*g2, nil), 1, "one mapping, exactly")
+	require.Empty(t, tab.lookup(0x2000000000, 0x2000000000+1<<40, nil))
 
-	// A gap, then mappings past it, and one that starts before the range.
-	tab.recordAt(base+6*g2, g2, 9)
-	tab.recordAt(base+9*g2, 2*g2, 10)
-	ts = tab.take(base+5*g2, base+12*g2, nil)
-	require.ElementsMatch(t, []uint64{base + 6*g2, base + 9*g2}, []uint64{ts[0].start, ts[1].start})
-	require.Equal(t, 1, tab.recorded(), "the mapping that starts before the range stays")
+	// A gap, then mappings past it (in slot order), and one that starts before the range.
+	tab.recordAt(base+9*g2, 2*g2, 9)
+	tab.recordAt(base+6*g2, g2, 10)
+	es := tab.lookup(base+5*g2, base+12*g2, nil)
+	require.Len(t, es, 2, "the mapping that starts before the range is not in it")
+	require.Equal(t, []uint64{base + 9*g2, base + 6*g2}, []uint64{es[0].start, es[1].start})
 }
