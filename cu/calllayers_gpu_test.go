@@ -127,7 +127,7 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 		return [4]float64{float64(t1 - t0), float64(t2 - t1), float64(t4 - t3), float64(t5 - t4)}
 	}
 	liveBefore, _ := LiveHandles()
-	mapsBefore := handles.maps.count()
+	mapsBefore := handles.recorded()
 	for _, size := range []uint64{2 << 20, 64 << 20} {
 		b.Run(fmt.Sprintf("%dMiB", size>>20), func(b *testing.B) {
 			samples := make([][4][]float64, len(variants))
@@ -155,7 +155,7 @@ func BenchmarkGPUCallLayers(b *testing.B) {
 			if n, _ := LiveHandles(); n != liveBefore {
 				b.Fatalf("%d handles live after the cycles, %d before", n, liveBefore)
 			}
-			if n := handles.maps.count(); n != mapsBefore {
+			if n := handles.recorded(); n != mapsBefore {
 				b.Fatalf("%d mappings recorded after the cycles, %d before", n, mapsBefore)
 			}
 		})

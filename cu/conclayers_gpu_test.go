@@ -15,7 +15,7 @@ import (
 // goroutines each create, map, set access to, unmap and release 16 chunks of 2 MiB of their
 // own, 20 rounds, once through the generated calls alone (raw: a frame and the trampoline,
 // what a plain binding does; frameMemCreate for the create) and once through the exported
-// functions (cu: the handle table and the mapping index as well), interleaved repetition by
+// functions (cu: the handle table and the mapping records as well), interleaved repetition by
 // repetition; it fails if handles or mappings are left behind. It prints
 //
 //	conclayers <workers> <way> median-ops/s <x> median-ratio <x> n <k>
@@ -139,7 +139,7 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 		return float64(total) / d.Seconds(), nil
 	}
 	liveBefore, _ := LiveHandles()
-	mapsBefore := handles.maps.count()
+	mapsBefore := handles.recorded()
 	ways := []ops{raw, exported}
 	names := []string{"raw", "cu"}
 	for _, n := range []int{1, 16} {
@@ -167,7 +167,7 @@ func BenchmarkGPUConcLayers(b *testing.B) {
 			if live, _ := LiveHandles(); live != liveBefore {
 				b.Fatalf("%d handles live after the runs, %d before", live, liveBefore)
 			}
-			if m := handles.maps.count(); m != mapsBefore {
+			if m := handles.recorded(); m != mapsBefore {
 				b.Fatalf("%d mappings recorded after the runs, %d before", m, mapsBefore)
 			}
 		})

@@ -5,9 +5,9 @@
 // Every driver call this package makes is declared once, as a prototype line in
 // prototypes.go with the ABI version it is called with; internal/cmd/mkcu checks the lines
 // against cuda.h and generates the proc table (zprocs.go) and the functions that make the
-// calls (zcalls.go), on which the exported functions are written; MemMap alone writes its
-// generated call out in itself (vmm.go says why). A missing entry point fails only its own
-// calls, with an error that matches both [loader.ErrNotSupported] and [ERROR_NOT_SUPPORTED].
+// calls (zcalls.go), on which the exported functions are written. A missing entry point
+// fails only its own calls, with an error that matches both [loader.ErrNotSupported] and
+// [ERROR_NOT_SUPPORTED].
 //
 // # Contexts
 //
@@ -23,8 +23,8 @@
 // (created, imported, retained, multicast), and a call with any other value returns
 // [ErrUnknownHandle] instead of reaching the driver.
 //
-// No lock is shared by calls on different handles. Calls on one handle pin it without a
-// lock; its last [MemRelease] waits for those in flight. The calls that can free or revive
+// No lock shared by calls on different handles is held across a driver call. Calls on one
+// handle pin it without a lock; its last [MemRelease] waits for those in flight. The calls that can free or revive
 // one allocation (its releases, unmaps of its mappings, a retain through one of them) take
 // that allocation's own lock across their driver call, so that the driver never sees two of
 // them at once.

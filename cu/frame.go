@@ -7,22 +7,15 @@ import (
 )
 
 // syscall6Args is the block a driver call is made from: the entry point, six integer
-// arguments, the result register, rel, which marks the arguments that are offsets from
-// the start of this block rather than values, and prefetch. Its field offsets reach the
-// assembly trampolines through go_asm.h (syscall6Args_fn, syscall6Args_a, ...), so the
-// layout is not repeated by hand.
+// arguments, the result register, and rel, which marks the arguments that are offsets from
+// the start of this block rather than values. Its field offsets reach the assembly
+// trampolines through go_asm.h (syscall6Args_fn, syscall6Args_a, ...), so the layout is not
+// repeated by hand.
 type syscall6Args struct {
 	fn  uintptr
 	a   [maxSyscallArgs]uintptr
 	r1  uintptr
 	rel uintptr // bit i set: a[i] is an offset from &syscall6Args; the call passes the address
-	// prefetch names up to two memory lines the caller touches right after the call, filled
-	// in order (0: none). The trampolines prefetch them as soon as the driver returns, so
-	// that their cache misses overlap the runtime's exit from the system call instead of
-	// following it (MemMap's handle slot and mapping record; docs/benchmarks.md, "Where the
-	// floor is"). A prefetch never faults, whatever the address; the fallback path
-	// (syscall_other.go) ignores the field.
-	prefetch [2]uintptr
 }
 
 // frameWords is the scratch memory of a frame, in 8-byte words: room for an out-parameter

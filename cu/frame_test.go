@@ -96,27 +96,6 @@ func TestFrameMixedArguments(t *testing.T) {
 	require.Equal(t, scratchOffset, g.invoke())
 }
 
-// TestFramePrefetch: the lines a frame names in prefetch are only prefetched. The call and
-// its result are unchanged, and an address that is not mapped (a record freed meanwhile, a
-// wrong one) does not fault.
-func TestFramePrefetch(t *testing.T) {
-	labs := libcAddr(t, "labs")
-	var line [64]byte
-	near := uintptr(unsafe.Pointer(&line))
-	for _, pre := range [][2]uintptr{
-		{near, 0},
-		{near, near + 32},
-		{1 << 46, ^uintptr(0) &^ 63}, // nothing is mapped there
-		{0, 1 << 46},                 // filled in order: the second is not read
-	} {
-		var f frame
-		f.fn = labs
-		f.a[0] = ^uintptr(41) // -42
-		f.prefetch = pre
-		require.Equal(t, uintptr(42), f.invoke(), "prefetch %#x", pre)
-	}
-}
-
 // TestFrameClockGettime is the shape of most driver calls: a value, then an out-parameter
 // in the frame, and call's result handling.
 func TestFrameClockGettime(t *testing.T) {

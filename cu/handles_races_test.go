@@ -1,6 +1,7 @@
 package cu
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -8,8 +9,8 @@ import (
 )
 
 // An unmap racing the map of the same range leaves a record of a mapping the driver no
-// longer has; the next map there finds it (endMap's stale record). When that record is the
-// handle's own and its last release is draining the handle's pins meanwhile, endMap must
+// longer has; the next map there finds it (mapped's stale record). When that record is the
+// handle's own and its last release is draining the handle's pins meanwhile, mapped must
 // not wait for the release's drop lock while it still pins the handle.
 func TestStaleRecordOfAHandleBeingReleased(t *testing.T) {
 	tab, d := new(handleTable), newDropDriver(t)
@@ -31,7 +32,7 @@ func TestStaleRecordOfAHandleBeingReleased(t *testing.T) {
 	case err := <-done:
 		require.NoError(t, err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("deadlock: endMap waits for the drop lock of a release that waits for endMap's pin")
+		t.Fatal("deadlock: mapped waits for the drop lock of a release that waits for mapped's pin")
 	}
 	require.NoError(t, <-released)
 	require.NoError(t, unmapRange(tab, d, at, g2))
@@ -75,9 +76,7 @@ func TestUnmapFreeingTwoRacesCreatesInTheirShard(t *testing.T) {
 			hy, _ := tab.add(vals[(2*i+1)%1000])
 			for j, h := range []MemHandle{hx, hy} {
 				s, _, _ := tab.pin(h)
-				s.maps.Add(1)
-				m := mapping{s: s, start: at + uint64(j)*g2, size: g2, idx: uint32(h)}
-				tab.endMap(&m, true)
+				tab.mapped(s, h, at+uint64(j)*g2, g2)
 			}
 			_ = tab.release(hx, ok)
 			_ = tab.release(hy, ok)
@@ -107,20 +106,144 @@ func TestLiveWhileASlotIsAdded(t *testing.T) {
 	require.Zero(t, n+refs)
 }
 
-// containing must find a mapping recorded outside the radix table that starts after the
-// nearest radix record below the address, when that record ends before it.
-func TestContainingLooksPastAnEndedRadixRecord(t *testing.T) {
-	var x mapIndex
+// containing must find the mapping that contains the address when the nearest one that
+// starts below it ends before it.
+func TestContainingLooksPastAMappingThatEndsBefore(t *testing.T) {
+	tab := new(handleTable)
 	const base = 0x60000000000
-	x.add(0x70000000000, 64<<20, 9) // a large mapping elsewhere
-	x.add(base, g2, 7)              // in the radix table: [base, base+2 MiB)
-	x.add(base+g2, 3<<20, 8)        // 3 MiB, so hashed: [base+2 MiB, base+5 MiB)
-	idx, ok := x.containing(base + 4<<20)
+	tab.recordAt(0x70000000000, 64<<20, 9) // a large mapping elsewhere
+	tab.recordAt(base, g2, 7)              // [base, base+2 MiB)
+	tab.recordAt(base+g2, 3<<20, 8)        // [base+2 MiB, base+5 MiB)
+	e, ok := tab.containing(base + 4<<20)
 	require.True(t, ok)
-	require.EqualValues(t, 8, idx)
-	idx, ok = x.containing(base + 1<<20)
+	require.EqualValues(t, 8, e.idx)
+	e, ok = tab.containing(base + 1<<20)
 	require.True(t, ok)
-	require.EqualValues(t, 7, idx)
-	_, ok = x.containing(base + 5<<20)
+	require.EqualValues(t, 7, e.idx)
+	_, ok = tab.containing(base + 5<<20)
 	require.False(t, ok)
+}
+
+// A retain inside a mapping whose freeing unmap is in the driver must not reach the driver
+// until the unmap is done: the driver corrupts its heap when cuMemRetainAllocationHandle
+// revives an allocation that a cuMemUnmap running at the same time frees. The unmap's
+// driver call blocks here until the test lets it go; the retain must wait for it, then get
+// the driver's answer (nothing is mapped there any more).
+func TestRetainWaitsForAFreeingUnmap(t *testing.T) {
+	tab, d := new(handleTable), newDropDriver(t)
+	const at = 0x90000000000
+	h, err := tab.add(d.create())
+	require.NoError(t, err)
+	require.NoError(t, mapHandle(tab, d, h, at, g2))
+	require.NoError(t, tab.release(h, d.release)) // the mapping holds the allocation alone
+	inUnmap, letGo := make(chan struct{}), make(chan struct{})
+	unmapped := make(chan error, 1)
+	go func() {
+		unmapped <- tab.unmap(at, g2, func() error {
+			close(inUnmap)
+			<-letGo
+			return d.unmap(at, g2)
+		})
+	}()
+	<-inUnmap
+	entered := make(chan struct{}, 1)
+	type retained struct {
+		h   MemHandle
+		err error
+	}
+	done := make(chan retained, 1)
+	go func() {
+		h, _, err := tab.retainAt(at+4096, func() (uint64, error) {
+			entered <- struct{}{}
+			return d.retain(at + 4096)
+		})
+		done <- retained{h, err}
+	}()
+	select {
+	case <-entered:
+		t.Fatal("the retain reached the driver while the unmap that frees the allocation was in it")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(letGo)
+	require.NoError(t, <-unmapped)
+	r := <-done
+	require.Len(t, entered, 1, "the retain reached the driver once the unmap was done")
+	require.ErrorIs(t, r.err, ERROR_INVALID_VALUE, "the driver's answer: nothing mapped there")
+	require.Zero(t, r.h)
+	n, refs := tab.live()
+	require.Zero(t, n+refs)
+	require.Zero(t, tab.recorded())
+	require.EqualValues(t, 1, d.frees.Load())
+}
+
+// recordAtStart returns the slot of the mapping recorded at start, read straight from its
+// shard.
+func (t *handleTable) recordAtStart(start uint64) (uint32, bool) {
+	sh := t.shard(start)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	m, ok := sh.maps[start]
+	return m.idx, ok
+}
+
+// Two unmaps of one range, and a map of another handle into the range between them: the
+// first unmap's driver call has unmapped the range, a map there has been made and recorded
+// (over the first mapping's record, which the first unmap has not removed yet), and the
+// second unmap, which looked the range up before, unmaps the new mapping. Each mapping is
+// counted gone once, and nothing leaks.
+func TestTwoUnmapsOfARangeAndAMapBetween(t *testing.T) {
+	tab, d := new(handleTable), newDropDriver(t)
+	const at = 0xa0000000000
+	h1, err := tab.add(d.create())
+	require.NoError(t, err)
+	h2, err := tab.add(d.create())
+	require.NoError(t, err)
+	require.NoError(t, mapHandle(tab, d, h1, at, g2))
+	require.NoError(t, tab.release(h1, d.release)) // so the unmaps of h1's mapping free it
+	inFirst, secondStarted := make(chan struct{}), make(chan struct{})
+	mapDone := make(chan error, 1)
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() {
+		first <- tab.unmap(at, g2, func() error {
+			close(inFirst)
+			<-secondStarted
+			time.Sleep(20 * time.Millisecond) // the second unmap looks the range up meanwhile
+			if err := d.unmap(at, g2); err != nil {
+				return err
+			}
+			go func() { mapDone <- mapHandle(tab, d, h2, at, g2) }()
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+				if idx, ok := tab.recordAtStart(at); ok && idx == uint32(h2) {
+					return nil // the map into the range is recorded: the first unmap goes on
+				}
+				if time.Now().After(deadline) {
+					return errors.New("the map into the range was never recorded")
+				}
+			}
+		})
+	}()
+	<-inFirst
+	go func() {
+		close(secondStarted)
+		second <- tab.unmap(at, g2, func() error { return d.unmap(at, g2) })
+	}()
+	for _, c := range []chan error{first, mapDone, second} {
+		select {
+		case err := <-c:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("deadlock: two unmaps of one range and a map between them")
+		}
+	}
+	n, refs := tab.live()
+	require.Equal(t, 1, n, "h2 alone")
+	require.Equal(t, 1, refs)
+	require.Zero(t, tab.recorded(), "both mappings unmapped")
+	require.Zero(t, tab.slot(uint32(h2)).maps.Load(), "h2's mapping counted gone once")
+	require.True(t, tab.known(h2))
+	require.False(t, tab.known(h1))
+	require.NoError(t, tab.release(h2, d.release))
+	n, refs = tab.live()
+	require.Zero(t, n+refs)
+	require.EqualValues(t, 2, d.frees.Load(), "both allocations freed")
 }

@@ -289,7 +289,7 @@ func TestHandlePinAllocatesNothing(t *testing.T) {
 
 func TestHandleSlotIsOneCacheLine(t *testing.T) {
 	require.EqualValues(t, 64, unsafe.Sizeof(slot{}), "slots of different handles must not share a cache line")
-	require.EqualValues(t, 64, unsafe.Sizeof(handleShard{}))
+	require.EqualValues(t, 64, unsafe.Sizeof(shard{}))
 }
 
 func TestHandleTableFull(t *testing.T) {
@@ -359,6 +359,6 @@ func TestHandleValueReuseAndSlotRecycling(t *testing.T) {
 	}
 	n, _ := tab.live()
 	require.Equal(t, len(live), n)
-	require.LessOrEqual(t, int(tab.next.Load()), maxLive+hashShards*8,
+	require.LessOrEqual(t, int(tab.next.Load()), maxLive+nShards*8,
 		"slots are recycled: the table grew to %d slots for at most %d live handles", tab.next.Load(), maxLive)
 }

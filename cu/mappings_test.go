@@ -120,9 +120,7 @@ func (d *dropDriver) retain(addr uint64) (uint64, error) {
 	return 0, ERROR_INVALID_VALUE
 }
 
-// mapHandle is MemMap's steps on the table around the fake driver's map: look up the
-// record's word, pin, count, map, then record and unpin (the common record in line, the
-// rest through endMap).
+// mapHandle is MemMap's steps around the fake driver's map.
 func mapHandle(t *handleTable, d *dropDriver, h MemHandle, start, size uint64) error {
 	return mapHandleThen(t, d, h, start, size, nil)
 }
@@ -130,24 +128,44 @@ func mapHandle(t *handleTable, d *dropDriver, h MemHandle, start, size uint64) e
 // mapHandleThen is mapHandle calling between, if not nil, after the driver's map and before
 // the record: where another goroutine's call can land in a real MemMap.
 func mapHandleThen(t *handleTable, d *dropDriver, h MemHandle, start, size uint64, between func()) error {
-	word := t.maps.radixWordOf(start, size)
-	s, gen := t.slotOf(h)
-	if s == nil || !s.g.Enter(gen) {
-		return ErrUnknownHandle
+	s, drv, err := t.pin(h)
+	if err != nil {
+		return err
 	}
-	s.maps.Add(1)
-	grow := size > t.maps.largest.Load()
-	err := d.mapAt(start, size, s.drv.Load())
+	err = d.mapAt(start, size, drv)
 	if between != nil {
 		between()
 	}
-	if w, ok := radixWord(size, uint32(h)); err == nil && word != nil && !grow && ok && word.CompareAndSwap(0, w) {
+	if err != nil {
 		s.unpin()
-		return nil
+		return err
 	}
-	m := mapping{s: s, word: word, start: start, size: size, idx: uint32(h), grow: grow}
-	t.endMap(&m, err == nil)
-	return err
+	t.mapped(s, h, start, size)
+	return nil
+}
+
+// recorded counts the mapping records.
+func (t *handleTable) recorded() int {
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		n += len(sh.maps)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// recordAt records a mapping of slot idx without a handle or a driver, for the lookups'
+// tests.
+func (t *handleTable) recordAt(start, size uint64, idx uint32) {
+	sh := t.shard(start)
+	sh.mu.Lock()
+	if sh.maps == nil {
+		sh.maps = map[uint64]mapping{}
+	}
+	sh.maps[start] = mapping{size: size, idx: idx}
+	sh.mu.Unlock()
 }
 
 func unmapRange(t *handleTable, d *dropDriver, start, size uint64) error {
@@ -223,7 +241,7 @@ func TestDropsOfOneAllocationNeverRace(t *testing.T) {
 	n, refs := tab.live()
 	require.Zero(t, n, "handles leaked")
 	require.Zero(t, refs)
-	require.Zero(t, tab.maps.count(), "mapping records leaked")
+	require.Zero(t, tab.recorded(), "mapping records leaked")
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for v, a := range d.allocs {
@@ -252,7 +270,7 @@ func TestRetainRevivesAReleasedMapping(t *testing.T) {
 	require.NoError(t, unmapRange(tab, d, 0x20000000000, g2))
 	n, _ := tab.live()
 	require.Zero(t, n)
-	require.Zero(t, tab.maps.count())
+	require.Zero(t, tab.recorded())
 }
 
 func TestUnmapOfSeveralMappings(t *testing.T) {
@@ -278,7 +296,7 @@ func TestUnmapOfSeveralMappings(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	require.Zero(t, tab.maps.count())
+	require.Zero(t, tab.recorded())
 	n, _ := tab.live()
 	require.Zero(t, n)
 	for i := range 3 {
@@ -293,54 +311,38 @@ func TestFailedUnmapKeepsTheRecords(t *testing.T) {
 	require.NoError(t, mapHandle(tab, d, h, 0x40000000000, g2))
 	err = tab.unmap(0x40000000000, g2, func() error { return ERROR_INVALID_VALUE })
 	require.True(t, errors.Is(err, ERROR_INVALID_VALUE))
-	require.Equal(t, 1, tab.maps.count())
+	require.Equal(t, 1, tab.recorded())
 	require.NoError(t, tab.release(h, d.release))
 	require.NoError(t, unmapRange(tab, d, 0x40000000000, g2))
 	n, _ := tab.live()
 	require.Zero(t, n)
 }
 
-func TestMapIndexLookups(t *testing.T) {
-	var x mapIndex
-	x.add(0x1000000000, 4*g2, 7)
-	x.add(0x1000000000+4*g2, g2, 8)
-	idx, ok := x.containing(0x1000000000 + 3*g2 + 5)
+func TestMappingLookups(t *testing.T) {
+	tab := new(handleTable)
+	const base = 0x1000000000
+	tab.recordAt(base, 4*g2, 7)
+	tab.recordAt(base+4*g2, g2, 8)
+	e, ok := tab.containing(base + 3*g2 + 5)
 	require.True(t, ok)
-	require.EqualValues(t, 7, idx)
-	idx, ok = x.containing(0x1000000000 + 4*g2)
+	require.EqualValues(t, 7, e.idx)
+	require.EqualValues(t, base, e.start)
+	e, ok = tab.containing(base + 4*g2)
 	require.True(t, ok)
-	require.EqualValues(t, 8, idx)
-	_, ok = x.containing(0x1000000000 + 5*g2)
+	require.EqualValues(t, 8, e.idx)
+	_, ok = tab.containing(base + 5*g2)
 	require.False(t, ok)
-	_, ok = x.containing(0x100)
+	_, ok = tab.containing(0x100)
 	require.False(t, ok)
-	ts := x.take(0x1000000000, 5*g2, nil)
-	require.Len(t, ts, 2)
-	x.restore(ts)
-	require.Equal(t, 2, x.count())
-	require.Len(t, x.take(0x1000000000+4*g2, g2, nil), 1, "the exact-range fast path")
-	require.Empty(t, x.take(0x2000000000, 1<<40, nil))
-}
+	require.Len(t, tab.lookup(base, base+5*g2, nil), 2, "two mappings that follow each other")
+	require.Equal(t, 2, tab.recorded(), "a lookup removes nothing")
+	require.Len(t, tab.lookup(base+4*g2, base+5*g2, nil), 1, "one mapping, exactly")
+	require.Empty(t, tab.lookup(0x2000000000, 0x2000000000+1<<40, nil))
 
-// TestRadixWordOfAgreesWithPut checks MemMap's inline lookup against the index's own: a
-// word for exactly the mappings put records in the radix table, and only once their leaf
-// exists.
-func TestRadixWordOfAgreesWithPut(t *testing.T) {
-	x := new(mapIndex)
-	starts := []uint64{0, g2, 3 * g2, 1 << 35, 1<<35 - g2, 0x7f3400000000, 1<<48 - g2, 1 << 48, g2 + 4096, 4096}
-	sizes := []uint64{0, 4096, g2, g2 + 4096, 64 << 20, 1 << 30, 1 << 52, 1 << 53, 1<<53 - g2}
-	for _, start := range starts {
-		for _, size := range sizes {
-			require.Nil(t, x.radixWordOf(start, size), "start %#x size %#x, no leaf", start, size)
-			if leafStart := start &^ (g2 - 1); leafStart>>48 == 0 {
-				x.radixSlot(leafStart, true) // the leaf of start exists
-			}
-			var want *atomic.Uint64
-			if _, ok := radixWord(size, 7); ok {
-				want = x.radixSlot(start, false)
-			}
-			require.Equal(t, want, x.radixWordOf(start, size), "start %#x size %#x", start, size)
-			x.radix = [len(x.radix)]atomic.Pointer[radixLeaf]{} // the next case starts leafless
-		}
-	}
+	// A gap, then mappings past it (in slot order), and one that starts before the range.
+	tab.recordAt(base+9*g2, 2*g2, 9)
+	tab.recordAt(base+6*g2, g2, 10)
+	es := tab.lookup(base+5*g2, base+12*g2, nil)
+	require.Len(t, es, 2, "the mapping that starts before the range is not in it")
+	require.Equal(t, []uint64{base + 9*g2, base + 6*g2}, []uint64{es[0].start, es[1].start})
 }

@@ -69,19 +69,6 @@ call:
 	MOVQ 0(SP), R11
 	MOVQ AX, syscall6Args_r1(R11)
 
-	// The lines the caller touches next (syscall6Args.prefetch), fetched while the runtime
-	// leaves the system call. PREFETCHT0: the Go assembler has no PREFETCHW, and a line no
-	// other core holds arrives exclusive anyway.
-	MOVQ (syscall6Args_prefetch+0)(R11), CX
-	TESTQ CX, CX
-	JEQ  done
-	PREFETCHT0 (CX)
-	MOVQ (syscall6Args_prefetch+8)(R11), CX
-	TESTQ CX, CX
-	JEQ  done
-	PREFETCHT0 (CX)
-done:
-
 	ADDQ $16, SP
 	POPQ BP
 	RET

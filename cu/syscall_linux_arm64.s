@@ -60,16 +60,6 @@ call:
 	MOVD 16(RSP), R9
 	MOVD R0, syscall6Args_r1(R9)
 
-	// The lines the caller touches next (syscall6Args.prefetch), fetched for writing while
-	// the runtime leaves the system call.
-	MOVD (syscall6Args_prefetch+0)(R9), R10
-	CBZ  R10, done
-	PRFM (R10), PSTL1KEEP
-	MOVD (syscall6Args_prefetch+8)(R9), R10
-	CBZ  R10, done
-	PRFM (R10), PSTL1KEEP
-done:
-
 	LDP  0(RSP), (R29, R30)
 	ADD  $32, RSP
 	RET

@@ -1,9 +1,6 @@
 package cu
 
-import (
-	"errors"
-	"unsafe"
-)
+import "errors"
 
 // The virtual memory management calls. None needs a current context. Each wraps the
 // generated function of its prototype (zcalls.go), which pins handle arguments and lays out
@@ -116,56 +113,14 @@ func MemAddressFree(ptr DevicePtr, size uint64) error {
 
 // MemMap maps size bytes of h, from offset, at ptr (cuMemMap).
 func MemMap(ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error {
-	// The common path is written out here rather than in calls to the handle table and to
-	// the generated cuMemMap (whose frame this is): after a VMM call the caller's code is
-	// cold in the caches, and every function called or returned through on the way costs
-	// a map several percent (docs/benchmarks.md, "Where cuvmm's time goes"). The
-	// bookkeeping is mapping's (mappings.go); mapHandle in mappings_test.go runs the same
-	// steps against a fake driver.
-	start := uint64(ptr)
-	word := handles.maps.radixWordOf(start, size)
-	s, gen := handles.slotOf(h)
-	if s == nil || !s.g.Enter(gen) {
-		return memMapErr(ErrUnknownHandle, ptr, size, offset, h, flags)
-	}
-	s.maps.Add(1)
-	grow := size > handles.maps.largest.Load()
-	addr, err := procMemMap.Addr()
-	if err != nil {
-		err = symbolErr(err)
-	} else {
-		var f frame
-		f.fn = addr
-		f.a[0] = uintptr(ptr)
-		f.a[1] = uintptr(size)
-		f.a[2] = uintptr(offset)
-		f.a[3] = uintptr(s.drv.Load())
-		f.a[4] = uintptr(flags)
-		// The slot is unpinned and the record written right after the call: the
-		// trampoline fetches their lines while the runtime leaves the system call.
-		f.prefetch[0] = uintptr(unsafe.Pointer(s))
-		f.prefetch[1] = uintptr(unsafe.Pointer(word))
-		if r := f.invoke(); uint32(r) != 0 {
-			err = Result(int32(uint32(r)))
-		}
-		// The common record: a radix word that was empty, no new largest mapping.
-		if w, ok := radixWord(size, uint32(h)); err == nil && word != nil && !grow && ok && word.CompareAndSwap(0, w) {
-			s.unpin()
+	s, drv, err := handles.pin(h)
+	if err == nil {
+		if err = cuMemMap(ptr, size, offset, drv, flags); err == nil {
+			handles.mapped(s, h, uint64(ptr), size)
 			return nil
 		}
+		s.unpin()
 	}
-	m := mapping{s: s, word: word, start: start, size: size, idx: uint32(h), grow: grow}
-	handles.endMap(&m, err == nil)
-	if err != nil {
-		return memMapErr(err, ptr, size, offset, h, flags)
-	}
-	return nil
-}
-
-// memMapErr is MemMap's error, out of line to keep the formatting off its path.
-//
-//go:noinline
-func memMapErr(err error, ptr DevicePtr, size, offset uint64, h MemHandle, flags uint64) error {
 	return wrap(err, "cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, h, flags)
 }
 
