@@ -34,12 +34,8 @@ const frameWords = 8
 // assembly trampoline, on the system stack, after runtime.cgocall has entered the system
 // call; from then until the call returns the goroutine runs no Go code and its stack cannot
 // move. Where there is no trampoline (syscall_other.go) the frame is copied to the heap for
-// the call instead.
-//
-// Frames replaced a sync.Pool of heap scratch. After a VMM call the caller's code and data
-// are cold in the caches (the driver's work evicts them), and the pool's per-P bookkeeping
-// cost a 2 MiB cuMemCreate about 2.5% on an H100; the frame is on the stack, which the
-// call touches anyway.
+// the call instead. The stack, which the call touches anyway, is also the one scratch that
+// is still in the caches after the driver's work (docs/benchmarks.md measures a heap pool).
 type frame struct {
 	syscall6Args
 	scratch [frameWords]uint64
