@@ -74,7 +74,7 @@ const (
 	numResvOps
 )
 
-var resvOps = [numResvOps]op{opMap, opUnmap, opSetAccess}
+var resvOps = [numResvOps]Op{OpMap, OpUnmap, OpSetAccess}
 
 // count counts one call (resvMap, ...) under the lock the hold has; false when it has none
 // (nothing reserved at the range's start), for the caller to count otherwise.

@@ -105,7 +105,7 @@ func (s *Sim) copyDevice(ordinal int) *failure {
 
 // CopyHtoD is cuMemcpyHtoD from device ordinal's context.
 func (s *Sim) CopyHtoD(ordinal int, dst cu.DevicePtr, src []byte) error {
-	f := s.enter(opCopyHtoD)
+	f := s.enter(OpCopyHtoD)
 	if f == nil && len(src) == 0 {
 		f = argFail("empty host buffer")
 	}
@@ -128,7 +128,7 @@ func (s *Sim) CopyHtoD(ordinal int, dst cu.DevicePtr, src []byte) error {
 
 // CopyDtoH is cuMemcpyDtoH from device ordinal's context.
 func (s *Sim) CopyDtoH(ordinal int, dst []byte, src cu.DevicePtr) error {
-	f := s.enter(opCopyDtoH)
+	f := s.enter(OpCopyDtoH)
 	if f == nil && len(dst) == 0 {
 		f = argFail("empty host buffer")
 	}
@@ -156,7 +156,7 @@ var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
 // CopyDtoD is cuMemcpyDtoD from device ordinal's context. Overlapping ranges copy as
 // memmove does (the driver accepts them, recorded: vmmtest walk/dtod-overlapping).
 func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
-	f := s.enter(opCopyDtoD)
+	f := s.enter(OpCopyDtoD)
 	if f == nil && size == 0 {
 		f = argFail("zero size")
 	}
@@ -202,7 +202,7 @@ func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
 
 // MemsetD8 is cuMemsetD8 from device ordinal's context.
 func (s *Sim) MemsetD8(ordinal int, dst cu.DevicePtr, v uint8, n uint64) error {
-	f := s.enter(opMemsetD8)
+	f := s.enter(OpMemsetD8)
 	if f == nil && n == 0 {
 		f = argFail("zero count")
 	}

@@ -99,7 +99,7 @@ func DmaBufInfo(fd int) (DmaBuf, error) {
 // ExportDmaBuf is cuMemGetHandleForAddressRange with MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: a
 // descriptor the caller owns, which DmaBufInfo describes. See the rules above.
 func (s *Sim) ExportDmaBuf(ptr cu.DevicePtr, size, flags uint64) (int, error) {
-	f := s.enter(opExportDmaBuf)
+	f := s.enter(OpExportDmaBuf)
 	if f == nil {
 		f = s.vmm()
 	}

@@ -77,7 +77,7 @@ const (
 	numShardOps
 )
 
-var shardOps = [numShardOps]op{opCreate, opRelease}
+var shardOps = [numShardOps]Op{OpCreate, OpRelease}
 
 // handleStride spaces handle values so that an off-by-one or a value from another table is
 // never accidentally valid. Values never repeat within a Sim.

@@ -54,7 +54,7 @@ func (s *Sim) noMulticast() *failure {
 
 // MulticastGranularity is cuMulticastGetGranularity.
 func (s *Sim) MulticastGranularity(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) (uint64, error) {
-	f := s.enter(opMulticastGranularity)
+	f := s.enter(OpMulticastGranularity)
 	if f == nil && prop == nil {
 		f = argFail("nil properties")
 	}
@@ -75,7 +75,7 @@ func (s *Sim) MulticastGranularity(prop *cu.MulticastObjectProp, option cu.Multi
 
 // MulticastCreate is cuMulticastCreate.
 func (s *Sim) MulticastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, error) {
-	f := s.enter(opMulticastCreate)
+	f := s.enter(OpMulticastCreate)
 	if f == nil && prop == nil {
 		f = argFail("nil properties")
 	}
@@ -135,7 +135,7 @@ func (s *Sim) lockShards(a, b cu.MemHandle) (unlock func()) {
 
 // MulticastAddDevice is cuMulticastAddDevice.
 func (s *Sim) MulticastAddDevice(mc cu.MemHandle, ordinal int) error {
-	f := s.enter(opMulticastAddDevice)
+	f := s.enter(OpMulticastAddDevice)
 	if f != nil {
 		return f.wrap("cuMulticastAddDevice", "%v, device %d", mc, ordinal)
 	}
@@ -213,7 +213,7 @@ func (s *Sim) bind(o *mcObject, b *binding) {
 // MulticastBindMem is cuMulticastBindMem; it blocks until the team is complete. The memory
 // is bound for the device that owns it.
 func (s *Sim) MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
-	if f := s.enter(opMulticastBindMem); f != nil {
+	if f := s.enter(OpMulticastBindMem); f != nil {
 		return f.wrap("cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
 	}
 	return s.bindMem("cuMulticastBindMem", mc, -1, mcOffset, mem, memOffset, size, flags)
@@ -261,7 +261,7 @@ func (s *Sim) bindMem(name string, mc cu.MemHandle, dev int, mcOffset uint64, me
 // MulticastBindAddr is cuMulticastBindAddr: it binds the memory mapped at [ptr, ptr+size),
 // which may span several mappings of one device's memory, for that device.
 func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
-	if f := s.enter(opMulticastBindAddr); f != nil {
+	if f := s.enter(OpMulticastBindAddr); f != nil {
 		return f.wrap("cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
 	}
 	return s.bindAddr("cuMulticastBindAddr", mc, -1, mcOffset, ptr, size, flags)
@@ -328,7 +328,7 @@ func (s *Sim) bindAddr(name string, mc cu.MemHandle, dev int, mcOffset uint64, p
 
 // MulticastUnbind is cuMulticastUnbind: the range must cover whole bindings of the device.
 func (s *Sim) MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) error {
-	f := s.enter(opMulticastUnbind)
+	f := s.enter(OpMulticastUnbind)
 	if f != nil {
 		return f.wrap("cuMulticastUnbind", "%v, device %d, %d, %d", mc, ordinal, mcOffset, size)
 	}

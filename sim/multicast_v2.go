@@ -53,7 +53,7 @@ func (s *Sim) boundFor(p *phys, dev int) *failure {
 // ordinal. With a DriverVersion below 13010 it fails as cu does on a driver without the
 // symbol (once the ordinal is known to be a device, as cu resolves it first).
 func (s *Sim) MulticastBindMemV2(mc cu.MemHandle, ordinal int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
-	f := s.enter(opMulticastBindMemV2)
+	f := s.enter(OpMulticastBindMemV2)
 	if f == nil {
 		_, f = s.device(ordinal)
 	}
@@ -69,7 +69,7 @@ func (s *Sim) MulticastBindMemV2(mc cu.MemHandle, ordinal int, mcOffset uint64, 
 // MulticastBindAddrV2 is cuMulticastBindAddr_v2 (CUDA 13.1): cuMulticastBindAddr for device
 // ordinal, refused as MulticastBindMemV2 is on an older driver.
 func (s *Sim) MulticastBindAddrV2(mc cu.MemHandle, ordinal int, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
-	f := s.enter(opMulticastBindAddrV2)
+	f := s.enter(OpMulticastBindAddrV2)
 	if f == nil {
 		_, f = s.device(ordinal)
 	}

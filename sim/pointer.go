@@ -18,7 +18,7 @@ import (
 // it lies in one, and no error. A device that does not exist is CUDA_ERROR_INVALID_DEVICE
 // (cu fails to get its context).
 func (s *Sim) PointerAttributes(ordinal int, ptr cu.DevicePtr) (cu.PointerAttributes, error) {
-	f := s.enter(opPointerAttributes)
+	f := s.enter(OpPointerAttributes)
 	if f == nil {
 		_, f = s.device(ordinal)
 	}

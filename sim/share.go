@@ -271,7 +271,7 @@ func (s *Sim) exportable(v cu.MemHandle, t cu.MemHandleType) (*phys, *failure) {
 // allocation (on Linux a new open file description of the arena, see share_linux.go),
 // which the caller owns.
 func (s *Sim) ExportFD(v cu.MemHandle) (int, error) {
-	f := s.enter(opExportFD)
+	f := s.enter(OpExportFD)
 	var m *phys
 	if f == nil {
 		m, f = s.exportable(v, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
@@ -294,7 +294,7 @@ func (s *Sim) ExportFD(v cu.MemHandle) (int, error) {
 // the caller's. Recorded: a closed descriptor, or one that is not an exported allocation,
 // is CUDA_ERROR_UNKNOWN, and importing in the exporting process gives a new handle value.
 func (s *Sim) ImportFD(fd int) (cu.MemHandle, error) {
-	f := s.enter(opImportFD)
+	f := s.enter(OpImportFD)
 	if f == nil {
 		f = s.vmm()
 	}
@@ -353,7 +353,7 @@ func (s *Sim) knownFabric(t cu.MemFabricHandle) *phys {
 
 // ExportFabric is cuMemExportToShareableHandle for fabric handles.
 func (s *Sim) ExportFabric(v cu.MemHandle) (cu.MemFabricHandle, error) {
-	f := s.enter(opExportFabric)
+	f := s.enter(OpExportFabric)
 	var m *phys
 	if f == nil {
 		m, f = s.exportable(v, cu.MEM_HANDLE_TYPE_FABRIC)
@@ -370,7 +370,7 @@ func (s *Sim) ExportFabric(v cu.MemHandle) (cu.MemFabricHandle, error) {
 // machine whose Sim has an IMEX channel can import a token while its exporter holds the
 // allocation.
 func (s *Sim) ImportFabric(t cu.MemFabricHandle) (cu.MemHandle, error) {
-	f := s.enter(opImportFabric)
+	f := s.enter(OpImportFabric)
 	if f == nil {
 		f = s.vmm()
 	}
@@ -435,7 +435,7 @@ func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
 // ExportWin32 is cuMemExportToShareableHandle for Windows handles. sim models them within
 // one Sim only: the value is a token that ImportWin32 of the same Sim accepts.
 func (s *Sim) ExportWin32(v cu.MemHandle, t cu.MemHandleType) (uintptr, error) {
-	f := s.enter(opExportWin32)
+	f := s.enter(OpExportWin32)
 	if f == nil && t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
 		f = argFail("not a Win32 handle type")
 	}
@@ -457,7 +457,7 @@ func (s *Sim) ExportWin32(v cu.MemHandle, t cu.MemHandleType) (uintptr, error) {
 
 // ImportWin32 is cuMemImportFromShareableHandle for Windows handles (see ExportWin32).
 func (s *Sim) ImportWin32(handle uintptr, t cu.MemHandleType) (cu.MemHandle, error) {
-	f := s.enter(opImportWin32)
+	f := s.enter(OpImportWin32)
 	if f == nil && t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
 		f = argFail("not a Win32 handle type")
 	}

@@ -98,7 +98,7 @@ func (*Sim) Name() string { return "sim" }
 
 // DriverVersion returns the configured driver version.
 func (s *Sim) DriverVersion() (int, error) {
-	if f := s.enter(opDriverVersion); f != nil {
+	if f := s.enter(OpDriverVersion); f != nil {
 		return 0, f.wrap("cuDriverGetVersion", "")
 	}
 	return s.cfg.DriverVersion, nil
@@ -106,7 +106,7 @@ func (s *Sim) DriverVersion() (int, error) {
 
 // DeviceCount returns the number of configured devices.
 func (s *Sim) DeviceCount() (int, error) {
-	if f := s.enter(opDeviceCount); f != nil {
+	if f := s.enter(OpDeviceCount); f != nil {
 		return 0, f.wrap("cuDeviceGetCount", "")
 	}
 	return len(s.cfg.Devices), nil
@@ -122,7 +122,7 @@ func (s *Sim) device(ordinal int) (*Device, *failure) {
 
 // Device describes device ordinal.
 func (s *Sim) Device(ordinal int) (vmm.DeviceInfo, error) {
-	f := s.enter(opDevice)
+	f := s.enter(OpDevice)
 	var d *Device
 	if f == nil {
 		d, f = s.device(ordinal)
@@ -143,7 +143,7 @@ func knownAttribute(a cu.DeviceAttribute) bool {
 
 // Attribute returns a device attribute.
 func (s *Sim) Attribute(ordinal int, a cu.DeviceAttribute) (int, error) {
-	f := s.enter(opAttribute)
+	f := s.enter(OpAttribute)
 	var d *Device
 	if f == nil {
 		d, f = s.device(ordinal)
@@ -177,7 +177,7 @@ func (s *Sim) canAccess(d, owner int) bool {
 // CanAccessPeer reports whether device ordinal can access memory of peer; a device never
 // reports access to itself, as the driver does.
 func (s *Sim) CanAccessPeer(ordinal, peer int) (bool, error) {
-	f := s.enter(opCanAccessPeer)
+	f := s.enter(OpCanAccessPeer)
 	if f == nil {
 		_, f = s.device(ordinal)
 	}
@@ -193,7 +193,7 @@ func (s *Sim) CanAccessPeer(ordinal, peer int) (bool, error) {
 // P2PAttribute returns an attribute of the link from src to dst. Asking about a device and
 // itself is CUDA_ERROR_INVALID_DEVICE (recorded: vmmtest sweep/p2p-attribute-1-self to -6-self).
 func (s *Sim) P2PAttribute(a cu.P2PAttribute, src, dst int) (int, error) {
-	f := s.enter(opP2PAttribute)
+	f := s.enter(OpP2PAttribute)
 	if f == nil {
 		_, f = s.device(src)
 	}

@@ -134,8 +134,10 @@ func TestHugeReservationCostsNothing(t *testing.T) {
 func TestFailNth(t *testing.T) {
 	s, err := sim.New(sim.PresetH100())
 	require.NoError(t, err)
-	require.Error(t, s.FailNth("NoSuchOp", 1, cu.ERROR_UNKNOWN))
-	require.NoError(t, s.FailNth("Create", 2, cu.ERROR_OUT_OF_MEMORY))
+	require.Error(t, s.FailNth(sim.Op(200), 1, cu.ERROR_UNKNOWN))
+	require.Error(t, s.FailNth(sim.OpCreate, 0, cu.ERROR_UNKNOWN))
+	require.Error(t, s.FailNth(sim.OpCreate, 1, cu.SUCCESS))
+	require.NoError(t, s.FailNth(sim.OpCreate, 2, cu.ERROR_OUT_OF_MEMORY))
 	h1, err := s.Create(2*mib, devProp(0, 0), 0)
 	require.NoError(t, err)
 	_, err = s.Create(2*mib, devProp(0, 0), 0)

@@ -37,7 +37,7 @@ func (s *Sim) granularityOf(loc cu.MemLocation, recommended bool) uint64 {
 
 // Granularity is cuMemGetAllocationGranularity.
 func (s *Sim) Granularity(prop *cu.MemAllocationProp, option cu.MemAllocationGranularityFlags) (uint64, error) {
-	f := s.enter(opGranularity)
+	f := s.enter(OpGranularity)
 	if f == nil && prop == nil {
 		f = argFail("nil properties")
 	}
@@ -135,7 +135,7 @@ func (s *Sim) checkProp(size uint64, p cu.MemAllocationProp, flags uint64) (cu.M
 // Create is cuMemCreate: size bytes of physical memory, backed lazily by host memory (or,
 // for exportable allocations, by a shareable file).
 func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.MemHandle, error) {
-	f := s.fault(opCreate)
+	f := s.fault(OpCreate)
 	if f == nil && prop == nil {
 		f = argFail("nil properties")
 	}
@@ -166,7 +166,7 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 		}
 	}
 	if f != nil {
-		s.calls[opCreate].add(1)
+		s.calls[OpCreate].add(1)
 		if prop == nil {
 			return 0, f.wrap("cuMemCreate", "%d, nil, %d", size, flags)
 		}
@@ -200,9 +200,9 @@ func (s *Sim) commit(dev int, size uint64) *failure {
 
 // Release is cuMemRelease. Memory stays alive while it is mapped or bound.
 func (s *Sim) Release(v cu.MemHandle) error {
-	f := s.fault(opRelease)
+	f := s.fault(OpRelease)
 	if f != nil {
-		s.calls[opRelease].add(1)
+		s.calls[OpRelease].add(1)
 	} else {
 		sh := s.shardOf(v)
 		sh.mu.Lock()
@@ -225,7 +225,7 @@ func (s *Sim) Release(v cu.MemHandle) error {
 // used to map even after that was released, and an address in no mapping is
 // CUDA_ERROR_INVALID_VALUE.
 func (s *Sim) Retain(addr cu.DevicePtr) (cu.MemHandle, error) {
-	f := s.enter(opRetain)
+	f := s.enter(OpRetain)
 	if f == nil {
 		f = s.vmm()
 	}
@@ -252,7 +252,7 @@ func (s *Sim) Retain(addr cu.DevicePtr) (cu.MemHandle, error) {
 
 // Properties is cuMemGetAllocationPropertiesFromHandle.
 func (s *Sim) Properties(v cu.MemHandle) (cu.MemAllocationProp, error) {
-	f := s.enter(opProperties)
+	f := s.enter(OpProperties)
 	var p cu.MemAllocationProp
 	if f == nil {
 		sh := s.shardOf(v)
@@ -279,7 +279,7 @@ func (s *Sim) Properties(v cu.MemHandle) (cu.MemAllocationProp, error) {
 // vmmtest placement/ cases: first fit, each reservation aligned to the largest power of
 // two not above its size up to Config.PlacementAlign.
 func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (cu.DevicePtr, error) {
-	f := s.fault(opReserve)
+	f := s.fault(OpReserve)
 	if f == nil {
 		f = s.vmm()
 	}
@@ -299,12 +299,12 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 	}
 	var addr uint64
 	if f != nil {
-		s.calls[opReserve].add(1)
+		s.calls[OpReserve].add(1)
 	} else {
 		hintAlign := max(alignment, unit)
 		align := max(hintAlign, min(1<<(bits.Len64(size)-1), s.cfg.PlacementAlign))
 		s.va.mu.Lock()
-		s.va.calls[opReserve]++
+		s.va.calls[OpReserve]++
 		addr = s.reserveAt(size, align, hintAlign, uint64(hint))
 		s.va.mu.Unlock()
 		if addr == 0 {
@@ -334,15 +334,15 @@ func (s *Sim) reserveAt(size, align, hintAlign, hint uint64) uint64 {
 // Free is cuMemAddressFree. Recorded: ptr and size must be exactly one reservation (not
 // part of one, not two adjacent ones), with nothing mapped in it.
 func (s *Sim) Free(ptr cu.DevicePtr, size uint64) error {
-	f := s.fault(opFree)
+	f := s.fault(OpFree)
 	if f == nil {
 		f = s.vmm()
 	}
 	if f != nil {
-		s.calls[opFree].add(1)
+		s.calls[OpFree].add(1)
 	} else {
 		s.va.mu.Lock()
-		s.va.calls[opFree]++
+		s.va.calls[OpFree]++
 		why := s.va.unreserve(uint64(ptr), size)
 		s.va.mu.Unlock()
 		if why != "" {
@@ -369,18 +369,18 @@ func (h *handle) sizeAndGranularity(s *Sim) (size, gran uint64) {
 // reservation or a range overlapping a mapping CUDA_ERROR_INVALID_VALUE. Only the start must
 // be reserved (see addrSpace.covered). A mapping starts with no access for anyone.
 func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags uint64) error {
-	f := s.fault(opMap)
+	f := s.fault(OpMap)
 	if f == nil {
 		f = s.vmm()
 	}
 	if f != nil {
-		s.calls[opMap].add(1)
+		s.calls[OpMap].add(1)
 		return f.wrap("cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, v, flags)
 	}
 	var hd hold
 	s.va.lock(&hd, uint64(ptr), size)
 	if !hd.count(resvMap) {
-		s.calls[opMap].add(1)
+		s.calls[OpMap].add(1)
 	}
 	sh := s.shardOf(v)
 	sh.mu.Lock()
@@ -433,7 +433,7 @@ func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags u
 // touches must lie wholly inside it (it can hold several, and unmapped gaps, which are
 // no-ops, and need not be aligned otherwise); anything else is CUDA_ERROR_INVALID_VALUE.
 func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
-	f := s.fault(opUnmap)
+	f := s.fault(OpUnmap)
 	if f == nil {
 		f = s.vmm()
 	}
@@ -441,13 +441,13 @@ func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
 		f = fail(cu.ERROR_INVALID_VALUE, "size 0")
 	}
 	if f != nil {
-		s.calls[opUnmap].add(1)
+		s.calls[OpUnmap].add(1)
 		return f.wrap("cuMemUnmap", "%v, %d", ptr, size)
 	}
 	var hd hold
 	s.va.lock(&hd, uint64(ptr), size)
 	if !hd.count(resvUnmap) {
-		s.calls[opUnmap].add(1)
+		s.calls[OpUnmap].add(1)
 	}
 	var buf [4]*mapping
 	if !hd.covered(uint64(ptr), size) {
@@ -508,7 +508,7 @@ func (m *mapping) device() int {
 // end at the end of one, splitting none; gaps between mappings are allowed. Descriptors
 // apply in order, all or nothing.
 func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) error {
-	f := s.fault(opSetAccess)
+	f := s.fault(OpSetAccess)
 	if f == nil && len(desc) == 0 {
 		f = argFail("no access descriptors")
 	}
@@ -522,13 +522,13 @@ func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) 
 		f = s.checkDesc(desc[i])
 	}
 	if f != nil {
-		s.calls[opSetAccess].add(1)
+		s.calls[OpSetAccess].add(1)
 		return f.wrap("cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
 	}
 	var hd hold
 	s.va.lock(&hd, uint64(ptr), size)
 	if !hd.count(resvSetAccess) {
-		s.calls[opSetAccess].add(1)
+		s.calls[OpSetAccess].add(1)
 	}
 	var buf [4]*mapping
 	ms, whole := hd.whole(uint64(ptr), size, buf[:])
@@ -567,7 +567,7 @@ func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) 
 // no mapping CUDA_ERROR_INVALID_VALUE. The host reads the owning device's access (any host
 // ID); a host NUMA node reads no access.
 func (s *Sim) GetAccess(loc cu.MemLocation, ptr cu.DevicePtr) (cu.MemAccessFlags, error) {
-	f := s.enter(opGetAccess)
+	f := s.enter(OpGetAccess)
 	if f == nil {
 		f = s.vmm()
 	}
@@ -611,7 +611,7 @@ func (s *Sim) GetAccess(loc cu.MemLocation, ptr cu.DevicePtr) (cu.MemAccessFlags
 // of the mapping holding ptr; CUDA_ERROR_NOT_FOUND for an address in no mapping or in one no
 // device may access.
 func (s *Sim) AddressRange(ptr cu.DevicePtr) (cu.DevicePtr, uint64, error) {
-	f := s.enter(opAddressRange)
+	f := s.enter(OpAddressRange)
 	var base, size uint64
 	if f == nil {
 		var hd hold
