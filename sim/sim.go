@@ -52,15 +52,15 @@ var _ vmm.Backend = (*Sim)(nil)
 var simIDs atomic.Uint64
 
 // New returns a simulator of the machine cfg describes. cfg is copied: changing it later
-// does not affect the Sim. New fails as cuInit does on a node whose NVSwitches have no
-// Fabric Manager (see Node).
+// does not affect the Sim. New fails as cuInit does with Config.FabricManagerDown.
 func New(cfg Config) (*Sim, error) {
 	cfg = cfg.clone()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	if err := cfg.Node.initError(); err != nil {
-		return nil, err
+	if cfg.FabricManagerDown {
+		return nil, &Error{Op: "cuInit", Args: "0", Err: cu.ERROR_SYSTEM_NOT_READY,
+			Reason: "the GPUs' NVLinks go through NVSwitches of this host and nvidia-fabricmanager is not running"}
 	}
 	s := &Sim{
 		cfg:       cfg,
