@@ -64,12 +64,6 @@ var opNames = [numOps]string{
 	"MulticastBindMemV2", "MulticastBindAddrV2", "PointerAttributes", "CopyHtoD", "CopyDtoH", "CopyDtoD", "MemsetD8",
 }
 
-// fault is one armed failure: the call that brings left to zero fails with res.
-type fault struct {
-	left int
-	res  cu.Result
-}
-
 // String is the vmm.Backend method name.
 func (o Op) String() string {
 	if o < numOps {
@@ -87,10 +81,16 @@ func Ops() []Op {
 	return ops
 }
 
+// fault is one armed failure: the call that brings left to zero fails with res.
+type fault struct {
+	left int
+	res  cu.Result
+}
+
 // FailNth arms a fault: the nth call of op from now (1 is the next one) fails with r and
 // does nothing else, as when the driver refuses it. Several faults may be armed at once,
 // for the same or different operations. With calls of op from several goroutines at once,
-// which of them is the nth is whichever counts nth.
+// the nth is whichever takes the Sim's lock nth.
 func (s *Sim) FailNth(op Op, n int, r cu.Result) error {
 	switch {
 	case op >= numOps:
@@ -100,65 +100,44 @@ func (s *Sim) FailNth(op Op, n int, r cu.Result) error {
 	case r == cu.SUCCESS:
 		return fmt.Errorf("sim: FailNth(%v, %d, %v): the result must be an error", op, n, r)
 	}
-	s.faultMu.Lock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.faults[op] = append(s.faults[op], fault{left: n, res: r})
-	s.armed.Add(1)
-	s.faultMu.Unlock()
 	return nil
 }
 
 // ClearFaults disarms every fault FailNth armed.
 func (s *Sim) ClearFaults() {
-	s.faultMu.Lock()
-	defer s.faultMu.Unlock()
-	for i := range s.faults {
-		s.faults[i] = nil
-	}
-	s.armed.Store(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = [numOps][]fault{}
 }
 
 // SetCapacity caps the physical memory cuMemCreate may allocate on device ordinal (the
 // default is the device's TotalMem). Memory already allocated stays; later creates past the
-// cap fail with CUDA_ERROR_OUT_OF_MEMORY. From then on the device's committed bytes are
-// counted on one shared count, exactly, so creates and releases on it from many goroutines
-// no longer scale with cores.
+// cap fail with CUDA_ERROR_OUT_OF_MEMORY.
 func (s *Sim) SetCapacity(ordinal int, bytes uint64) error {
 	if ordinal < 0 || ordinal >= len(s.cfg.Devices) {
 		return fmt.Errorf("sim: SetCapacity(%d, %d): no such device", ordinal, bytes)
 	}
-	s.devMem[ordinal].setLimit(bytes)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.devMem[ordinal].limit = bytes
 	return nil
 }
 
-// enter counts a call of o and returns the armed fault it triggers, if any. With no fault
-// armed it writes only a striped counter.
+// enter counts a call of o and returns the armed fault it triggers, if any. The caller
+// holds s.mu.
 func (s *Sim) enter(o Op) *failure {
-	s.calls[o].add(1)
-	return s.fault(o)
-}
-
-// fault returns the armed fault a call of o triggers, if any, without counting the call:
-// the commonest calls count themselves under a lock they take anyway (see counts).
-func (s *Sim) fault(o Op) *failure {
-	if s.armed.Load() == 0 {
-		return nil
-	}
-	return s.trigger(o)
-}
-
-func (s *Sim) trigger(o Op) *failure {
-	s.faultMu.Lock()
-	defer s.faultMu.Unlock()
+	s.calls[o]++
 	fs := s.faults[o]
 	var hit *failure
 	for i := 0; i < len(fs); i++ {
-		fs[i].left--
-		if fs[i].left == 0 {
+		if fs[i].left--; fs[i].left == 0 {
 			if hit == nil {
 				hit = fail(fs[i].res, "injected by FailNth")
 			}
 			fs = append(fs[:i], fs[i+1:]...)
-			s.armed.Add(-1)
 			i--
 		}
 	}

@@ -323,6 +323,77 @@ func TestDeterministic(t *testing.T) {
 	assert.Equal(t, run(), run())
 }
 
+// TestHandleValuesReplay replays one sequence of calls on two fresh Sims: every handle
+// value, whichever call made it (create, import, multicast create, retain), is the same in
+// both, though the second replay makes each call from a goroutine of its own at a different
+// depth of its stack.
+func TestHandleValuesReplay(t *testing.T) {
+	replay := func(call func(step int, f func())) (values []cu.MemHandle) {
+		s, err := sim.New(sim.PresetHGX8())
+		require.NoError(t, err)
+		step := 0
+		keep := func(f func() (cu.MemHandle, error)) cu.MemHandle {
+			var v cu.MemHandle
+			call(step, func() { v, err = f() })
+			step++
+			require.NoError(t, err)
+			values = append(values, v)
+			return v
+		}
+		var live []cu.MemHandle
+		for i := range 12 {
+			h := keep(func() (cu.MemHandle, error) {
+				return s.Create(2*mib, devProp(i%8, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), 0)
+			})
+			live = append(live, h)
+			if i%3 == 0 {
+				fd, err := s.ExportFD(h)
+				require.NoError(t, err)
+				live = append(live, keep(func() (cu.MemHandle, error) { return s.ImportFD(fd) }))
+				closeFD(fd)
+			}
+			if i%4 == 1 {
+				va := mapHandle(t, s, h, 2*mib)
+				live = append(live, keep(func() (cu.MemHandle, error) { return s.Retain(va + 4096) }))
+			}
+			if i%5 == 2 {
+				live = append(live, keep(func() (cu.MemHandle, error) {
+					return s.MulticastCreate(&cu.MulticastObjectProp{NumDevices: 2, Size: 2 * mib})
+				}))
+			}
+			if i%2 == 1 { // a value released is never handed out again
+				require.NoError(t, s.Release(live[0]))
+				live = live[1:]
+			}
+		}
+		for _, h := range live {
+			require.NoError(t, s.Release(h))
+		}
+		return values
+	}
+	a := replay(func(_ int, f func()) { f() })
+	b := replay(func(step int, f func()) {
+		var wg sync.WaitGroup
+		wg.Go(func() { deep(step*7, f) })
+		wg.Wait()
+	})
+	require.NotEmpty(t, a)
+	require.Equal(t, a, b)
+}
+
+// deep calls f n frames (of a kilobyte each) down the stack.
+//
+//go:noinline
+func deep(n int, f func()) {
+	var pad [1024]byte
+	if n == 0 {
+		f()
+		return
+	}
+	deep(n-1, f)
+	pad[n%len(pad)] = byte(n)
+}
+
 func TestRefuseHints(t *testing.T) {
 	cfg := sim.PresetH200()
 	cfg.RefuseHints = true
