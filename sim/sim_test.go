@@ -121,6 +121,37 @@ func TestStatsCleanAndCapacity(t *testing.T) {
 	assert.Equal(t, uint64(2), st.Calls["Create"])
 }
 
+// TestCapacityLoweredBelowCommitted lowers a device's capacity below what is committed:
+// releases do not make room for a create until the committed bytes are back under it, and
+// the creates that then succeed fill it exactly.
+func TestCapacityLoweredBelowCommitted(t *testing.T) {
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	var hs []cu.MemHandle
+	for range 10 {
+		h, err := s.Create(2*mib, devProp(0, 0), 0)
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	require.NoError(t, s.SetCapacity(0, 6*mib))
+	for len(hs) > 3 {
+		require.NoError(t, s.Release(hs[0]))
+		hs = hs[1:]
+		_, err := s.Create(2*mib, devProp(0, 0), 0)
+		require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY, "%d MiB committed of 6", 2*len(hs))
+	}
+	require.NoError(t, s.Release(hs[0]))
+	hs = hs[1:]
+	h, err := s.Create(2*mib, devProp(0, 0), 0)
+	require.NoError(t, err)
+	hs = append(hs, h)
+	assert.Equal(t, []uint64{6 * mib}, s.Stats().Committed)
+	for _, h := range hs {
+		require.NoError(t, s.Release(h))
+	}
+	assert.True(t, s.Stats().Clean())
+}
+
 func TestHugeReservationCostsNothing(t *testing.T) {
 	s, err := sim.New(sim.PresetH200())
 	require.NoError(t, err)
