@@ -186,11 +186,18 @@ func (a *vaSpace) overlapping(addr, size uint64, f func(*mapping) bool) {
 	}
 }
 
-// anyMapped reports whether any mapping intersects [addr, addr+size).
+// anyMapped reports whether any mapping intersects [addr, addr+size): the last mapping
+// starting in the range or before it does, if any does, as mappings do not overlap.
 func (a *vaSpace) anyMapped(addr, size uint64) bool {
-	found := false
-	a.overlapping(addr, size, func(*mapping) bool { found = true; return false })
-	return found
+	if size == 0 {
+		return false
+	}
+	last := addr + size - 1
+	if last < addr {
+		last = ^uint64(0)
+	}
+	n := a.maps.floor(last)
+	return n != nil && n.key+n.span > addr
 }
 
 // whole returns the mappings intersecting [addr, addr+size) in address order, appended to
