@@ -26,14 +26,41 @@ const handleStride = 0x10
 // values never repeat within a Sim and a sequence of calls always gives the same ones.
 const handleBase = 0x5000000000
 
-// newHandle enters h in the table with the next value and one reference, and returns it. A
-// new handle for memory takes one of its users, which the caller has accounted for.
-func (s *Sim) newHandle(h *handle) *handle {
-	h.value, h.refs = cu.MemHandle(handleBase+s.handleCount*handleStride), 1
+// newHandle enters a handle of mem or mc in the table with the next value and one
+// reference, and returns it. A new handle for memory takes one of its users, which the
+// caller has accounted for.
+func (s *Sim) newHandle(mem *phys, mc *mcObject, prop cu.MemAllocationProp) *handle {
+	h := s.spareHandles.get()
+	*h = handle{value: cu.MemHandle(handleBase + s.handleCount*handleStride), mem: mem, mc: mc, prop: prop, refs: 1}
 	s.handleCount++
 	s.handles[h.value] = h
 	s.live++
 	return h
+}
+
+// spares keeps up to maxSpares freed objects of one kind for reuse: creating and releasing
+// memory is the commonest pair of calls after a map, and then allocates nothing, so that
+// the garbage collector does not scan a Sim of many mappings over and over.
+type spares[T any] []*T
+
+const maxSpares = 64
+
+func (sp *spares[T]) get() *T {
+	if n := len(*sp); n > 0 {
+		x := (*sp)[n-1]
+		*sp = (*sp)[:n-1]
+		return x
+	}
+	return new(T)
+}
+
+// put keeps x, which nothing refers to any more.
+func (sp *spares[T]) put(x *T) {
+	if len(*sp) < maxSpares {
+		var zero T
+		*x = zero
+		*sp = append(*sp, x)
+	}
 }
 
 // lookup returns the entry of a valid handle value, or nil.
@@ -85,6 +112,7 @@ func (s *Sim) maybeForget(h *handle) {
 	if h.mc != nil {
 		s.freeMulticast(h.mc)
 	}
+	s.spareHandles.put(h)
 }
 
 // unuse drops one user of p and frees it when none is left.
@@ -105,6 +133,9 @@ func (s *Sim) unuse(p *phys) {
 		unpublish(p.fileKey, p.token)
 	}
 	p.st.close()
+	if !p.win32 {
+		s.sparePhys.put(p)
+	}
 }
 
 // tryUse takes one more user of m unless m is nil or already freed.

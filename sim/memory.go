@@ -182,6 +182,9 @@ type phys struct {
 	// block is the MEMORY_BLOCK_ID of memory without an id (not shareable), given when a
 	// pointer query first asks for it (pointer.go).
 	block uint64
+	// win32 says a Win32 token names the memory: the token outlives it, so it is not
+	// reused once freed.
+	win32 bool
 }
 
 // fileKey is an allocation's identity in a file: the file's device and inode where the

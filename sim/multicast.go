@@ -127,7 +127,7 @@ func (s *Sim) multicastCreateLocked(prop *cu.MulticastObjectProp) (cu.MemHandle,
 		return 0, fail(resFabricNoIMEX, "no IMEX channel")
 	}
 	s.mcs++
-	return s.newHandle(&handle{mc: &mcObject{prop: *prop}}).value, nil
+	return s.newHandle(nil, &mcObject{prop: *prop}, cu.MemAllocationProp{}).value, nil
 }
 
 // lookupMC returns a multicast object.

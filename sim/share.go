@@ -199,7 +199,7 @@ func (s *Sim) importable(size uint64, dev int) *failure {
 func (s *Sim) importHandle(m *phys) cu.MemHandle {
 	p := m.prop
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_NONE
-	return s.newHandle(&handle{mem: m, prop: p}).value
+	return s.newHandle(m, nil, p).value
 }
 
 // adopt makes a phys for an allocation another process (or another Sim) exported, whose
@@ -208,7 +208,8 @@ func (s *Sim) importHandle(m *phys) cu.MemHandle {
 // capacity here.
 func (s *Sim) adopt(st store, key fileKey, size uint64, dev int) cu.MemHandle {
 	s.nextID++
-	m := &phys{
+	m := s.sparePhys.get()
+	*m = phys{
 		id: s.nextID, size: size, dev: dev, st: st, users: 1,
 		prop: cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED,
 			Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}},
@@ -436,6 +437,7 @@ func (s *Sim) exportWin32Locked(v cu.MemHandle, t cu.MemHandleType) (uintptr, *f
 	}
 	s.nextWin32 += 4
 	s.win32[s.nextWin32] = m
+	m.win32 = true
 	return s.nextWin32, nil
 }
 

@@ -22,22 +22,24 @@ type Sim struct {
 	id    uint64 // distinguishes Sims of one process in fabric tokens
 	noVMM bool   // no device supports VMM
 
-	mu          sync.Mutex // guards everything below
-	va          vaSpace
-	handles     map[cu.MemHandle]*handle
-	handleCount uint64 // handles made, for the next value
-	live        int    // handles with references
-	devMem      []capacity
-	hostMem     capacity
-	mcs         int // live multicast objects
-	bindings    int // live multicast bindings
-	nextID      uint64
-	byFile      map[fileKey]*phys
-	byFabric    map[cu.MemFabricHandle]*phys
-	win32       map[uintptr]*phys
-	nextWin32   uintptr
-	calls       [numOps]uint64
-	faults      [numOps][]fault
+	mu           sync.Mutex // guards everything below
+	va           vaSpace
+	handles      map[cu.MemHandle]*handle
+	handleCount  uint64 // handles made, for the next value
+	live         int    // handles with references
+	devMem       []capacity
+	hostMem      capacity
+	mcs          int // live multicast objects
+	bindings     int // live multicast bindings
+	nextID       uint64
+	byFile       map[fileKey]*phys
+	byFabric     map[cu.MemFabricHandle]*phys
+	win32        map[uintptr]*phys
+	nextWin32    uintptr
+	calls        [numOps]uint64
+	faults       [numOps][]fault
+	spareHandles spares[handle]
+	sparePhys    spares[phys]
 }
 
 // capacity is the physical memory of a device or of the host: what is committed, against a

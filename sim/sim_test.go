@@ -425,6 +425,35 @@ func deep(n int, f func()) {
 	pad[n%len(pad)] = byte(n)
 }
 
+// TestWin32TokenOfFreedMemory: a Win32 token names its memory within the Sim until the
+// memory is freed, and then nothing, whatever memory is created after.
+func TestWin32TokenOfFreedMemory(t *testing.T) {
+	cfg := sim.PresetH100()
+	cfg.Devices[0].Win32 = true
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	h, err := s.Create(2*mib, devProp(0, cu.MEM_HANDLE_TYPE_WIN32), 0)
+	require.NoError(t, err)
+	tok, err := s.ExportWin32(h, cu.MEM_HANDLE_TYPE_WIN32)
+	require.NoError(t, err)
+	imp, err := s.ImportWin32(tok, cu.MEM_HANDLE_TYPE_WIN32)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(imp))
+	require.NoError(t, s.Release(h))
+	var later []cu.MemHandle
+	for range 4 {
+		v, err := s.Create(2*mib, devProp(0, cu.MEM_HANDLE_TYPE_WIN32), 0)
+		require.NoError(t, err)
+		later = append(later, v)
+	}
+	_, err = s.ImportWin32(tok, cu.MEM_HANDLE_TYPE_WIN32)
+	require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
+	for _, v := range later {
+		require.NoError(t, s.Release(v))
+	}
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
 func TestRefuseHints(t *testing.T) {
 	cfg := sim.PresetH200()
 	cfg.RefuseHints = true

@@ -177,12 +177,7 @@ func (s *Sim) createLocked(size uint64, prop *cu.MemAllocationProp, flags uint64
 		}
 		return 0, fail(cu.ERROR_OUT_OF_MEMORY, "host memory capacity exhausted")
 	}
-	// The handle and its memory in one allocation.
-	o := new(struct {
-		h handle
-		m phys
-	})
-	m := &o.m
+	m := s.sparePhys.get()
 	m.size, m.prop, m.dev, m.counted = size, p, dev, true
 	m.users = 1 // the handle's reference
 	if p.RequestedHandleTypes&(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR|cu.MEM_HANDLE_TYPE_FABRIC) != 0 {
@@ -193,8 +188,7 @@ func (s *Sim) createLocked(size uint64, prop *cu.MemAllocationProp, flags uint64
 		m.st = &m.heap
 	}
 	c.committed += size
-	o.h.mem, o.h.prop = m, p
-	return s.newHandle(&o.h).value, nil
+	return s.newHandle(m, nil, p).value, nil
 }
 
 // memOf returns the capacity of device dev, or of the host for -1.
