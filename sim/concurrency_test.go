@@ -137,9 +137,8 @@ func TestReleasedHandleRefusedUnderContention(t *testing.T) {
 }
 
 // TestSpanningOperationsRaceLocalOnes runs operations on ranges that span two reservations
-// (which take the address space's lock and both reservations') alongside operations inside
-// each reservation and reservations coming and going elsewhere; the state must stay
-// consistent and nothing may leak or deadlock.
+// alongside operations inside each reservation and reservations coming and going
+// elsewhere; the state must stay consistent and nothing may leak or deadlock.
 func TestSpanningOperationsRaceLocalOnes(t *testing.T) {
 	s, err := sim.New(sim.PresetH200())
 	require.NoError(t, err)
@@ -249,11 +248,87 @@ func TestSpanningOperationsRaceLocalOnes(t *testing.T) {
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
 
+// TestCopiesRaceUnmapAndRelease copies megabytes through a mapping (which moves the bytes
+// without the Sim's lock) while another goroutine unmaps, releases and replaces the memory
+// behind it, and multicast replicas are bound and unbound: a copy either fails as unmapped
+// or moves its bytes into memory it still holds, and nothing is left once all is done.
+func TestCopiesRaceUnmapAndRelease(t *testing.T) {
+	s, err := sim.New(sim.PresetHGX8())
+	require.NoError(t, err)
+	const size = 8 * mib
+	va, err := s.Reserve(size, 0, 0, 0)
+	require.NoError(t, err)
+	mcva, err := s.Reserve(size, 0, 0, 0)
+	require.NoError(t, err)
+	mc, err := s.MulticastCreate(&cu.MulticastObjectProp{NumDevices: 2, Size: size})
+	require.NoError(t, err)
+	require.NoError(t, s.MulticastAddDevice(mc, 0))
+	require.NoError(t, s.MulticastAddDevice(mc, 1))
+	require.NoError(t, s.Map(mcva, size, 0, mc, 0))
+	require.NoError(t, s.SetAccess(mcva, size, rwDesc(0)))
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var copied atomic.Int64
+	for g := range 2 {
+		wg.Go(func() {
+			buf := pattern(byte(g), size/2)
+			got := make([]byte, size/2)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, at := range []cu.DevicePtr{va, mcva} {
+					err := s.CopyHtoD(0, at+cu.DevicePtr(g)*size/2, buf)
+					if err == nil {
+						err = s.CopyDtoH(0, got, at+cu.DevicePtr(g)*size/2)
+					}
+					if err == nil {
+						err = s.CopyDtoD(0, at, at+size/4, size/2)
+					}
+					if err == nil {
+						err = s.MemsetD8(0, at+size/4, byte(g), size/2)
+					}
+					if err == nil {
+						copied.Add(1)
+					} else if !errors.Is(err, cu.ERROR_INVALID_VALUE) {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		h, err := s.Create(size, devProp(0, 0), 0)
+		require.NoError(t, err)
+		require.NoError(t, s.Map(va, size, 0, h, 0))
+		require.NoError(t, s.SetAccess(va, size, rwDesc(0)))
+		require.NoError(t, s.Release(h)) // the mapping keeps it
+		r, err := s.Create(size, devProp(i%2, 0), 0)
+		require.NoError(t, err)
+		require.NoError(t, s.MulticastBindMem(mc, 0, r, 0, size, 0))
+		require.NoError(t, s.Release(r)) // the binding keeps it
+		time.Sleep(50 * time.Microsecond)
+		require.NoError(t, s.MulticastUnbind(mc, i%2, 0, size))
+		require.NoError(t, s.Unmap(va, size))
+	}
+	close(stop)
+	wg.Wait()
+	require.NoError(t, s.Unmap(mcva, size))
+	require.NoError(t, s.Release(mc))
+	require.NoError(t, s.Free(va, size))
+	require.NoError(t, s.Free(mcva, size))
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+	t.Logf("%d copies went through", copied.Load())
+}
+
 // BenchmarkCycleGoroutines runs the 2 MiB cycle (create, reserve, map, set access, unmap,
 // free, release) from 1 and 8 goroutines at once, and, as "own", the same without the
 // reservation, each goroutine mapping into a reservation of its own (the pattern of a
-// server's request goroutines). ns/op is wall time per cycle of all goroutines together,
-// so a Sim that scales with cores shows it falling from 1 to 8.
+// server's request goroutines). ns/op is wall time per cycle of all goroutines together:
+// what the Sim's one lock costs under contention, as the driver's serialization does.
 func BenchmarkCycleGoroutines(b *testing.B) {
 	for _, own := range []bool{false, true} {
 		for _, g := range []int{1, 8} {

@@ -21,9 +21,12 @@ type Config struct {
 	// IMEX says whether the process has an IMEX channel (/dev/nvidia-caps-imex-channels):
 	// without one, fabric handles cannot be created or imported.
 	IMEX bool
-	// Node is the machine around the GPUs as a preflight sees it (NVML, Fabric Manager,
-	// NVSwitches, IMEX daemon); nil when not described. See Node for what it changes.
-	Node *Node
+	// FabricManagerDown says the GPUs' NVLinks go through NVSwitches of this host and
+	// nvidia-fabricmanager is not running, so the GPUs have not joined the fabric: New then
+	// fails as cuInit does there, with CUDA_ERROR_SYSTEM_NOT_READY (the "Error 802: system
+	// not yet initialized" that PyTorch and others report on HGX nodes whose
+	// nvidia-fabricmanager is down).
+	FabricManagerDown bool
 	// MulticastGranularity and MulticastRecommendedGranularity are what
 	// cuMulticastGetGranularity reports (2 MiB and 2 MiB, as two H200s of one host reported with driver 580).
 	MulticastGranularity, MulticastRecommendedGranularity uint64
@@ -96,7 +99,6 @@ func (c Config) clone() Config {
 		}
 		d.Devices[i] = dv
 	}
-	d.Node = c.Node.clone()
 	if c.PeerAccess != nil {
 		d.PeerAccess = make([][]bool, len(c.PeerAccess))
 		for i, row := range c.PeerAccess {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -13,32 +14,44 @@ import (
 // that run past a mapping (recorded: vmmtest dangerous/no-access-htod,
 // dangerous/read-only-htod, faults/dtoh-h2-no-access, copy/unmapped, copy/htod-past-mapping).
 //
-// A copy checks its ranges and takes a user of the memory behind them under the locks of
-// the reservations they lie in, then moves the bytes with no address-space lock held, so
-// copies run in parallel with each other and with work in other reservations.
+// A copy checks its ranges and takes a user of the memory behind them under the Sim's lock,
+// moves the bytes without it (the stores are safe for concurrent use), and takes it again
+// to let go of the memory: a large copy does not stop other calls, and the memory outlives
+// the copy whatever is unmapped or released meanwhile.
 
-// segment is the part of a checked range that one mapping holds.
+// segment is the part of a checked range that one mapping holds: bytes of mem, or of a
+// multicast object, whose bindings over the segment are copied into binds.
 type segment struct {
-	mem *phys     // the memory, or nil for a multicast object
-	mc  *mcObject // the multicast object, or nil
-	off uint64    // where the segment starts in mem or mc
-	n   uint64
+	mem   *phys
+	binds []binding
+	off   uint64 // where the segment starts in mem or in the multicast object
+	n     uint64
+}
+
+// startCopy counts a call of o, a copy or memset of n bytes from device ordinal's
+// context, and checks what package cu and the context lookup check: empty is why n 0 is
+// refused.
+func (s *Sim) startCopy(o Op, ordinal int, n uint64, empty string) *failure {
+	if f := s.enter(o); f != nil {
+		return f
+	}
+	if n == 0 {
+		return argFail(empty)
+	}
+	_, f := s.device(ordinal)
+	return f
 }
 
 // pin checks [addr, addr+n) for device ordinal and returns its segments (appended to
-// segs[:0]), each holding a user of its memory until unpin, so that the memory outlives the
-// copy whatever else is released meanwhile.
+// segs[:0]), each holding a user of its memory until unpin.
 func (s *Sim) pin(ordinal int, addr, n uint64, write bool, segs []segment) ([]segment, *failure) {
 	end := addr + n
 	if end < addr {
 		return nil, fail(cu.ERROR_INVALID_VALUE, "range overflows")
 	}
-	var hd hold
-	s.va.lock(&hd, addr, n)
-	defer hd.unlock()
 	segs = segs[:0]
 	for cur := addr; cur < end; {
-		m := hd.mappingAt(cur)
+		m := s.va.mappingAt(cur)
 		if m == nil {
 			return nil, fail(cu.ERROR_INVALID_VALUE, "address not mapped")
 		}
@@ -47,28 +60,53 @@ func (s *Sim) pin(ordinal int, addr, n uint64, write bool, segs []segment) ([]se
 			return nil, fail(resNoAccess, "device has no access to the mapping")
 		}
 		k := min(end, m.end()) - cur
-		segs = append(segs, segment{mem: m.h.mem, mc: m.h.mc, off: cur - m.base, n: k})
+		sg := segment{mem: m.h.mem, off: cur - m.base, n: k}
+		if mc := m.h.mc; mc != nil {
+			for _, b := range mc.binds {
+				if _, _, _, ok := b.overlap(sg.off, k); ok {
+					sg.binds = append(sg.binds, *b)
+				}
+			}
+		}
+		segs = append(segs, sg)
 		cur += k
 	}
 	for _, sg := range segs {
 		if sg.mem != nil {
-			sg.mem.use()
+			sg.mem.users++
+		}
+		for _, b := range sg.binds {
+			b.mem.users++
 		}
 	}
 	return segs, nil
 }
 
+// unpin lets go of the memory of segs.
 func (s *Sim) unpin(segs []segment) {
 	for _, sg := range segs {
 		if sg.mem != nil {
 			s.unuse(sg.mem)
 		}
+		for _, b := range sg.binds {
+			s.unuse(b.mem)
+		}
 	}
 }
 
-// io moves len(p) bytes between p and the pinned range segs, from offset at of the range:
-// a read when write is false.
-func (s *Sim) io(ordinal int, segs []segment, at uint64, p []byte, write bool) *failure {
+// done unpins the segments of a copy that has moved its bytes.
+func (s *Sim) done(from, to []segment) {
+	s.mu.Lock()
+	s.unpin(from)
+	s.unpin(to)
+	s.mu.Unlock()
+}
+
+// move moves len(p) bytes between p and the pinned range segs, from offset at of the range:
+// a read when write is false. A multicast object's write goes to every bound replica; a
+// read comes from the reading device's replica where it has one bound, else from the bound
+// replica of the lowest device; unbound ranges drop writes and read as zeros.
+func move(ordinal int, segs []segment, at uint64, p []byte, write bool) *failure {
 	for _, sg := range segs {
 		if len(p) == 0 {
 			break
@@ -78,16 +116,29 @@ func (s *Sim) io(ordinal int, segs []segment, at uint64, p []byte, write bool) *
 			continue
 		}
 		k := min(uint64(len(p)), sg.n-at)
+		q, off := p[:k], sg.off+at
 		var err error
 		switch {
 		case sg.mem != nil && write:
-			err = sg.mem.st.writeAt(p[:k], sg.off+at)
+			err = sg.mem.st.writeAt(q, off)
 		case sg.mem != nil:
-			err = sg.mem.st.readAt(p[:k], sg.off+at)
+			err = sg.mem.st.readAt(q, off)
 		case write:
-			err = s.mcWrite(sg.mc, sg.off+at, p[:k])
+			for _, b := range sg.binds {
+				if from, to, mo, ok := b.overlap(off, k); ok && err == nil {
+					err = b.mem.st.writeAt(q[from:to], mo)
+				}
+			}
 		default:
-			err = s.mcRead(sg.mc, ordinal, sg.off+at, p[:k])
+			clear(q)
+			// The least preferred first, so that the preferred replica's bytes land last.
+			order := slices.Clone(sg.binds)
+			slices.SortStableFunc(order, func(a, b binding) int { return rank(b.dev, ordinal) - rank(a.dev, ordinal) })
+			for _, b := range order {
+				if from, to, mo, ok := b.overlap(off, k); ok && err == nil {
+					err = b.mem.st.readAt(q[from:to], mo)
+				}
+			}
 		}
 		if err != nil {
 			return fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
@@ -97,28 +148,27 @@ func (s *Sim) io(ordinal int, segs []segment, at uint64, p []byte, write bool) *
 	return nil
 }
 
-// copyDevice checks the copying device's ordinal as the context lookup does.
-func (s *Sim) copyDevice(ordinal int) *failure {
-	_, f := s.device(ordinal)
-	return f
+// rank orders replicas for reading: the reader's own first, then by ordinal.
+func rank(dev, reader int) int {
+	if dev == reader {
+		return -1
+	}
+	return dev
 }
 
 // CopyHtoD is cuMemcpyHtoD from device ordinal's context.
 func (s *Sim) CopyHtoD(ordinal int, dst cu.DevicePtr, src []byte) error {
-	f := s.enter(opCopyHtoD)
-	if f == nil && len(src) == 0 {
-		f = argFail("empty host buffer")
-	}
+	var buf [4]segment
+	var to []segment
+	s.mu.Lock()
+	f := s.startCopy(OpCopyHtoD, ordinal, uint64(len(src)), "empty host buffer")
 	if f == nil {
-		f = s.copyDevice(ordinal)
+		to, f = s.pin(ordinal, uint64(dst), uint64(len(src)), true, buf[:])
 	}
+	s.mu.Unlock()
 	if f == nil {
-		var buf [4]segment
-		var segs []segment
-		if segs, f = s.pin(ordinal, uint64(dst), uint64(len(src)), true, buf[:]); f == nil {
-			f = s.io(ordinal, segs, 0, src, true)
-			s.unpin(segs)
-		}
+		f = move(ordinal, to, 0, src, true)
+		s.done(nil, to)
 	}
 	if f != nil {
 		return f.wrap("cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
@@ -128,20 +178,17 @@ func (s *Sim) CopyHtoD(ordinal int, dst cu.DevicePtr, src []byte) error {
 
 // CopyDtoH is cuMemcpyDtoH from device ordinal's context.
 func (s *Sim) CopyDtoH(ordinal int, dst []byte, src cu.DevicePtr) error {
-	f := s.enter(opCopyDtoH)
-	if f == nil && len(dst) == 0 {
-		f = argFail("empty host buffer")
-	}
+	var buf [4]segment
+	var from []segment
+	s.mu.Lock()
+	f := s.startCopy(OpCopyDtoH, ordinal, uint64(len(dst)), "empty host buffer")
 	if f == nil {
-		f = s.copyDevice(ordinal)
+		from, f = s.pin(ordinal, uint64(src), uint64(len(dst)), false, buf[:])
 	}
+	s.mu.Unlock()
 	if f == nil {
-		var buf [4]segment
-		var segs []segment
-		if segs, f = s.pin(ordinal, uint64(src), uint64(len(dst)), false, buf[:]); f == nil {
-			f = s.io(ordinal, segs, 0, dst, false)
-			s.unpin(segs)
-		}
+		f = move(ordinal, from, 0, dst, false)
+		s.done(from, nil)
 	}
 	if f != nil {
 		return f.wrap("cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
@@ -156,15 +203,10 @@ var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
 // CopyDtoD is cuMemcpyDtoD from device ordinal's context. Overlapping ranges copy as
 // memmove does (the driver accepts them, recorded: vmmtest walk/dtod-overlapping).
 func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
-	f := s.enter(opCopyDtoD)
-	if f == nil && size == 0 {
-		f = argFail("zero size")
-	}
-	if f == nil {
-		f = s.copyDevice(ordinal)
-	}
 	var sbuf, dbuf [4]segment
 	var from, to []segment
+	s.mu.Lock()
+	f := s.startCopy(OpCopyDtoD, ordinal, size, "zero size")
 	if f == nil {
 		from, f = s.pin(ordinal, uint64(src), size, false, sbuf[:])
 	}
@@ -173,6 +215,7 @@ func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
 			s.unpin(from)
 		}
 	}
+	s.mu.Unlock()
 	if f == nil {
 		buf := chunks.Get().(*[chunk]byte)
 		// Copy backwards when the destination starts inside the source, so that each chunk
@@ -184,15 +227,13 @@ func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
 			if backward {
 				off = size - done - k
 			}
-			f = s.io(ordinal, from, off, buf[:k], false)
-			if f == nil {
-				f = s.io(ordinal, to, off, buf[:k], true)
+			if f = move(ordinal, from, off, buf[:k], false); f == nil {
+				f = move(ordinal, to, off, buf[:k], true)
 			}
 			done += k
 		}
 		chunks.Put(buf)
-		s.unpin(from)
-		s.unpin(to)
+		s.done(from, to)
 	}
 	if f != nil {
 		return f.wrap("cuMemcpyDtoD", "%v <- %v, %d bytes", dst, src, size)
@@ -202,34 +243,40 @@ func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
 
 // MemsetD8 is cuMemsetD8 from device ordinal's context.
 func (s *Sim) MemsetD8(ordinal int, dst cu.DevicePtr, v uint8, n uint64) error {
-	f := s.enter(opMemsetD8)
-	if f == nil && n == 0 {
-		f = argFail("zero count")
-	}
+	var buf [4]segment
+	var to []segment
+	s.mu.Lock()
+	f := s.startCopy(OpMemsetD8, ordinal, n, "zero count")
 	if f == nil {
-		f = s.copyDevice(ordinal)
+		to, f = s.pin(ordinal, uint64(dst), n, true, buf[:])
 	}
+	s.mu.Unlock()
 	if f == nil {
-		var buf [4]segment
-		var segs []segment
-		if segs, f = s.pin(ordinal, uint64(dst), n, true, buf[:]); f == nil {
-			for _, sg := range segs {
-				var err error
-				if sg.mem != nil {
-					err = sg.mem.st.fill(sg.off, sg.n, v)
-				} else {
-					err = s.mcFill(sg.mc, sg.off, sg.n, v)
-				}
-				if err != nil {
-					f = fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
-					break
-				}
-			}
-			s.unpin(segs)
-		}
+		f = fill(to, v)
+		s.done(nil, to)
 	}
 	if f != nil {
 		return f.wrap("cuMemsetD8", "%v, %#x, %d", dst, v, n)
+	}
+	return nil
+}
+
+// fill sets every byte of the pinned range segs to v: of a multicast object, in every
+// bound replica.
+func fill(segs []segment, v byte) *failure {
+	for _, sg := range segs {
+		var err error
+		if sg.mem != nil {
+			err = sg.mem.st.fill(sg.off, sg.n, v)
+		}
+		for _, b := range sg.binds {
+			if from, to, mo, ok := b.overlap(sg.off, sg.n); ok && err == nil {
+				err = b.mem.st.fill(mo, to-from, v)
+			}
+		}
+		if err != nil {
+			return fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
+		}
 	}
 	return nil
 }

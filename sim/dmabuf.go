@@ -99,39 +99,43 @@ func DmaBufInfo(fd int) (DmaBuf, error) {
 // ExportDmaBuf is cuMemGetHandleForAddressRange with MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: a
 // descriptor the caller owns, which DmaBufInfo describes. See the rules above.
 func (s *Sim) ExportDmaBuf(ptr cu.DevicePtr, size, flags uint64) (int, error) {
-	f := s.enter(opExportDmaBuf)
-	if f == nil {
-		f = s.vmm()
-	}
-	addr := uint64(ptr)
-	switch {
-	case f != nil:
-	case flags&^cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE != 0:
-		f = fail(resDmaBufFlags, "flags must be 0 or CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE")
-	case size == 0:
-		f = fail(resDmaBufSize, "size 0")
-	case addr+size < addr:
-		f = fail(resDmaBufSize, "the range wraps around the address space")
-	case addr%hostPageSize != 0 || size%hostPageSize != 0:
-		f = fail(resDmaBufAlign, fmt.Sprintf("the address and size must be multiples of the host page size (%d)", hostPageSize))
-	}
-	var d DmaBuf
-	if f == nil {
-		d, f = s.dmaBufRange(addr, size)
-		d.Flags = flags
-	}
-	if f == nil && flags&cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE != 0 && !s.cfg.Devices[d.Device].DmaBufPCIe {
-		f = fail(resDmaBufPCIe, "no dma-buf mapping through PCIe BAR1 on this platform")
-	}
-	fd := -1
-	if f == nil {
-		var err error
-		if fd, err = newDmaBufFD(d); err != nil {
-			f = fail(resDmaBufUnsupported, err.Error())
-		}
-	}
+	s.mu.Lock()
+	fd, f := s.exportDmaBufLocked(uint64(ptr), size, flags)
+	s.mu.Unlock()
 	if f != nil {
 		return -1, f.wrap("cuMemGetHandleForAddressRange", "%v, %d, DMA_BUF_FD, flags %d", ptr, size, flags)
+	}
+	return fd, nil
+}
+
+func (s *Sim) exportDmaBufLocked(addr, size, flags uint64) (int, *failure) {
+	if f := s.enter(OpExportDmaBuf); f != nil {
+		return -1, f
+	}
+	if f := s.vmm(); f != nil {
+		return -1, f
+	}
+	switch {
+	case flags&^cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE != 0:
+		return -1, fail(resDmaBufFlags, "flags must be 0 or CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE")
+	case size == 0:
+		return -1, fail(resDmaBufSize, "size 0")
+	case addr+size < addr:
+		return -1, fail(resDmaBufSize, "the range wraps around the address space")
+	case addr%hostPageSize != 0 || size%hostPageSize != 0:
+		return -1, fail(resDmaBufAlign, fmt.Sprintf("the address and size must be multiples of the host page size (%d)", hostPageSize))
+	}
+	d, f := s.dmaBufRange(addr, size)
+	if f != nil {
+		return -1, f
+	}
+	d.Flags = flags
+	if flags&cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE != 0 && !s.cfg.Devices[d.Device].DmaBufPCIe {
+		return -1, fail(resDmaBufPCIe, "no dma-buf mapping through PCIe BAR1 on this platform")
+	}
+	fd, err := newDmaBufFD(d)
+	if err != nil {
+		return -1, fail(resDmaBufUnsupported, err.Error())
 	}
 	return fd, nil
 }
@@ -139,13 +143,10 @@ func (s *Sim) ExportDmaBuf(ptr cu.DevicePtr, size, flags uint64) (int, error) {
 // dmaBufRange checks what backs [addr, addr+size) against the rules and describes it.
 func (s *Sim) dmaBufRange(addr, size uint64) (DmaBuf, *failure) {
 	d := DmaBuf{Addr: cu.DevicePtr(addr), Size: size}
-	var hd hold
-	s.va.lock(&hd, addr, size)
-	defer hd.unlock()
 	var first *phys
 	next := addr // the first byte not yet seen backed
 	var f *failure
-	hd.overlapping(addr, size, func(m *mapping) bool {
+	s.va.overlapping(addr, size, func(m *mapping) bool {
 		if m.base > next {
 			return false // a hole before m: reported below
 		}

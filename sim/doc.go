@@ -28,4 +28,7 @@
 // Memory costs nothing until written: reservations and mappings are entries in balanced
 // trees (O(log n) per operation), and physical memory is backed by host memory one 64 KiB
 // page at a time on first write; untouched memory reads as zeros.
+//
+// A Sim serializes its calls on one lock, as the driver serializes its VMM work, and is
+// deterministic: the same sequence of calls gives the same addresses and handle values.
 package sim

@@ -29,10 +29,11 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // failure is a rejected call before its operation and arguments are attached: the
 // validation helpers return it and the exported method names the call once, so argument
-// formatting is only paid for on failure.
+// formatting is only paid for on failure. An error in raw is returned as it is.
 type failure struct {
 	err    error
 	reason string
+	raw    error
 }
 
 func fail(r cu.Result, reason string) *failure { return &failure{err: r, reason: reason} }
@@ -45,6 +46,9 @@ func argFail(reason string) *failure { return &failure{err: cu.ErrInvalidArgumen
 func (f *failure) wrap(op, format string, args ...any) error {
 	if f == nil {
 		return nil
+	}
+	if f.raw != nil {
+		return f.raw
 	}
 	return &Error{Op: op, Args: fmt.Sprintf(format, args...), Err: f.err, Reason: f.reason}
 }

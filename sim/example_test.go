@@ -43,7 +43,7 @@ func Example() {
 // FailNth makes a chosen call fail, to test error paths of code under test.
 func ExampleSim_FailNth() {
 	s, _ := sim.New(sim.PresetH100())
-	_ = s.FailNth("Create", 1, cu.ERROR_OUT_OF_MEMORY)
+	_ = s.FailNth(sim.OpCreate, 1, cu.ERROR_OUT_OF_MEMORY)
 	prop := &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED,
 		Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: 0}}
 	_, err := s.Create(2<<20, prop, 0)

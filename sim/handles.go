@@ -1,17 +1,11 @@
 package sim
 
-import (
-	"sync"
-	"sync/atomic"
-
-	"github.com/cuvmm/cuvmm/cu"
-)
+import "github.com/cuvmm/cuvmm/cu"
 
 // handle is one CUmemGenericAllocationHandle value: physical memory or a multicast object.
 // The value is valid (callers may pass it) while refs > 0. An entry whose references are all
 // released stays in the table, invisible, while mappings made through it remain, because
-// cuMemRetainAllocationHandle on such a mapping returns the same value again. refs and maps
-// are guarded by the lock of the handle's shard.
+// cuMemRetainAllocationHandle on such a mapping returns the same value again.
 type handle struct {
 	value cu.MemHandle
 	mem   *phys     // physical memory, or nil
@@ -21,196 +15,134 @@ type handle struct {
 	// prop is what cuMemGetAllocationPropertiesFromHandle reports for this handle: an
 	// imported handle reports no shareable handle types.
 	prop cu.MemAllocationProp
-	obj  *memObject // what to recycle once forgotten, for a handle made by Create
 }
-
-// memObject is a handle and the memory Create made with it, allocated together and reused
-// once both are gone, the handle forgotten and the memory freed, in either order (memory
-// outlives its handle while mapped or imported again): creating and releasing memory is
-// the commonest pair of calls after a map, and then costs the garbage collector nothing.
-type memObject struct {
-	handle
-	phys
-	alive atomic.Int32 // how many of the two are not gone yet
-}
-
-var memObjects = sync.Pool{New: func() any { return new(memObject) }}
-
-func newMemObject() *memObject {
-	o := memObjects.Get().(*memObject)
-	o.handle.obj, o.phys.obj = o, o
-	o.alive.Store(2)
-	return o
-}
-
-// gone marks the handle or the memory of o gone; the second reuses o.
-func (o *memObject) gone() {
-	if o.alive.Add(-1) == 0 {
-		*o = memObject{}
-		memObjects.Put(o)
-	}
-}
-
-// handleShards is how many independently locked parts the handle table has: calls on
-// handles of different shards never wait for each other.
-const handleShards = 64
-
-// handleShard is one part of the handle table. A handle's shard is fixed by its value, and
-// a new handle goes to the shard of the goroutine that makes it (stripe), so that
-// goroutines on different cores making and releasing their own handles rarely share one.
-type handleShard struct {
-	mu   sync.Mutex
-	m    map[cu.MemHandle]*handle
-	live int // its handles with references
-	// next is the next handle number to hand out, from the shard's block; a multiple of
-	// handleBlock when the block is used up (and at first).
-	next  uint64
-	calls [numShardOps]uint64
-	// Shards 128 bytes apart: a core's adjacent-line prefetch fetches lines in pairs.
-	_ [128 - 8 - 8 - 8 - 8 - 8*numShardOps]byte
-}
-
-// The calls a handle shard counts itself, under its lock.
-const (
-	shardCreate = iota
-	shardRelease
-	numShardOps
-)
-
-var shardOps = [numShardOps]op{opCreate, opRelease}
 
 // handleStride spaces handle values so that an off-by-one or a value from another table is
-// never accidentally valid. Values never repeat within a Sim.
+// never accidentally valid.
 const handleStride = 0x10
 
 // handleBase is the first handle value: values look like the driver's pointers, never
-// small integers. It is a multiple of handleStride*handleShards, so that a value's shard
-// is (value/handleStride) % handleShards.
+// small integers. The nth handle a Sim makes has the value handleBase + n*handleStride, so
+// values never repeat within a Sim and a sequence of calls always gives the same ones.
 const handleBase = 0x5000000000
 
-// handleBlock is how many handle numbers a shard takes from the Sim's count at once: one
-// shared write per handleBlock handles made on a shard.
-const handleBlock = 64
-
-func (s *Sim) shardOf(v cu.MemHandle) *handleShard { return &s.handles[shardIndex(v)] }
-
-func shardIndex(v cu.MemHandle) uint64 { return (uint64(v) / handleStride) % handleShards }
-
-// newHandle makes a handle with one reference. A new handle for memory takes one of its
-// users, which the caller has accounted for.
+// newHandle enters a handle of mem or mc in the table with the next value and one
+// reference, and returns it. A new handle for memory takes one of its users, which the
+// caller has accounted for.
 func (s *Sim) newHandle(mem *phys, mc *mcObject, prop cu.MemAllocationProp) *handle {
-	h := &handle{mem: mem, mc: mc, prop: prop}
-	s.addHandle(h, -1)
+	h := s.spareHandles.get()
+	*h = handle{value: cu.MemHandle(handleBase + s.handleCount*handleStride), mem: mem, mc: mc, prop: prop, refs: 1}
+	s.handleCount++
+	s.handles[h.value] = h
+	s.live++
 	return h
 }
 
-// addHandle gives h its value and one reference, and enters it in the table; count names
-// the shard-counted call it completes (shardCreate), or is -1. A value is its shard's index
-// and a number from the shard's block; blocks are numbered in the order shards take them,
-// so values never repeat and grow with the number of handles the Sim has made (by at most
-// a block per shard more).
-func (s *Sim) addHandle(h *handle, count int) {
-	i := stripe() % handleShards
-	sh := &s.handles[i]
-	sh.mu.Lock()
-	if sh.next%handleBlock == 0 {
-		sh.next = (s.nextBlock.Add(1) - 1) * handleBlock
+// spares keeps up to maxSpares freed objects of one kind for reuse: creating and releasing
+// memory is the commonest pair of calls after a map, and then allocates nothing, so that
+// the garbage collector does not scan a Sim of many mappings over and over.
+type spares[T any] []*T
+
+const maxSpares = 64
+
+func (sp *spares[T]) get() *T {
+	if n := len(*sp); n > 0 {
+		x := (*sp)[n-1]
+		*sp = (*sp)[:n-1]
+		return x
 	}
-	v := cu.MemHandle(handleBase + (sh.next*handleShards+i)*handleStride)
-	sh.next++
-	h.value, h.refs = v, 1
-	sh.m[v] = h
-	sh.live++
-	if h.mc != nil {
-		h.mc.sh = sh
-	}
-	if count >= 0 {
-		sh.calls[count]++
-	}
-	sh.mu.Unlock()
+	return new(T)
 }
 
-// lookup returns the entry of a valid handle value, or nil; the caller holds sh.mu.
-func (sh *handleShard) lookup(v cu.MemHandle) *handle {
-	h := sh.m[v]
-	if h == nil || h.refs == 0 {
-		return nil
+// put keeps x, which nothing refers to any more.
+func (sp *spares[T]) put(x *T) {
+	if len(*sp) < maxSpares {
+		var zero T
+		*x = zero
+		*sp = append(*sp, x)
 	}
-	return h
 }
 
-// retain takes one more reference to h (cuMemRetainAllocationHandle); the caller holds
-// its shard's lock.
-func (sh *handleShard) retain(h *handle) {
+// lookup returns the entry of a valid handle value, or nil.
+func (s *Sim) lookup(v cu.MemHandle) *handle {
+	if h := s.handles[v]; h != nil && h.refs > 0 {
+		return h
+	}
+	return nil
+}
+
+// retain takes one more reference to h (cuMemRetainAllocationHandle).
+func (s *Sim) retain(h *handle) {
 	if h.refs == 0 {
-		sh.live++
+		s.live++
 	}
 	h.refs++
 	if h.mem != nil {
-		h.mem.use()
+		h.mem.users++
 	}
 }
 
-// release drops one reference to h; the caller holds its shard's lock.
-func (s *Sim) release(sh *handleShard, h *handle) {
-	h.refs--
-	if h.refs == 0 {
-		sh.live--
+// release drops one reference to h.
+func (s *Sim) release(h *handle) {
+	if h.refs--; h.refs == 0 {
+		s.live--
 	}
 	if h.mem != nil {
 		s.unuse(h.mem)
 	}
-	s.maybeForget(sh, h)
+	s.maybeForget(h)
 }
 
-// unmapped drops the mapping count of h after an unmap; the caller holds its shard's lock.
-func (s *Sim) unmapped(sh *handleShard, h *handle) {
+// unmapped drops the mapping count of h after an unmap.
+func (s *Sim) unmapped(h *handle) {
 	h.maps--
 	if h.mem != nil {
 		s.unuse(h.mem)
 	}
-	s.maybeForget(sh, h)
+	s.maybeForget(h)
 }
 
 // maybeForget removes an entry nothing refers to any more, freeing a multicast object with
 // it.
-func (s *Sim) maybeForget(sh *handleShard, h *handle) {
+func (s *Sim) maybeForget(h *handle) {
 	if h.refs > 0 || h.maps > 0 {
 		return
 	}
-	delete(sh.m, h.value)
+	delete(s.handles, h.value)
 	if h.mc != nil {
 		s.freeMulticast(h.mc)
 	}
-	if h.obj != nil {
-		h.obj.gone()
-	}
+	s.spareHandles.put(h)
 }
 
-// unuse drops one user of p and frees it when none is left. It may run under any lock but
-// shareMu and a store's own, which it takes.
+// unuse drops one user of p and frees it when none is left.
 func (s *Sim) unuse(p *phys) {
-	if !p.drop() {
+	if p.users--; p.users > 0 {
 		return
 	}
 	if p.counted {
-		s.memOf(p.dev).uncommit(p.size)
+		s.memOf(p.dev).committed -= p.size
 	}
-	if p.fileKey != (fileKey{}) || p.fabric != nil {
-		s.shareMu.Lock()
-		if s.byFile[p.fileKey] == p {
-			delete(s.byFile, p.fileKey)
-		}
-		if p.fabric != nil {
-			delete(s.byFabric, *p.fabric)
-		}
-		s.shareMu.Unlock()
-		if p.counted { // memory this Sim created, and so exported
-			unpublish(p.fileKey, p.token)
-		}
+	if p.fileKey != (fileKey{}) && s.byFile[p.fileKey] == p {
+		delete(s.byFile, p.fileKey)
 	}
-	p.close()
-	if p.obj != nil {
-		p.obj.gone()
+	if p.fabric != nil {
+		delete(s.byFabric, *p.fabric)
 	}
+	if p.counted && (p.fileKey != (fileKey{}) || p.fabric != nil) { // memory this Sim created, and so exported
+		unpublish(p.fileKey, p.token)
+	}
+	p.st.close()
+	if !p.win32 {
+		s.sparePhys.put(p)
+	}
+}
+
+// tryUse takes one more user of m unless m is nil or already freed.
+func tryUse(m *phys) *phys {
+	if m == nil || m.users == 0 {
+		return nil
+	}
+	m.users++
+	return m
 }

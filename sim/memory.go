@@ -3,7 +3,6 @@ package sim
 import (
 	"os"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
 )
@@ -14,8 +13,9 @@ import (
 const pageSize = 64 << 10
 
 // store holds the bytes of one physical allocation. Offsets and lengths are within the
-// allocation. Stores are safe for concurrent use; the caller holds a user of the
-// allocation, so that close never runs during another call.
+// allocation. Stores are safe for concurrent use, as copies move bytes without the Sim's
+// lock; the caller holds a user of the allocation, so that close never runs during another
+// call.
 type store interface {
 	readAt(p []byte, off uint64) error
 	writeAt(p []byte, off uint64) error
@@ -168,9 +168,8 @@ type phys struct {
 	dev  int                  // owning device ordinal, or -1 for host memory
 	st   store                // &heap, a *fileStore or (Linux) an *arenaStore
 	heap heapStore            // the store of memory that is not shareable
-	// users counts what keeps the memory alive; it is set before the memory is shared and
-	// changed only atomically (use, drop) afterwards.
-	users int32
+	// users counts what keeps the memory alive.
+	users int
 	// counted says the bytes count against a capacity: memory created here, not memory
 	// imported from another process (which the exporter's device holds).
 	counted bool
@@ -180,20 +179,13 @@ type phys struct {
 	// fabric is the allocation's fabric handle, when it has one, and token its parts.
 	fabric *cu.MemFabricHandle
 	token  *fabricToken
-	obj    *memObject // what to recycle once freed, for memory made by Create
 	// block is the MEMORY_BLOCK_ID of memory without an id (not shareable), given when a
 	// pointer query first asks for it (pointer.go).
-	block atomic.Uint64
+	block uint64
+	// win32 says a Win32 token names the memory: the token outlives it, so it is not
+	// reused once freed.
+	win32 bool
 }
-
-func (p *phys) resident() uint64 { return p.st.resident() }
-
-func (p *phys) use() { atomic.AddInt32(&p.users, 1) }
-
-// drop removes one user and reports whether it was the last.
-func (p *phys) drop() bool { return atomic.AddInt32(&p.users, -1) == 0 }
-
-func (p *phys) close() { p.st.close() }
 
 // fileKey is an allocation's identity in a file: the file's device and inode where the
 // platform has them, and the offset of its header in an arena (0 in a file of its own).

@@ -7,14 +7,18 @@ import (
 )
 
 // mcObject is a multicast object: a team of devices, and per device the memory bound to
-// ranges of the object. A mapping of the object writes to every bound replica. devs and
-// binds are guarded by sh, the shard of the object's handle (its only handle value).
+// ranges of the object. A mapping of the object writes to every bound replica.
 type mcObject struct {
 	prop  cu.MulticastObjectProp
-	sh    *handleShard
 	devs  []int
 	binds []*binding
 }
+
+// teamComplete reports whether every device of the team has been added. The driver
+// documents that binding or mapping before then blocks until it is; sim refuses at once
+// instead (resTeamIncomplete), because in one process a call that blocks on a team no other
+// goroutine completes would hang the program for good.
+func (o *mcObject) teamComplete() bool { return len(o.devs) >= int(o.prop.NumDevices) }
 
 // binding is size bytes of mem, from memOff, bound at mcOff for device dev.
 type binding struct {
@@ -54,16 +58,9 @@ func (s *Sim) noMulticast() *failure {
 
 // MulticastGranularity is cuMulticastGetGranularity.
 func (s *Sim) MulticastGranularity(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) (uint64, error) {
-	f := s.enter(opMulticastGranularity)
-	if f == nil && prop == nil {
-		f = argFail("nil properties")
-	}
-	if f == nil {
-		f = s.noMulticast()
-	}
-	if f == nil && option != cu.MULTICAST_GRANULARITY_MINIMUM && option != cu.MULTICAST_GRANULARITY_RECOMMENDED {
-		f = fail(cu.ERROR_INVALID_VALUE, "unknown granularity option")
-	}
+	s.mu.Lock()
+	f := s.multicastGranularityLocked(prop, option)
+	s.mu.Unlock()
 	if f != nil {
 		return 0, f.wrap("cuMulticastGetGranularity", "%+v, %d", prop, option)
 	}
@@ -73,107 +70,106 @@ func (s *Sim) MulticastGranularity(prop *cu.MulticastObjectProp, option cu.Multi
 	return s.cfg.MulticastGranularity, nil
 }
 
+func (s *Sim) multicastGranularityLocked(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) *failure {
+	if f := s.enter(OpMulticastGranularity); f != nil {
+		return f
+	}
+	if prop == nil {
+		return argFail("nil properties")
+	}
+	if f := s.noMulticast(); f != nil {
+		return f
+	}
+	if option != cu.MULTICAST_GRANULARITY_MINIMUM && option != cu.MULTICAST_GRANULARITY_RECOMMENDED {
+		return fail(cu.ERROR_INVALID_VALUE, "unknown granularity option")
+	}
+	return nil
+}
+
 // MulticastCreate is cuMulticastCreate.
 func (s *Sim) MulticastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, error) {
-	f := s.enter(opMulticastCreate)
-	if f == nil && prop == nil {
-		f = argFail("nil properties")
-	}
-	if f == nil {
-		f = s.noMulticast()
-	}
-	if f == nil {
-		t := cu.MemHandleType(prop.HandleTypes)
-		switch {
-		case prop.NumDevices == 0 || int(prop.NumDevices) > s.multicastDevices():
-			f = fail(cu.ERROR_INVALID_VALUE, "team size out of range")
-		case prop.Size == 0 || prop.Size%s.cfg.MulticastGranularity != 0:
-			f = fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the multicast granularity")
-		case prop.Size > s.multicastMemory():
-			// The header: size is the memory each device can bind, so no more than a device
-			// has (multicast is never created on the shared GPU hosts: not recorded).
-			f = fail(cu.ERROR_OUT_OF_MEMORY, "size larger than a team device's memory")
-		case prop.Flags != 0:
-			f = fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
-		case prop.HandleTypes&^uint64(knownHandleTypes) != 0:
-			f = fail(cu.ERROR_INVALID_VALUE, "unknown handle type")
-		case t&(cu.MEM_HANDLE_TYPE_WIN32|cu.MEM_HANDLE_TYPE_WIN32_KMT) != 0 && !s.cfg.Devices[0].Win32:
-			f = fail(resBadHandleType, "handle type not supported")
-		case t&cu.MEM_HANDLE_TYPE_FABRIC != 0 && !s.cfg.IMEX:
-			f = fail(resFabricNoIMEX, "no IMEX channel")
-		}
-	}
+	s.mu.Lock()
+	v, f := s.multicastCreateLocked(prop)
+	s.mu.Unlock()
 	if f != nil {
 		return 0, f.wrap("cuMulticastCreate", "%+v", prop)
 	}
-	s.mcs.add(1)
+	return v, nil
+}
+
+func (s *Sim) multicastCreateLocked(prop *cu.MulticastObjectProp) (cu.MemHandle, *failure) {
+	if f := s.enter(OpMulticastCreate); f != nil {
+		return 0, f
+	}
+	if prop == nil {
+		return 0, argFail("nil properties")
+	}
+	if f := s.noMulticast(); f != nil {
+		return 0, f
+	}
+	t := cu.MemHandleType(prop.HandleTypes)
+	switch {
+	case prop.NumDevices == 0 || int(prop.NumDevices) > s.multicastDevices():
+		return 0, fail(cu.ERROR_INVALID_VALUE, "team size out of range")
+	case prop.Size == 0 || prop.Size%s.cfg.MulticastGranularity != 0:
+		return 0, fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the multicast granularity")
+	case prop.Size > s.multicastMemory():
+		// The header: size is the memory each device can bind, so no more than a device
+		// has (multicast is never created on the shared GPU hosts: not recorded).
+		return 0, fail(cu.ERROR_OUT_OF_MEMORY, "size larger than a team device's memory")
+	case prop.Flags != 0:
+		return 0, fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
+	case prop.HandleTypes&^uint64(knownHandleTypes) != 0:
+		return 0, fail(cu.ERROR_INVALID_VALUE, "unknown handle type")
+	case t&(cu.MEM_HANDLE_TYPE_WIN32|cu.MEM_HANDLE_TYPE_WIN32_KMT) != 0 && !s.cfg.Devices[0].Win32:
+		return 0, fail(resBadHandleType, "handle type not supported")
+	case t&cu.MEM_HANDLE_TYPE_FABRIC != 0 && !s.cfg.IMEX:
+		return 0, fail(resFabricNoIMEX, "no IMEX channel")
+	}
+	s.mcs++
 	return s.newHandle(nil, &mcObject{prop: *prop}, cu.MemAllocationProp{}).value, nil
 }
 
-// lookupMC returns a multicast object's handle; the caller holds sh's lock.
-func lookupMC(sh *handleShard, v cu.MemHandle) (*handle, *failure) {
-	h := sh.lookup(v)
+// lookupMC returns a multicast object.
+func (s *Sim) lookupMC(v cu.MemHandle) (*mcObject, *failure) {
+	h := s.lookup(v)
 	if h == nil || h.mc == nil {
 		return nil, fail(cu.ERROR_INVALID_VALUE, "unknown or released multicast handle")
 	}
-	return h, nil
-}
-
-// lockShards locks the shards of two handles, in table order (each once): the only place
-// that holds two shard locks.
-func (s *Sim) lockShards(a, b cu.MemHandle) (unlock func()) {
-	ia, ib := shardIndex(a), shardIndex(b)
-	sa, sb := &s.handles[min(ia, ib)], &s.handles[max(ia, ib)]
-	if sa == sb {
-		sa.mu.Lock()
-		return sa.mu.Unlock
-	}
-	sa.mu.Lock()
-	sb.mu.Lock()
-	return func() { sb.mu.Unlock(); sa.mu.Unlock() }
+	return h.mc, nil
 }
 
 // MulticastAddDevice is cuMulticastAddDevice.
 func (s *Sim) MulticastAddDevice(mc cu.MemHandle, ordinal int) error {
-	f := s.enter(opMulticastAddDevice)
+	s.mu.Lock()
+	f := s.addDeviceLocked(mc, ordinal)
+	s.mu.Unlock()
 	if f != nil {
 		return f.wrap("cuMulticastAddDevice", "%v, device %d", mc, ordinal)
 	}
-	sh := s.shardOf(mc)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	h, f := lookupMC(sh, mc)
-	var d *Device
-	if f == nil {
-		d, f = s.device(ordinal)
-	}
-	if f == nil {
-		o := h.mc
-		switch {
-		case !d.Multicast:
-			f = fail(cu.ERROR_NOT_SUPPORTED, "device does not support multicast")
-		case slices.Contains(o.devs, ordinal):
-			f = fail(cu.ERROR_INVALID_VALUE, "device already in the team")
-		case len(o.devs) >= int(o.prop.NumDevices):
-			f = fail(cu.ERROR_INVALID_VALUE, "team already full")
-		}
-	}
-	if f != nil {
-		return f.wrap("cuMulticastAddDevice", "%v, device %d", mc, ordinal)
-	}
-	h.mc.devs = append(h.mc.devs, ordinal)
 	return nil
 }
 
-// waitTeam refuses binding or mapping a multicast object before every device of its team
-// has been added. The driver documents that such calls block until the team is complete;
-// sim answers at once instead (resTeamIncomplete), because in one process a call that
-// blocks on a team no other goroutine completes would hang the program for good. The
-// caller holds the shard lock of h.
-func (s *Sim) waitTeam(h *handle) *failure {
-	if len(h.mc.devs) < int(h.mc.prop.NumDevices) {
-		return fail(resTeamIncomplete, "not every device of the team has been added")
+func (s *Sim) addDeviceLocked(mc cu.MemHandle, ordinal int) *failure {
+	if f := s.enter(OpMulticastAddDevice); f != nil {
+		return f
 	}
+	o, f := s.lookupMC(mc)
+	if f != nil {
+		return f
+	}
+	d, f := s.device(ordinal)
+	switch {
+	case f != nil:
+		return f
+	case !d.Multicast:
+		return fail(cu.ERROR_NOT_SUPPORTED, "device does not support multicast")
+	case slices.Contains(o.devs, ordinal):
+		return fail(cu.ERROR_INVALID_VALUE, "device already in the team")
+	case o.teamComplete():
+		return fail(cu.ERROR_INVALID_VALUE, "team already full")
+	}
+	o.devs = append(o.devs, ordinal)
 	return nil
 }
 
@@ -206,163 +202,164 @@ func (s *Sim) bindable(o *mcObject, dev int, mcOffset, size uint64) *failure {
 
 func (s *Sim) bind(o *mcObject, b *binding) {
 	o.binds = append(o.binds, b)
-	b.mem.use()
-	s.bindings.add(1)
+	b.mem.users++
+	s.bindings++
 }
 
 // MulticastBindMem is cuMulticastBindMem; it blocks until the team is complete. The memory
 // is bound for the device that owns it.
 func (s *Sim) MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
-	if f := s.enter(opMulticastBindMem); f != nil {
+	s.mu.Lock()
+	f := s.enter(OpMulticastBindMem)
+	if f == nil {
+		f = s.bindMemLocked(mc, -1, mcOffset, mem, memOffset, size, flags)
+	}
+	s.mu.Unlock()
+	if f != nil {
 		return f.wrap("cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
 	}
-	return s.bindMem("cuMulticastBindMem", mc, -1, mcOffset, mem, memOffset, size, flags)
+	return nil
 }
 
-// bindMem binds memory by handle for device dev, or for the memory's own device with dev
-// -1 (cuMulticastBindMem, which names none).
-func (s *Sim) bindMem(name string, mc cu.MemHandle, dev int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
-	defer s.lockShards(mc, mem)()
-	h, f := lookupMC(s.shardOf(mc), mc)
-	var m *handle
-	if f == nil {
-		if m = s.shardOf(mem).lookup(mem); m == nil || m.mem == nil {
-			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released memory handle")
-		}
-	}
-	if f == nil {
-		f = s.waitTeam(h)
-	}
-	if f == nil {
-		f = s.checkBind(h.mc, mcOffset, size, flags)
-	}
-	if f == nil && (memOffset%s.cfg.MulticastGranularity != 0 || memOffset+size > m.mem.size || memOffset+size < memOffset) {
-		f = fail(cu.ERROR_INVALID_VALUE, "memory range misaligned or past the end of the allocation")
-	}
-	if f == nil && dev >= 0 {
-		f = s.boundFor(m.mem, dev)
-	}
-	if f == nil {
-		if dev < 0 {
-			dev = m.mem.dev
-		}
-		f = s.bindable(h.mc, dev, mcOffset, size)
-	}
+// bindMemLocked binds memory by handle for device dev, or for the memory's own device with
+// dev -1 (cuMulticastBindMem, which names none).
+func (s *Sim) bindMemLocked(mc cu.MemHandle, dev int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) *failure {
+	o, f := s.lookupMC(mc)
 	if f != nil {
-		if name == "cuMulticastBindMem" {
-			return f.wrap(name, "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
-		}
-		return f.wrap(name, "%v+%d, device %d, %v+%d, %d, flags %d", mc, mcOffset, dev, mem, memOffset, size, flags)
+		return f
 	}
-	s.bind(h.mc, &binding{dev: dev, mcOff: mcOffset, size: size, mem: m.mem, memOff: memOffset})
+	m := s.lookup(mem)
+	switch {
+	case m == nil || m.mem == nil:
+		return fail(cu.ERROR_INVALID_VALUE, "unknown or released memory handle")
+	case !o.teamComplete():
+		return fail(resTeamIncomplete, "not every device of the team has been added")
+	}
+	if f := s.checkBind(o, mcOffset, size, flags); f != nil {
+		return f
+	}
+	if memOffset%s.cfg.MulticastGranularity != 0 || memOffset+size > m.mem.size || memOffset+size < memOffset {
+		return fail(cu.ERROR_INVALID_VALUE, "memory range misaligned or past the end of the allocation")
+	}
+	if dev >= 0 {
+		if f := s.boundFor(m.mem, dev); f != nil {
+			return f
+		}
+	} else {
+		dev = m.mem.dev
+	}
+	if f := s.bindable(o, dev, mcOffset, size); f != nil {
+		return f
+	}
+	s.bind(o, &binding{dev: dev, mcOff: mcOffset, size: size, mem: m.mem, memOff: memOffset})
 	return nil
 }
 
 // MulticastBindAddr is cuMulticastBindAddr: it binds the memory mapped at [ptr, ptr+size),
 // which may span several mappings of one device's memory, for that device.
 func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
-	if f := s.enter(opMulticastBindAddr); f != nil {
+	s.mu.Lock()
+	f := s.enter(OpMulticastBindAddr)
+	if f == nil {
+		f = s.bindAddrLocked(mc, -1, mcOffset, uint64(ptr), size, flags)
+	}
+	s.mu.Unlock()
+	if f != nil {
 		return f.wrap("cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
 	}
-	return s.bindAddr("cuMulticastBindAddr", mc, -1, mcOffset, ptr, size, flags)
+	return nil
 }
 
-// bindAddr binds mapped memory for device dev, or for the memory's own device with dev -1
-// (cuMulticastBindAddr, which names none).
-func (s *Sim) bindAddr(name string, mc cu.MemHandle, dev int, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
-	var hd hold
-	s.va.lock(&hd, uint64(ptr), size)
-	defer hd.unlock()
-	sh := s.shardOf(mc)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	h, f := lookupMC(sh, mc)
-	if f == nil {
-		f = s.waitTeam(h)
+// bindAddrLocked binds mapped memory for device dev, or for the memory's own device with
+// dev -1 (cuMulticastBindAddr, which names none).
+func (s *Sim) bindAddrLocked(mc cu.MemHandle, dev int, mcOffset, ptr, size, flags uint64) *failure {
+	o, f := s.lookupMC(mc)
+	if f != nil {
+		return f
 	}
-	if f == nil {
-		f = s.checkBind(h.mc, mcOffset, size, flags)
+	if !o.teamComplete() {
+		return fail(resTeamIncomplete, "not every device of the team has been added")
 	}
-	if f == nil && uint64(ptr)%s.cfg.MulticastGranularity != 0 {
-		f = fail(cu.ERROR_INVALID_VALUE, "address not aligned to the multicast granularity")
+	if f := s.checkBind(o, mcOffset, size, flags); f != nil {
+		return f
+	}
+	if ptr%s.cfg.MulticastGranularity != 0 {
+		return fail(cu.ERROR_INVALID_VALUE, "address not aligned to the multicast granularity")
 	}
 	var pieces []*binding
 	// By what is left rather than up to ptr+size, which is 0 for a range that ends at the
 	// top of the address space.
-	for cur, left := uint64(ptr), size; f == nil && left > 0; {
-		m := hd.mappingAt(cur)
+	for cur, left := ptr, size; left > 0; {
+		m := s.va.mappingAt(cur)
 		switch {
 		case m == nil:
-			f = fail(cu.ERROR_INVALID_VALUE, "address not mapped")
+			return fail(cu.ERROR_INVALID_VALUE, "address not mapped")
 		case m.h.mem == nil || dev < 0 && m.h.mem.dev < 0:
-			f = fail(cu.ERROR_INVALID_VALUE, "address does not map device memory")
+			return fail(cu.ERROR_INVALID_VALUE, "address does not map device memory")
 		case dev < 0 && len(pieces) > 0 && pieces[0].dev != m.h.mem.dev:
-			f = fail(cu.ERROR_INVALID_VALUE, "range maps memory of several devices")
+			return fail(cu.ERROR_INVALID_VALUE, "range maps memory of several devices")
 		case dev >= 0:
-			f = s.boundFor(m.h.mem, dev)
-		}
-		if f == nil {
-			k := min(left, m.end()-cur)
-			d := dev
-			if d < 0 {
-				d = m.h.mem.dev
+			if f := s.boundFor(m.h.mem, dev); f != nil {
+				return f
 			}
-			pieces = append(pieces, &binding{dev: d, mcOff: mcOffset + (cur - uint64(ptr)), size: k, mem: m.h.mem, memOff: cur - m.base})
-			cur, left = cur+k, left-k
 		}
-	}
-	if f == nil {
-		f = s.bindable(h.mc, pieces[0].dev, mcOffset, size)
-	}
-	if f != nil {
-		if name == "cuMulticastBindAddr" {
-			return f.wrap(name, "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
+		k := min(left, m.end()-cur)
+		d := dev
+		if d < 0 {
+			d = m.h.mem.dev
 		}
-		return f.wrap(name, "%v+%d, device %d, %v, %d, flags %d", mc, mcOffset, dev, ptr, size, flags)
+		pieces = append(pieces, &binding{dev: d, mcOff: mcOffset + (cur - ptr), size: k, mem: m.h.mem, memOff: cur - m.base})
+		cur, left = cur+k, left-k
+	}
+	if f := s.bindable(o, pieces[0].dev, mcOffset, size); f != nil {
+		return f
 	}
 	for _, b := range pieces {
-		s.bind(h.mc, b)
+		s.bind(o, b)
 	}
 	return nil
 }
 
 // MulticastUnbind is cuMulticastUnbind: the range must cover whole bindings of the device.
 func (s *Sim) MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) error {
-	f := s.enter(opMulticastUnbind)
+	s.mu.Lock()
+	f := s.unbindLocked(mc, ordinal, mcOffset, size)
+	s.mu.Unlock()
 	if f != nil {
 		return f.wrap("cuMulticastUnbind", "%v, device %d, %d, %d", mc, ordinal, mcOffset, size)
 	}
-	sh := s.shardOf(mc)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	h, f := lookupMC(sh, mc)
-	if f == nil {
-		_, f = s.device(ordinal)
+	return nil
+}
+
+func (s *Sim) unbindLocked(mc cu.MemHandle, ordinal int, mcOffset, size uint64) *failure {
+	if f := s.enter(OpMulticastUnbind); f != nil {
+		return f
 	}
-	if f == nil {
-		f = s.checkBind(h.mc, mcOffset, size, 0)
+	o, f := s.lookupMC(mc)
+	if f != nil {
+		return f
+	}
+	if _, f := s.device(ordinal); f != nil {
+		return f
+	}
+	if f := s.checkBind(o, mcOffset, size, 0); f != nil {
+		return f
 	}
 	found := 0
-	if f == nil {
-		for _, b := range h.mc.binds {
-			if b.dev == ordinal && b.mcOff < mcOffset+size && mcOffset < b.mcOff+b.size {
-				if b.mcOff < mcOffset || b.mcOff+b.size > mcOffset+size {
-					f = fail(cu.ERROR_INVALID_VALUE, "range splits a binding")
-					break
-				}
-				found++
+	for _, b := range o.binds {
+		if b.dev == ordinal && b.mcOff < mcOffset+size && mcOffset < b.mcOff+b.size {
+			if b.mcOff < mcOffset || b.mcOff+b.size > mcOffset+size {
+				return fail(cu.ERROR_INVALID_VALUE, "range splits a binding")
 			}
-		}
-		if f == nil && found == 0 {
-			f = fail(cu.ERROR_INVALID_VALUE, "nothing bound there for the device")
+			found++
 		}
 	}
-	if f != nil {
-		return f.wrap("cuMulticastUnbind", "%v, device %d, %d, %d", mc, ordinal, mcOffset, size)
+	if found == 0 {
+		return fail(cu.ERROR_INVALID_VALUE, "nothing bound there for the device")
 	}
-	h.mc.binds = slices.DeleteFunc(h.mc.binds, func(b *binding) bool {
+	o.binds = slices.DeleteFunc(o.binds, func(b *binding) bool {
 		if b.dev == ordinal && b.mcOff >= mcOffset && b.mcOff+b.size <= mcOffset+size {
-			s.bindings.add(-1)
+			s.bindings--
 			s.unuse(b.mem)
 			return true
 		}
@@ -371,15 +368,14 @@ func (s *Sim) MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint6
 	return nil
 }
 
-// freeMulticast drops a multicast object nothing refers to any more, with its bindings; the
-// caller holds its shard's lock.
+// freeMulticast drops a multicast object nothing refers to any more, with its bindings.
 func (s *Sim) freeMulticast(o *mcObject) {
 	for _, b := range o.binds {
-		s.bindings.add(-1)
+		s.bindings--
 		s.unuse(b.mem)
 	}
 	o.binds = nil
-	s.mcs.add(-1)
+	s.mcs--
 }
 
 // overlap returns the part of binding b inside [off, off+n) as offsets into that range and
@@ -390,62 +386,4 @@ func (b *binding) overlap(off, n uint64) (from, to, memOff uint64, ok bool) {
 		return 0, 0, 0, false
 	}
 	return lo - off, hi - off, b.memOff + (lo - b.mcOff), true
-}
-
-// mcWrite writes p at offset off of the object into every bound replica; unbound ranges
-// drop the bytes.
-func (s *Sim) mcWrite(o *mcObject, off uint64, p []byte) error {
-	o.sh.mu.Lock()
-	defer o.sh.mu.Unlock()
-	for _, b := range o.binds {
-		if from, to, mo, ok := b.overlap(off, uint64(len(p))); ok {
-			if err := b.mem.st.writeAt(p[from:to], mo); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func (s *Sim) mcFill(o *mcObject, off, n uint64, v byte) error {
-	o.sh.mu.Lock()
-	defer o.sh.mu.Unlock()
-	for _, b := range o.binds {
-		if from, to, mo, ok := b.overlap(off, n); ok {
-			if err := b.mem.st.fill(mo, to-from, v); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// mcRead reads through the object: from the replica of the reading device where it has one
-// bound, else from the bound replica of the lowest device; unbound ranges read as zeros.
-func (s *Sim) mcRead(o *mcObject, ordinal int, off uint64, p []byte) error {
-	o.sh.mu.Lock()
-	defer o.sh.mu.Unlock()
-	clear(p)
-	order := slices.Clone(o.binds)
-	// Apply the least preferred first so the preferred replica's bytes land last.
-	slices.SortStableFunc(order, func(a, b *binding) int {
-		ra, rb := rank(a.dev, ordinal), rank(b.dev, ordinal)
-		return rb - ra
-	})
-	for _, b := range order {
-		if from, to, mo, ok := b.overlap(off, uint64(len(p))); ok {
-			if err := b.mem.st.readAt(p[from:to], mo); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// rank orders replicas for reading: the reader's own first, then by ordinal.
-func rank(dev, reader int) int {
-	if dev == reader {
-		return -1
-	}
-	return dev
 }

@@ -23,12 +23,19 @@ type missingSymbol struct{ err *loader.SymbolError }
 func (e *missingSymbol) Error() string   { return "sim: " + e.err.Error() }
 func (e *missingSymbol) Unwrap() []error { return []error{e.err, cu.ERROR_NOT_SUPPORTED} }
 
-// noBindV2 is the error of CUDA 13.1's binds on a driver older than 13.1, or nil.
-func (s *Sim) noBindV2(symbol string) error {
+// enterV2 counts a call of one of CUDA 13.1's binds and checks its device, then fails it on a
+// driver older than 13.1 with the error cu returns for a missing symbol, unwrapped.
+func (s *Sim) enterV2(o Op, ordinal int, symbol string) *failure {
+	if f := s.enter(o); f != nil {
+		return f
+	}
+	if _, f := s.device(ordinal); f != nil {
+		return f
+	}
 	if s.cfg.DriverVersion >= bindV2Version {
 		return nil
 	}
-	return &missingSymbol{&loader.SymbolError{Name: symbol, Version: bindV2Version, Status: loader.SymbolNotFound}}
+	return &failure{raw: &missingSymbol{&loader.SymbolError{Name: symbol, Version: bindV2Version, Status: loader.SymbolNotFound}}}
 }
 
 // boundFor checks that memory p may be bound for device dev: device memory only for its own
@@ -53,31 +60,29 @@ func (s *Sim) boundFor(p *phys, dev int) *failure {
 // ordinal. With a DriverVersion below 13010 it fails as cu does on a driver without the
 // symbol (once the ordinal is known to be a device, as cu resolves it first).
 func (s *Sim) MulticastBindMemV2(mc cu.MemHandle, ordinal int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
-	f := s.enter(opMulticastBindMemV2)
+	s.mu.Lock()
+	f := s.enterV2(OpMulticastBindMemV2, ordinal, "cuMulticastBindMem_v2")
 	if f == nil {
-		_, f = s.device(ordinal)
+		f = s.bindMemLocked(mc, ordinal, mcOffset, mem, memOffset, size, flags)
 	}
+	s.mu.Unlock()
 	if f != nil {
 		return f.wrap("cuMulticastBindMem_v2", "%v+%d, device %d, %v+%d, %d, flags %d", mc, mcOffset, ordinal, mem, memOffset, size, flags)
 	}
-	if err := s.noBindV2("cuMulticastBindMem_v2"); err != nil {
-		return err
-	}
-	return s.bindMem("cuMulticastBindMem_v2", mc, ordinal, mcOffset, mem, memOffset, size, flags)
+	return nil
 }
 
 // MulticastBindAddrV2 is cuMulticastBindAddr_v2 (CUDA 13.1): cuMulticastBindAddr for device
 // ordinal, refused as MulticastBindMemV2 is on an older driver.
 func (s *Sim) MulticastBindAddrV2(mc cu.MemHandle, ordinal int, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
-	f := s.enter(opMulticastBindAddrV2)
+	s.mu.Lock()
+	f := s.enterV2(OpMulticastBindAddrV2, ordinal, "cuMulticastBindAddr_v2")
 	if f == nil {
-		_, f = s.device(ordinal)
+		f = s.bindAddrLocked(mc, ordinal, mcOffset, uint64(ptr), size, flags)
 	}
+	s.mu.Unlock()
 	if f != nil {
 		return f.wrap("cuMulticastBindAddr_v2", "%v+%d, device %d, %v, %d, flags %d", mc, mcOffset, ordinal, ptr, size, flags)
 	}
-	if err := s.noBindV2("cuMulticastBindAddr_v2"); err != nil {
-		return err
-	}
-	return s.bindAddr("cuMulticastBindAddr_v2", mc, ordinal, mcOffset, ptr, size, flags)
+	return nil
 }

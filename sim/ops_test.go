@@ -11,9 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The names FailNth and Stats.Calls take are vmm.Backend's methods: a method added to or
-// renamed in the interface must be added to or renamed in sim's operations too (faults.go),
-// and the compiler, which makes Sim implement the interface, does not check that.
+// The operations FailNth takes, and the names Stats.Calls counts them under, are
+// vmm.Backend's methods: a method added to or renamed in the interface must be added to or
+// renamed in sim's operations too (faults.go), and the compiler, which makes Sim implement
+// the interface, does not check that.
 
 // backendOps returns the vmm.Backend methods that are driver operations: all but Name.
 func backendOps() []string {
@@ -29,7 +30,11 @@ func backendOps() []string {
 
 func TestOpsAreTheBackendMethods(t *testing.T) {
 	want := backendOps()
-	got := slices.Sorted(slices.Values(sim.Ops()))
+	var got []string
+	for _, op := range sim.Ops() {
+		got = append(got, op.String())
+	}
+	slices.Sort(got)
 	require.Equal(t, want, got, "sim.Ops() (faults.go's opNames) and vmm.Backend's methods differ")
 }
 
@@ -39,14 +44,15 @@ func TestEachMethodCountsAndFailsUnderItsName(t *testing.T) {
 	s, err := sim.New(sim.PresetH100())
 	require.NoError(t, err)
 	v := reflect.ValueOf(vmm.Backend(s))
-	for _, op := range backendOps() {
+	for _, o := range sim.Ops() {
+		op := o.String()
 		m := v.MethodByName(op)
 		args := make([]reflect.Value, m.Type().NumIn())
 		for i := range args {
 			args[i] = reflect.Zero(m.Type().In(i)) // nil properties, handle 0: a fault comes first
 		}
 		before := s.Stats().Calls
-		require.NoError(t, s.FailNth(op, 1, cu.ERROR_UNKNOWN))
+		require.NoError(t, s.FailNth(o, 1, cu.ERROR_UNKNOWN))
 		out := m.Call(args)
 		err, _ := out[len(out)-1].Interface().(error)
 		require.ErrorIs(t, err, cu.ERROR_UNKNOWN, "%s: the fault armed for %s did not make it fail", op, op)

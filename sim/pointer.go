@@ -1,10 +1,6 @@
 package sim
 
-import (
-	"sync/atomic"
-
-	"github.com/cuvmm/cuvmm/cu"
-)
+import "github.com/cuvmm/cuvmm/cu"
 
 // PointerAttributes is cuPointerGetAttributes for the attributes of
 // cu.PointerAttributeSet, asked from device ordinal's context, as recorded (vmmtest
@@ -18,40 +14,41 @@ import (
 // it lies in one, and no error. A device that does not exist is CUDA_ERROR_INVALID_DEVICE
 // (cu fails to get its context).
 func (s *Sim) PointerAttributes(ordinal int, ptr cu.DevicePtr) (cu.PointerAttributes, error) {
-	f := s.enter(opPointerAttributes)
-	if f == nil {
-		_, f = s.device(ordinal)
-	}
+	s.mu.Lock()
+	p, f := s.pointerLocked(ordinal, uint64(ptr))
+	s.mu.Unlock()
 	if f != nil {
 		return cu.PointerAttributes{}, f.wrap("cuPointerGetAttributes", "%v, device %d", ptr, ordinal)
 	}
-	var hd hold
-	s.va.lock(&hd, uint64(ptr), 1)
-	defer hd.unlock()
-	m := hd.mappingAt(uint64(ptr))
+	return p, nil
+}
+
+func (s *Sim) pointerLocked(ordinal int, ptr uint64) (cu.PointerAttributes, *failure) {
+	if f := s.enter(OpPointerAttributes); f != nil {
+		return cu.PointerAttributes{}, f
+	}
+	if _, f := s.device(ordinal); f != nil {
+		return cu.PointerAttributes{}, f
+	}
+	p := cu.PointerAttributes{DeviceOrdinal: cu.DEVICE_INVALID}
+	if base, size, ok := s.va.resvAt(ptr); ok {
+		p.RangeStart, p.RangeSize = cu.DevicePtr(base), size
+	}
+	m := s.va.mappingAt(ptr)
 	if m == nil {
-		p := cu.PointerAttributes{DeviceOrdinal: cu.DEVICE_INVALID}
-		if r := hd.resvAt(uint64(ptr)); r != nil {
-			p.RangeStart, p.RangeSize = cu.DevicePtr(r.base), r.size
-		}
 		return p, nil
 	}
-	p := cu.PointerAttributes{
-		MemoryType:    cu.MEMORYTYPE_DEVICE,
-		DeviceOrdinal: ordinal,
-		Mapped:        true,
-		RangeStart:    cu.DevicePtr(m.base),
-		RangeSize:     m.size,
-		MappingBase:   cu.DevicePtr(m.base),
-		MappingSize:   m.size,
-		HandleTypes:   m.h.prop.RequestedHandleTypes,
-		GPUDirectRDMA: m.h.prop.GPUDirectRDMACapable != 0,
-		Access:        cu.PointerAccessFlags(m.access[ordinal]),
-		BufferID:      s.lazyID(&m.buffer),
+	if p.RangeSize == 0 {
+		p.RangeStart, p.RangeSize = cu.DevicePtr(m.base), m.size
 	}
-	if r := hd.resvAt(uint64(ptr)); r != nil {
-		p.RangeStart, p.RangeSize = cu.DevicePtr(r.base), r.size
-	}
+	p.MemoryType = cu.MEMORYTYPE_DEVICE
+	p.DeviceOrdinal = ordinal
+	p.Mapped = true
+	p.MappingBase, p.MappingSize = cu.DevicePtr(m.base), m.size
+	p.HandleTypes = m.h.prop.RequestedHandleTypes
+	p.GPUDirectRDMA = m.h.prop.GPUDirectRDMACapable != 0
+	p.Access = cu.PointerAccessFlags(m.access[ordinal])
+	p.BufferID = s.lazyID(&m.buffer)
 	if mem := m.h.mem; mem != nil {
 		if mem.dev >= 0 {
 			p.DeviceOrdinal = mem.dev
@@ -66,11 +63,11 @@ func (s *Sim) PointerAttributes(ordinal int, ptr cu.DevicePtr) (cu.PointerAttrib
 	return p, nil
 }
 
-// lazyID returns the id in v, giving it one of the Sim's ids first if it has none.
-func (s *Sim) lazyID(v *atomic.Uint64) uint64 {
-	if id := v.Load(); id != 0 {
-		return id
+// lazyID returns the id in v, giving it the Sim's next id first if it has none.
+func (s *Sim) lazyID(v *uint64) uint64 {
+	if *v == 0 {
+		s.nextID++
+		*v = s.nextID
 	}
-	v.CompareAndSwap(0, s.nextID.Add(1))
-	return v.Load()
+	return *v
 }

@@ -22,7 +22,7 @@ var presets = map[string]func() Config{
 	"oldgpu":      PresetOldGPU,
 	"workstation": PresetWorkstation,
 
-	// Nodes broken in the ways GPU fleets break (presets_broken.go).
+	// Nodes broken in the ways GPU fleets break.
 	"hgx8-fm-down":     PresetHGX8FabricManagerDown,
 	"hgx8-degraded":    PresetHGX8Degraded,
 	"mnnvl-no-channel": PresetMNNVLNoChannel,
@@ -108,7 +108,6 @@ func PresetH100() Config {
 	d.UUID = cu.UUID{0x82, 0x9f, 0xcb, 0xf0, 0xad, 0x3a, 0x17, 0xb6, 0x6d, 0x97, 0x82, 0xfb, 0x25, 0x9f, 0x8b, 0x45}
 	d.PCIBusID = "0000:00:06.0"
 	c := Config{Name: "h100", DriverVersion: 13000, Devices: []Device{d}}
-	c.Node = singleGPUNode(c, "580.65.06")
 	return c
 }
 
@@ -119,7 +118,6 @@ func PresetH200() Config {
 	d.UUID = cu.UUID{0x73, 0x8a, 0xac, 0xb7, 0xe3, 0xb7, 0xd9, 0xdc, 0x8b, 0xc1, 0x87, 0xa6, 0xab, 0x25, 0xde, 0x7f}
 	d.PCIBusID = "0000:00:06.0"
 	c := Config{Name: "h200", DriverVersion: 13000, Devices: []Device{d}}
-	c.Node = singleGPUNode(c, "580.65.06")
 	return c
 }
 
@@ -139,7 +137,6 @@ func PresetHGX8() Config {
 		d.Attributes[cu.DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID] = 0
 		c.Devices = append(c.Devices, d)
 	}
-	c.Node = hgxNode(c, true)
 	return c
 }
 
@@ -160,7 +157,6 @@ func PresetMNNVL() Config {
 		d.Attributes[cu.DEVICE_ATTRIBUTE_PCI_DEVICE_ID] = 0
 		c.Devices = append(c.Devices, d)
 	}
-	c.Node = mnnvlNode(c)
 	return c
 }
 
@@ -186,7 +182,6 @@ func PresetOldGPU() Config {
 		},
 	}
 	c := Config{Name: "oldgpu", DriverVersion: 11040, Devices: []Device{d}}
-	c.Node = oldNode(c)
 	return c
 }
 
@@ -215,11 +210,53 @@ func PresetWorkstation() Config {
 		},
 	}
 	c := Config{Name: "workstation", DriverVersion: 13000, Devices: []Device{d}}
-	c.Node = singleGPUNode(c, "580.65.06")
 	return c
 }
 
 func hex2(b int) string {
 	const digits = "0123456789abcdef"
 	return string([]byte{digits[b>>4&0xf], digits[b&0xf]})
+}
+
+// The presets below are nodes broken in the ways GPU fleets keep breaking, each one way,
+// so that a preflight (cmd/vmmprobe, which describes the node around the GPUs for each
+// preset) can show its diagnosis and remedy for each without such a node.
+
+// PresetHGX8FabricManagerDown is PresetHGX8 with nvidia-fabricmanager not running: cuInit
+// (New) fails with CUDA_ERROR_SYSTEM_NOT_READY. PyTorch's H100 CI ran like this for 2000+
+// commits (pytorch/ci-infra#541).
+func PresetHGX8FabricManagerDown() Config {
+	c := PresetHGX8()
+	c.Name = "hgx8-fm-down"
+	c.FabricManagerDown = true
+	return c
+}
+
+// PresetHGX8Degraded is PresetHGX8 whose fabric is up but degraded: device 5 has 2 of its
+// 18 NVLinks down. CUDA works as on PresetHGX8; collectives over NVLink run slower than the
+// node is sold for, which only NVML tells.
+func PresetHGX8Degraded() Config {
+	c := PresetHGX8()
+	c.Name = "hgx8-degraded"
+	return c
+}
+
+// PresetMNNVLNoChannel is PresetMNNVL run in a container that was not given an IMEX
+// channel: the host has the IMEX daemon and the fabric is registered, but the process
+// sees no /dev/nvidia-caps-imex-channels/channelN, so creating fabric memory is not
+// permitted although the device attribute says fabric handles are supported.
+func PresetMNNVLNoChannel() Config {
+	c := PresetMNNVL()
+	c.Name = "mnnvl-no-channel"
+	c.IMEX = false
+	return c
+}
+
+// PresetH200NoNVML is PresetH200 in a process without NVML (libnvidia-ml.so.1 not mounted
+// into the container, say): CUDA works as on PresetH200, and nothing NVML would tell is
+// known.
+func PresetH200NoNVML() Config {
+	c := PresetH200()
+	c.Name = "h200-no-nvml"
+	return c
 }

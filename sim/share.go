@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
 )
@@ -142,7 +141,8 @@ func unpublish(k fileKey, tok *fabricToken) {
 
 // shareable gives m a file store and, for fabric allocations, a token.
 func (s *Sim) shareable(m *phys) *failure {
-	m.id = s.nextID.Add(1)
+	s.nextID++
+	m.id = s.nextID
 	var secret *[32]byte
 	if m.prop.RequestedHandleTypes&cu.MEM_HANDLE_TYPE_FABRIC != 0 {
 		secret = new([32]byte)
@@ -168,14 +168,12 @@ func (s *Sim) shareable(m *phys) *failure {
 		t := m.token.handle()
 		m.fabric = &t
 	}
-	s.shareMu.Lock()
 	if m.fileKey != (fileKey{}) {
 		s.byFile[m.fileKey] = m
 	}
 	if m.fabric != nil {
 		s.byFabric[*m.fabric] = m
 	}
-	s.shareMu.Unlock()
 	publish(m.fileKey, m.token, exported{f: f, size: m.size, dev: m.dev})
 	return nil
 }
@@ -204,57 +202,28 @@ func (s *Sim) importHandle(m *phys) cu.MemHandle {
 	return s.newHandle(m, nil, p).value
 }
 
-// known returns the memory this Sim holds in the file with key k, with one more user for
-// the caller, or nil.
-func (s *Sim) known(k fileKey) *phys {
-	if k == (fileKey{}) {
-		return nil
-	}
-	s.shareMu.Lock()
-	defer s.shareMu.Unlock()
-	return tryUse(s.byFile[k])
-}
-
-// tryUse takes one more user of m unless m is nil or already freed.
-func tryUse(m *phys) *phys {
-	for m != nil {
-		u := atomic.LoadInt32(&m.users)
-		if u == 0 {
-			return nil
-		}
-		if atomic.CompareAndSwapInt32(&m.users, u, u+1) {
-			return m
-		}
-	}
-	return nil
-}
-
 // adopt makes a phys for an allocation another process (or another Sim) exported, whose
 // bytes are st and which key finds, of size bytes of device dev (both checked by
 // importable). Its bytes belong to the exporter's device, so they count against no
 // capacity here.
 func (s *Sim) adopt(st store, key fileKey, size uint64, dev int) cu.MemHandle {
-	m := &phys{
-		id: s.nextID.Add(1), size: size, dev: dev, st: st, users: 1,
+	s.nextID++
+	m := s.sparePhys.get()
+	*m = phys{
+		id: s.nextID, size: size, dev: dev, st: st, users: 1,
 		prop: cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED,
 			Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}},
 		fileKey: key,
 	}
 	if m.fileKey != (fileKey{}) {
-		s.shareMu.Lock()
 		s.byFile[m.fileKey] = m
-		s.shareMu.Unlock()
 	}
 	return s.importHandle(m)
 }
 
-// exportable returns h's memory, with one more user for the caller, if it was created with
-// handle type t.
+// exportable returns h's memory if it was created with handle type t.
 func (s *Sim) exportable(v cu.MemHandle, t cu.MemHandleType) (*phys, *failure) {
-	sh := s.shardOf(v)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	h := sh.lookup(v)
+	h := s.lookup(v)
 	switch {
 	case h == nil:
 		return nil, fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
@@ -263,7 +232,6 @@ func (s *Sim) exportable(v cu.MemHandle, t cu.MemHandleType) (*phys, *failure) {
 	case h.prop.RequestedHandleTypes&t == 0:
 		return nil, fail(cu.ERROR_INVALID_VALUE, "allocation not created with this handle type") // recorded: vmmtest share/export-fd-not-requested, walk/export-fabric-posix-fd-only
 	}
-	h.mem.use()
 	return h.mem, nil
 }
 
@@ -271,55 +239,65 @@ func (s *Sim) exportable(v cu.MemHandle, t cu.MemHandleType) (*phys, *failure) {
 // allocation (on Linux a new open file description of the arena, see share_linux.go),
 // which the caller owns.
 func (s *Sim) ExportFD(v cu.MemHandle) (int, error) {
-	f := s.enter(opExportFD)
-	var m *phys
-	if f == nil {
-		m, f = s.exportable(v, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-	}
-	fd := -1
-	if f == nil {
-		var err error
-		if fd, err = exportFD(m.st); err != nil {
-			f = fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
-		}
-		s.unuse(m)
-	}
+	s.mu.Lock()
+	fd, f := s.exportFDLocked(v)
+	s.mu.Unlock()
 	if f != nil {
 		return -1, f.wrap("cuMemExportToShareableHandle", "%v, POSIX_FILE_DESCRIPTOR", v)
 	}
 	return fd, nil
 }
 
+func (s *Sim) exportFDLocked(v cu.MemHandle) (int, *failure) {
+	if f := s.enter(OpExportFD); f != nil {
+		return -1, f
+	}
+	m, f := s.exportable(v, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+	if f != nil {
+		return -1, f
+	}
+	fd, err := exportFD(m.st)
+	if err != nil {
+		return -1, fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
+	}
+	return fd, nil
+}
+
 // ImportFD is cuMemImportFromShareableHandle for POSIX descriptors; the descriptor stays
-// the caller's. Recorded: a closed descriptor, or one that is not an exported allocation,
-// is CUDA_ERROR_UNKNOWN, and importing in the exporting process gives a new handle value.
+// the caller's.
 func (s *Sim) ImportFD(fd int) (cu.MemHandle, error) {
-	f := s.enter(opImportFD)
-	if f == nil {
-		f = s.vmm()
-	}
-	if f == nil && fd < 0 {
-		f = argFail("negative file descriptor")
-	}
-	var h cu.MemHandle
-	if f == nil {
-		h, f = s.importFD(fd)
-	}
+	s.mu.Lock()
+	h, f := s.importFDLocked(fd)
+	s.mu.Unlock()
 	if f != nil {
 		return 0, f.wrap("cuMemImportFromShareableHandle", "fd %d", fd)
 	}
 	return h, nil
 }
 
-func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
+// importFDLocked imports as recorded: a closed descriptor, or one that is not an exported
+// allocation, is CUDA_ERROR_UNKNOWN, and importing in the exporting process gives a new
+// handle value.
+func (s *Sim) importFDLocked(fd int) (cu.MemHandle, *failure) {
+	if f := s.enter(OpImportFD); f != nil {
+		return 0, f
+	}
+	if f := s.vmm(); f != nil {
+		return 0, f
+	}
+	if fd < 0 {
+		return 0, argFail("negative file descriptor")
+	}
 	file, err := fileFromFD(fd)
 	if err != nil {
-		return 0, fail(resBadFD, "bad descriptor: "+err.Error())
+		return 0, fail(resBadFD, "bad descriptor: "+err.Error()) // recorded: vmmtest share/import-closed-fd
 	}
 	k := keyOf(file)
-	if m := s.known(k); m != nil {
-		file.Close()
-		return s.importHandle(m), nil
+	if k != (fileKey{}) {
+		if m := tryUse(s.byFile[k]); m != nil {
+			file.Close()
+			return s.importHandle(m), nil
+		}
 	}
 	exports.Lock()
 	e, ours := exports.byFile[k]
@@ -343,56 +321,56 @@ func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
 	return s.adopt(st, k, size, dev), nil
 }
 
-// knownFabric returns the memory of a fabric token this Sim made, with one more user for
-// the caller, or nil.
-func (s *Sim) knownFabric(t cu.MemFabricHandle) *phys {
-	s.shareMu.Lock()
-	defer s.shareMu.Unlock()
-	return tryUse(s.byFabric[t])
-}
-
 // ExportFabric is cuMemExportToShareableHandle for fabric handles.
 func (s *Sim) ExportFabric(v cu.MemHandle) (cu.MemFabricHandle, error) {
-	f := s.enter(opExportFabric)
-	var m *phys
-	if f == nil {
-		m, f = s.exportable(v, cu.MEM_HANDLE_TYPE_FABRIC)
-	}
+	s.mu.Lock()
+	t, f := s.exportFabricLocked(v)
+	s.mu.Unlock()
 	if f != nil {
 		return cu.MemFabricHandle{}, f.wrap("cuMemExportToShareableHandle", "%v, FABRIC", v)
 	}
-	t := *m.fabric
-	s.unuse(m)
 	return t, nil
+}
+
+func (s *Sim) exportFabricLocked(v cu.MemHandle) (cu.MemFabricHandle, *failure) {
+	if f := s.enter(OpExportFabric); f != nil {
+		return cu.MemFabricHandle{}, f
+	}
+	m, f := s.exportable(v, cu.MEM_HANDLE_TYPE_FABRIC)
+	if f != nil {
+		return cu.MemFabricHandle{}, f
+	}
+	return *m.fabric, nil
 }
 
 // ImportFabric is cuMemImportFromShareableHandle for fabric handles: any process on this
 // machine whose Sim has an IMEX channel can import a token while its exporter holds the
 // allocation.
 func (s *Sim) ImportFabric(t cu.MemFabricHandle) (cu.MemHandle, error) {
-	f := s.enter(opImportFabric)
-	if f == nil {
-		f = s.vmm()
-	}
-	if f == nil && !s.cfg.IMEX {
-		f = fail(resFabricImportNoIMEX, "no IMEX channel") // recorded: vmmtest walk/import-fabric-zero
-	}
-	var h cu.MemHandle
-	if f == nil {
-		h, f = s.importFabric(t)
-	}
+	s.mu.Lock()
+	h, f := s.importFabricLocked(t)
+	s.mu.Unlock()
 	if f != nil {
 		return 0, f.wrap("cuMemImportFromShareableHandle", "FABRIC")
 	}
 	return h, nil
 }
 
-func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
+func (s *Sim) importFabricLocked(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
+	if f := s.enter(OpImportFabric); f != nil {
+		return 0, f
+	}
+	if f := s.vmm(); f != nil {
+		return 0, f
+	}
+	if !s.cfg.IMEX {
+		return 0, fail(resFabricImportNoIMEX, "no IMEX channel") // recorded: vmmtest walk/import-fabric-zero
+	}
 	tok, ok := parseFabric(t)
 	if !ok {
 		return 0, fail(resBadFabric, "not a fabric handle")
 	}
-	if m := s.knownFabric(t); m != nil {
+	if m := tryUse(s.byFabric[t]); m != nil {
 		return s.importHandle(m), nil
 	}
 	// A token this process made: its file, duplicated before the exporter can close it
@@ -411,9 +389,11 @@ func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
 	if err != nil {
 		return 0, fail(resBadFabric, "allocation not found: "+err.Error())
 	}
-	if m := s.known(keyOf(file)); m != nil {
-		file.Close()
-		return s.importHandle(m), nil
+	if k := keyOf(file); k != (fileKey{}) {
+		if m := tryUse(s.byFile[k]); m != nil {
+			file.Close()
+			return s.importHandle(m), nil
+		}
 	}
 	size, dev := e.size, e.dev
 	if !ok {
@@ -435,46 +415,57 @@ func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
 // ExportWin32 is cuMemExportToShareableHandle for Windows handles. sim models them within
 // one Sim only: the value is a token that ImportWin32 of the same Sim accepts.
 func (s *Sim) ExportWin32(v cu.MemHandle, t cu.MemHandleType) (uintptr, error) {
-	f := s.enter(opExportWin32)
-	if f == nil && t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
-		f = argFail("not a Win32 handle type")
-	}
-	var m *phys
-	if f == nil {
-		m, f = s.exportable(v, t)
-	}
+	s.mu.Lock()
+	w, f := s.exportWin32Locked(v, t)
+	s.mu.Unlock()
 	if f != nil {
 		return 0, f.wrap("cuMemExportToShareableHandle", "%v, %d", v, t)
 	}
-	s.shareMu.Lock()
-	s.nextWin32 += 4
-	w := s.nextWin32
-	s.win32[w] = m
-	s.shareMu.Unlock()
-	s.unuse(m)
 	return w, nil
+}
+
+func (s *Sim) exportWin32Locked(v cu.MemHandle, t cu.MemHandleType) (uintptr, *failure) {
+	if f := s.enter(OpExportWin32); f != nil {
+		return 0, f
+	}
+	if t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
+		return 0, argFail("not a Win32 handle type")
+	}
+	m, f := s.exportable(v, t)
+	if f != nil {
+		return 0, f
+	}
+	s.nextWin32 += 4
+	s.win32[s.nextWin32] = m
+	m.win32 = true
+	return s.nextWin32, nil
 }
 
 // ImportWin32 is cuMemImportFromShareableHandle for Windows handles (see ExportWin32).
 func (s *Sim) ImportWin32(handle uintptr, t cu.MemHandleType) (cu.MemHandle, error) {
-	f := s.enter(opImportWin32)
-	if f == nil && t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
-		f = argFail("not a Win32 handle type")
-	}
-	if f == nil {
-		f = s.vmm()
-	}
-	var m *phys
-	if f == nil {
-		s.shareMu.Lock()
-		if m = tryUse(s.win32[handle]); m == nil {
-			delete(s.win32, handle)
-			f = fail(cu.ERROR_INVALID_VALUE, "not an exported handle of this process")
-		}
-		s.shareMu.Unlock()
-	}
+	s.mu.Lock()
+	h, f := s.importWin32Locked(handle, t)
+	s.mu.Unlock()
 	if f != nil {
 		return 0, f.wrap("cuMemImportFromShareableHandle", "%#x, %d", handle, t)
+	}
+	return h, nil
+}
+
+func (s *Sim) importWin32Locked(handle uintptr, t cu.MemHandleType) (cu.MemHandle, *failure) {
+	if f := s.enter(OpImportWin32); f != nil {
+		return 0, f
+	}
+	if t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
+		return 0, argFail("not a Win32 handle type")
+	}
+	if f := s.vmm(); f != nil {
+		return 0, f
+	}
+	m := tryUse(s.win32[handle])
+	if m == nil {
+		delete(s.win32, handle)
+		return 0, fail(cu.ERROR_INVALID_VALUE, "not an exported handle of this process")
 	}
 	return s.importHandle(m), nil
 }

@@ -121,6 +121,37 @@ func TestStatsCleanAndCapacity(t *testing.T) {
 	assert.Equal(t, uint64(2), st.Calls["Create"])
 }
 
+// TestCapacityLoweredBelowCommitted lowers a device's capacity below what is committed:
+// releases do not make room for a create until the committed bytes are back under it, and
+// the creates that then succeed fill it exactly.
+func TestCapacityLoweredBelowCommitted(t *testing.T) {
+	s, err := sim.New(sim.PresetH100())
+	require.NoError(t, err)
+	var hs []cu.MemHandle
+	for range 10 {
+		h, err := s.Create(2*mib, devProp(0, 0), 0)
+		require.NoError(t, err)
+		hs = append(hs, h)
+	}
+	require.NoError(t, s.SetCapacity(0, 6*mib))
+	for len(hs) > 3 {
+		require.NoError(t, s.Release(hs[0]))
+		hs = hs[1:]
+		_, err := s.Create(2*mib, devProp(0, 0), 0)
+		require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY, "%d MiB committed of 6", 2*len(hs))
+	}
+	require.NoError(t, s.Release(hs[0]))
+	hs = hs[1:]
+	h, err := s.Create(2*mib, devProp(0, 0), 0)
+	require.NoError(t, err)
+	hs = append(hs, h)
+	assert.Equal(t, []uint64{6 * mib}, s.Stats().Committed)
+	for _, h := range hs {
+		require.NoError(t, s.Release(h))
+	}
+	assert.True(t, s.Stats().Clean())
+}
+
 func TestHugeReservationCostsNothing(t *testing.T) {
 	s, err := sim.New(sim.PresetH200())
 	require.NoError(t, err)
@@ -134,8 +165,10 @@ func TestHugeReservationCostsNothing(t *testing.T) {
 func TestFailNth(t *testing.T) {
 	s, err := sim.New(sim.PresetH100())
 	require.NoError(t, err)
-	require.Error(t, s.FailNth("NoSuchOp", 1, cu.ERROR_UNKNOWN))
-	require.NoError(t, s.FailNth("Create", 2, cu.ERROR_OUT_OF_MEMORY))
+	require.Error(t, s.FailNth(sim.Op(200), 1, cu.ERROR_UNKNOWN))
+	require.Error(t, s.FailNth(sim.OpCreate, 0, cu.ERROR_UNKNOWN))
+	require.Error(t, s.FailNth(sim.OpCreate, 1, cu.SUCCESS))
+	require.NoError(t, s.FailNth(sim.OpCreate, 2, cu.ERROR_OUT_OF_MEMORY))
 	h1, err := s.Create(2*mib, devProp(0, 0), 0)
 	require.NoError(t, err)
 	_, err = s.Create(2*mib, devProp(0, 0), 0)
@@ -152,7 +185,6 @@ func TestPresets(t *testing.T) {
 		cfg, ok := sim.Preset(name)
 		require.True(t, ok, name)
 		assert.Equal(t, name, cfg.Name)
-		require.NotNil(t, cfg.Node, "%s: every preset describes its node", name)
 		s, err := sim.New(cfg)
 		if name == "hgx8-fm-down" {
 			// cuInit's answer on an NVSwitch node without Fabric Manager.
@@ -320,6 +352,106 @@ func TestDeterministic(t *testing.T) {
 		return out
 	}
 	assert.Equal(t, run(), run())
+}
+
+// TestHandleValuesReplay replays one sequence of calls on two fresh Sims: every handle
+// value, whichever call made it (create, import, multicast create, retain), is the same in
+// both, though the second replay makes each call from a goroutine of its own at a different
+// depth of its stack.
+func TestHandleValuesReplay(t *testing.T) {
+	replay := func(call func(step int, f func())) (values []cu.MemHandle) {
+		s, err := sim.New(sim.PresetHGX8())
+		require.NoError(t, err)
+		step := 0
+		keep := func(f func() (cu.MemHandle, error)) cu.MemHandle {
+			var v cu.MemHandle
+			call(step, func() { v, err = f() })
+			step++
+			require.NoError(t, err)
+			values = append(values, v)
+			return v
+		}
+		var live []cu.MemHandle
+		for i := range 12 {
+			h := keep(func() (cu.MemHandle, error) {
+				return s.Create(2*mib, devProp(i%8, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), 0)
+			})
+			live = append(live, h)
+			if i%3 == 0 {
+				fd, err := s.ExportFD(h)
+				require.NoError(t, err)
+				live = append(live, keep(func() (cu.MemHandle, error) { return s.ImportFD(fd) }))
+				closeFD(fd)
+			}
+			if i%4 == 1 {
+				va := mapHandle(t, s, h, 2*mib)
+				live = append(live, keep(func() (cu.MemHandle, error) { return s.Retain(va + 4096) }))
+			}
+			if i%5 == 2 {
+				live = append(live, keep(func() (cu.MemHandle, error) {
+					return s.MulticastCreate(&cu.MulticastObjectProp{NumDevices: 2, Size: 2 * mib})
+				}))
+			}
+			if i%2 == 1 { // a value released is never handed out again
+				require.NoError(t, s.Release(live[0]))
+				live = live[1:]
+			}
+		}
+		for _, h := range live {
+			require.NoError(t, s.Release(h))
+		}
+		return values
+	}
+	a := replay(func(_ int, f func()) { f() })
+	b := replay(func(step int, f func()) {
+		var wg sync.WaitGroup
+		wg.Go(func() { deep(step*7, f) })
+		wg.Wait()
+	})
+	require.NotEmpty(t, a)
+	require.Equal(t, a, b)
+}
+
+// deep calls f n frames (of a kilobyte each) down the stack.
+//
+//go:noinline
+func deep(n int, f func()) {
+	var pad [1024]byte
+	if n == 0 {
+		f()
+		return
+	}
+	deep(n-1, f)
+	pad[n%len(pad)] = byte(n)
+}
+
+// TestWin32TokenOfFreedMemory: a Win32 token names its memory within the Sim until the
+// memory is freed, and then nothing, whatever memory is created after.
+func TestWin32TokenOfFreedMemory(t *testing.T) {
+	cfg := sim.PresetH100()
+	cfg.Devices[0].Win32 = true
+	s, err := sim.New(cfg)
+	require.NoError(t, err)
+	h, err := s.Create(2*mib, devProp(0, cu.MEM_HANDLE_TYPE_WIN32), 0)
+	require.NoError(t, err)
+	tok, err := s.ExportWin32(h, cu.MEM_HANDLE_TYPE_WIN32)
+	require.NoError(t, err)
+	imp, err := s.ImportWin32(tok, cu.MEM_HANDLE_TYPE_WIN32)
+	require.NoError(t, err)
+	require.NoError(t, s.Release(imp))
+	require.NoError(t, s.Release(h))
+	var later []cu.MemHandle
+	for range 4 {
+		v, err := s.Create(2*mib, devProp(0, cu.MEM_HANDLE_TYPE_WIN32), 0)
+		require.NoError(t, err)
+		later = append(later, v)
+	}
+	_, err = s.ImportWin32(tok, cu.MEM_HANDLE_TYPE_WIN32)
+	require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
+	for _, v := range later {
+		require.NoError(t, s.Release(v))
+	}
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
 
 func TestRefuseHints(t *testing.T) {

@@ -1,8 +1,8 @@
 package sim
 
 // Stats is a snapshot of what a Sim holds, so a test can prove that code under test leaks
-// nothing: after cleanup, Clean reports true. It is exact when no call is in flight; taken
-// while other goroutines call the Sim, its counts may be off by what those calls change.
+// nothing: after cleanup, Clean reports true. It is exact, but for memory that only a copy
+// in progress still holds, which it does not count.
 type Stats struct {
 	// Handles is the number of valid handle values (memory and multicast) with at least one
 	// reference; HandleRefs the sum of their references.
@@ -41,17 +41,20 @@ func (st Stats) Clean() bool {
 
 // Stats returns the current counters.
 func (s *Sim) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	st := Stats{
-		Multicast: int(s.mcs.load()),
-		Bindings:  int(s.bindings.load()),
-		Committed: make([]uint64, len(s.devMem)),
-		Host:      s.hostMem.committed(),
-		Calls:     make(map[string]uint64, numOps),
+		Handles:      s.live,
+		Multicast:    s.mcs,
+		Reservations: s.va.resvs.n,
+		Mappings:     s.va.maps.n,
+		Bindings:     s.bindings,
+		Committed:    make([]uint64, len(s.devMem)),
+		Host:         s.hostMem.committed,
+		Calls:        make(map[string]uint64, numOps),
 	}
-	var calls [numOps]uint64
-	st.Reservations, st.Mappings = s.va.count(&calls)
 	for i := range s.devMem {
-		st.Committed[i] = s.devMem[i].committed()
+		st.Committed[i] = s.devMem[i].committed
 	}
 	// Live memory is reachable from a handle entry (entries stay while mapped) or from a
 	// multicast binding.
@@ -60,31 +63,22 @@ func (s *Sim) Stats() Stats {
 		if !seen[p] {
 			seen[p] = true
 			st.Allocations++
-			st.Resident += p.resident()
+			st.Resident += p.st.resident()
 		}
 	}
-	for i := range s.handles {
-		sh := &s.handles[i]
-		sh.mu.Lock()
-		st.Handles += sh.live
-		for k, n := range sh.calls {
-			calls[shardOps[k]] += n
+	for _, h := range s.handles {
+		st.HandleRefs += h.refs
+		if h.mem != nil {
+			count(h.mem)
 		}
-		for _, h := range sh.m {
-			st.HandleRefs += h.refs
-			if h.mem != nil {
-				count(h.mem)
-			}
-			if h.mc != nil {
-				for _, b := range h.mc.binds {
-					count(b.mem)
-				}
+		if h.mc != nil {
+			for _, b := range h.mc.binds {
+				count(b.mem)
 			}
 		}
-		sh.mu.Unlock()
 	}
-	for i := range s.calls {
-		if n := uint64(s.calls[i].load()) + calls[i]; n > 0 {
+	for i, n := range s.calls {
+		if n > 0 {
 			st.Calls[opNames[i]] = n
 		}
 	}
@@ -93,12 +87,7 @@ func (s *Sim) Stats() Stats {
 
 // LiveHandles returns the number of valid handle values, for vmmtest.LiveCounter.
 func (s *Sim) LiveHandles() int {
-	n := 0
-	for i := range s.handles {
-		sh := &s.handles[i]
-		sh.mu.Lock()
-		n += sh.live
-		sh.mu.Unlock()
-	}
-	return n
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.live
 }

@@ -76,8 +76,9 @@ func merge[V any](a, b *node[V]) *node[V] {
 	return b
 }
 
-// insert adds key (which must not be present).
-func (t *tree[V]) insert(key, span uint64, v V) {
+// insert adds key (which must not be present) and returns its node, whose val stays where
+// it is until the key is deleted.
+func (t *tree[V]) insert(key, span uint64, v V) *node[V] {
 	nd := t.free
 	if nd != nil {
 		t.free = nd.right
@@ -89,6 +90,7 @@ func (t *tree[V]) insert(key, span uint64, v V) {
 	l, r := split(t.root, key)
 	t.root = merge(merge(l, nd), r)
 	t.n++
+	return nd
 }
 
 // delete removes key and reports whether it was present.
@@ -178,6 +180,19 @@ func (t *tree[V]) floor(key uint64) *node[V] {
 			best, n = n, n.right
 		} else {
 			n = n.left
+		}
+	}
+	return best
+}
+
+// ceil returns the node with the least key >= key, or nil.
+func (t *tree[V]) ceil(key uint64) *node[V] {
+	var best *node[V]
+	for n := t.root; n != nil; {
+		if n.key >= key {
+			best, n = n, n.left
+		} else {
+			n = n.right
 		}
 	}
 	return best

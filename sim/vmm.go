@@ -37,16 +37,9 @@ func (s *Sim) granularityOf(loc cu.MemLocation, recommended bool) uint64 {
 
 // Granularity is cuMemGetAllocationGranularity.
 func (s *Sim) Granularity(prop *cu.MemAllocationProp, option cu.MemAllocationGranularityFlags) (uint64, error) {
-	f := s.enter(opGranularity)
-	if f == nil && prop == nil {
-		f = argFail("nil properties")
-	}
-	if f == nil {
-		f = s.vmm()
-	}
-	if f == nil && option != cu.MEM_ALLOC_GRANULARITY_MINIMUM && option != cu.MEM_ALLOC_GRANULARITY_RECOMMENDED {
-		f = fail(cu.ERROR_INVALID_VALUE, "unknown granularity option") // recorded: vmmtest granularity/bad-option, sweep/granularity-option-2
-	}
+	s.mu.Lock()
+	f := s.granularityLocked(prop, option)
+	s.mu.Unlock()
 	if f != nil {
 		if prop == nil {
 			return 0, f.wrap("cuMemGetAllocationGranularity", "nil, %d", option)
@@ -54,6 +47,22 @@ func (s *Sim) Granularity(prop *cu.MemAllocationProp, option cu.MemAllocationGra
 		return 0, f.wrap("cuMemGetAllocationGranularity", "%+v, %d", *prop, option)
 	}
 	return s.granularityOf(prop.Location, option == cu.MEM_ALLOC_GRANULARITY_RECOMMENDED), nil
+}
+
+func (s *Sim) granularityLocked(prop *cu.MemAllocationProp, option cu.MemAllocationGranularityFlags) *failure {
+	if f := s.enter(OpGranularity); f != nil {
+		return f
+	}
+	if prop == nil {
+		return argFail("nil properties")
+	}
+	if f := s.vmm(); f != nil {
+		return f
+	}
+	if option != cu.MEM_ALLOC_GRANULARITY_MINIMUM && option != cu.MEM_ALLOC_GRANULARITY_RECOMMENDED {
+		return fail(cu.ERROR_INVALID_VALUE, "unknown granularity option") // recorded: vmmtest granularity/bad-option, sweep/granularity-option-2
+	}
+	return nil
 }
 
 // checkProp validates cuMemCreate's properties and returns them as the driver stores them
@@ -135,227 +144,219 @@ func (s *Sim) checkProp(size uint64, p cu.MemAllocationProp, flags uint64) (cu.M
 // Create is cuMemCreate: size bytes of physical memory, backed lazily by host memory (or,
 // for exportable allocations, by a shareable file).
 func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.MemHandle, error) {
-	f := s.fault(opCreate)
-	if f == nil && prop == nil {
-		f = argFail("nil properties")
-	}
-	if f == nil {
-		f = s.vmm()
-	}
-	var p cu.MemAllocationProp
-	dev := 0
-	if f == nil {
-		p, dev, f = s.checkProp(size, *prop, flags)
-	}
-	if f == nil {
-		f = s.commit(dev, size)
-	}
-	var c *memObject
-	var m *phys
-	if f == nil {
-		c = newMemObject()
-		m = &c.phys
-		m.size, m.prop, m.dev, m.counted = size, p, dev, true
-		m.users = 1 // the handle's reference
-		if p.RequestedHandleTypes&(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR|cu.MEM_HANDLE_TYPE_FABRIC) != 0 {
-			if f = s.shareable(m); f != nil {
-				s.memOf(dev).uncommit(size)
-			}
-		} else {
-			m.st = &m.heap
-		}
-	}
+	s.mu.Lock()
+	v, f := s.createLocked(size, prop, flags)
+	s.mu.Unlock()
 	if f != nil {
-		s.calls[opCreate].add(1)
 		if prop == nil {
 			return 0, f.wrap("cuMemCreate", "%d, nil, %d", size, flags)
 		}
 		return 0, f.wrap("cuMemCreate", "%d, %+v, %d", size, *prop, flags)
 	}
-	c.handle.mem, c.handle.prop = m, p
-	s.addHandle(&c.handle, shardCreate)
-	return c.handle.value, nil
+	return v, nil
 }
 
-// memOf returns the budget of device dev, or of the host for -1.
-func (s *Sim) memOf(dev int) *budget {
+func (s *Sim) createLocked(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.MemHandle, *failure) {
+	if f := s.enter(OpCreate); f != nil {
+		return 0, f
+	}
+	if prop == nil {
+		return 0, argFail("nil properties")
+	}
+	if f := s.vmm(); f != nil {
+		return 0, f
+	}
+	p, dev, f := s.checkProp(size, *prop, flags)
+	if f != nil {
+		return 0, f
+	}
+	c := s.memOf(dev)
+	if n := c.committed + size; n < size || c.limit != 0 && n > c.limit {
+		if dev >= 0 {
+			return 0, fail(cu.ERROR_OUT_OF_MEMORY, "device memory exhausted") // recorded: vmmtest create/larger-than-device, sweep/create-1TiB
+		}
+		return 0, fail(cu.ERROR_OUT_OF_MEMORY, "host memory capacity exhausted")
+	}
+	m := s.sparePhys.get()
+	m.size, m.prop, m.dev, m.counted = size, p, dev, true
+	m.users = 1 // the handle's reference
+	if p.RequestedHandleTypes&(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR|cu.MEM_HANDLE_TYPE_FABRIC) != 0 {
+		if f := s.shareable(m); f != nil {
+			return 0, f
+		}
+	} else {
+		m.st = &m.heap
+	}
+	c.committed += size
+	return s.newHandle(m, nil, p).value, nil
+}
+
+// memOf returns the capacity of device dev, or of the host for -1.
+func (s *Sim) memOf(dev int) *capacity {
 	if dev >= 0 {
 		return &s.devMem[dev]
 	}
 	return &s.hostMem
 }
 
-// commit counts size bytes against the capacity of device dev (-1: the host), or fails as
-// the driver does when the memory is exhausted.
-func (s *Sim) commit(dev int, size uint64) *failure {
-	switch {
-	case s.memOf(dev).commit(size):
-		return nil
-	case dev >= 0:
-		return fail(cu.ERROR_OUT_OF_MEMORY, "device memory exhausted") // recorded: vmmtest create/larger-than-device, sweep/create-1TiB
-	default:
-		return fail(cu.ERROR_OUT_OF_MEMORY, "host memory capacity exhausted")
-	}
-}
-
 // Release is cuMemRelease. Memory stays alive while it is mapped or bound.
 func (s *Sim) Release(v cu.MemHandle) error {
-	f := s.fault(opRelease)
-	if f != nil {
-		s.calls[opRelease].add(1)
-	} else {
-		sh := s.shardOf(v)
-		sh.mu.Lock()
-		sh.calls[shardRelease]++
-		if h := sh.lookup(v); h == nil {
-			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
-		} else {
-			s.release(sh, h)
-		}
-		sh.mu.Unlock()
-	}
+	s.mu.Lock()
+	f := s.releaseLocked(v)
+	s.mu.Unlock()
 	if f != nil {
 		return f.wrap("cuMemRelease", "%v", v)
 	}
 	return nil
 }
 
+func (s *Sim) releaseLocked(v cu.MemHandle) *failure {
+	if f := s.enter(OpRelease); f != nil {
+		return f
+	}
+	h := s.lookup(v)
+	if h == nil {
+		return fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
+	}
+	s.release(h)
+	return nil
+}
+
 // Retain is cuMemRetainAllocationHandle: the handle a mapping was made through, with one
-// more reference. Recorded: any address inside the mapping works, it returns the very value
-// used to map even after that was released, and an address in no mapping is
-// CUDA_ERROR_INVALID_VALUE.
+// more reference.
 func (s *Sim) Retain(addr cu.DevicePtr) (cu.MemHandle, error) {
-	f := s.enter(opRetain)
-	if f == nil {
-		f = s.vmm()
-	}
-	var v cu.MemHandle
-	if f == nil {
-		var hd hold
-		s.va.lock(&hd, uint64(addr), 1)
-		if m := hd.mappingAt(uint64(addr)); m == nil {
-			f = fail(cu.ERROR_INVALID_VALUE, "address not mapped")
-		} else {
-			sh := s.shardOf(m.h.value)
-			sh.mu.Lock()
-			sh.retain(m.h)
-			sh.mu.Unlock()
-			v = m.h.value
-		}
-		hd.unlock()
-	}
+	s.mu.Lock()
+	v, f := s.retainLocked(uint64(addr))
+	s.mu.Unlock()
 	if f != nil {
 		return 0, f.wrap("cuMemRetainAllocationHandle", "%v", addr)
 	}
 	return v, nil
 }
 
+func (s *Sim) retainLocked(addr uint64) (cu.MemHandle, *failure) {
+	if f := s.enter(OpRetain); f != nil {
+		return 0, f
+	}
+	if f := s.vmm(); f != nil {
+		return 0, f
+	}
+	// Recorded: any address inside the mapping works, and it returns the very value used to
+	// map even after that was released.
+	m := s.va.mappingAt(addr)
+	if m == nil {
+		return 0, fail(cu.ERROR_INVALID_VALUE, "address not mapped")
+	}
+	s.retain(m.h)
+	return m.h.value, nil
+}
+
 // Properties is cuMemGetAllocationPropertiesFromHandle.
 func (s *Sim) Properties(v cu.MemHandle) (cu.MemAllocationProp, error) {
-	f := s.enter(opProperties)
-	var p cu.MemAllocationProp
-	if f == nil {
-		sh := s.shardOf(v)
-		sh.mu.Lock()
-		if h := sh.lookup(v); h == nil {
-			f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
-		} else if h.mem == nil {
-			f = fail(cu.ERROR_INVALID_VALUE, "a multicast object has no allocation properties")
-		} else {
-			p = h.prop
-		}
-		sh.mu.Unlock()
-	}
+	s.mu.Lock()
+	p, f := s.propertiesLocked(v)
+	s.mu.Unlock()
 	if f != nil {
 		return cu.MemAllocationProp{}, f.wrap("cuMemGetAllocationPropertiesFromHandle", "%v", v)
 	}
 	return p, nil
 }
 
-// Reserve is cuMemAddressReserve. Recorded: size must be a multiple of the granularity,
-// alignment 0 or a power of two (smaller ones mean the granularity), flags 0, a hint
-// aligned; a hint that is taken is ignored, a hint above 2^47 is CUDA_ERROR_OUT_OF_MEMORY;
-// more than the address space is CUDA_ERROR_OUT_OF_MEMORY. Placement follows the
-// vmmtest placement/ cases: first fit, each reservation aligned to the largest power of
-// two not above its size up to Config.PlacementAlign.
+func (s *Sim) propertiesLocked(v cu.MemHandle) (cu.MemAllocationProp, *failure) {
+	if f := s.enter(OpProperties); f != nil {
+		return cu.MemAllocationProp{}, f
+	}
+	h := s.lookup(v)
+	if h == nil {
+		return cu.MemAllocationProp{}, fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
+	}
+	if h.mem == nil {
+		return cu.MemAllocationProp{}, fail(cu.ERROR_INVALID_VALUE, "a multicast object has no allocation properties")
+	}
+	return h.prop, nil
+}
+
+// Reserve is cuMemAddressReserve. Placement follows the vmmtest placement/ cases: first
+// fit, each reservation aligned to the largest power of two not above its size up to
+// Config.PlacementAlign; a free hinted range is taken wherever it lies, a hint that is
+// taken is ignored.
 func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (cu.DevicePtr, error) {
-	f := s.fault(opReserve)
-	if f == nil {
-		f = s.vmm()
-	}
-	unit := s.va.unit
-	switch {
-	case f != nil:
-	case size == 0 || size%unit != 0:
-		f = fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the granularity")
-	case alignment != 0 && !isPow2(alignment):
-		f = fail(cu.ERROR_INVALID_VALUE, "alignment is not a power of two")
-	case flags != 0:
-		f = fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
-	case uint64(hint)%unit != 0:
-		f = fail(cu.ERROR_INVALID_VALUE, "hint is not aligned to the granularity")
-	case uint64(hint) >= 1<<47:
-		f = fail(cu.ERROR_OUT_OF_MEMORY, "hint above the 47-bit address space") // recorded: vmmtest placement/hint-above-47-bits
-	}
-	var addr uint64
-	if f != nil {
-		s.calls[opReserve].add(1)
-	} else {
-		hintAlign := max(alignment, unit)
-		align := max(hintAlign, min(1<<(bits.Len64(size)-1), s.cfg.PlacementAlign))
-		s.va.mu.Lock()
-		s.va.calls[opReserve]++
-		addr = s.reserveAt(size, align, hintAlign, uint64(hint))
-		s.va.mu.Unlock()
-		if addr == 0 {
-			f = fail(cu.ERROR_OUT_OF_MEMORY, "virtual address space exhausted")
-		}
-	}
+	s.mu.Lock()
+	addr, f := s.reserveLocked(size, alignment, uint64(hint), flags)
+	s.mu.Unlock()
 	if f != nil {
 		return 0, f.wrap("cuMemAddressReserve", "size %d, alignment %d, hint %v, flags %d", size, alignment, hint, flags)
 	}
 	return cu.DevicePtr(addr), nil
 }
 
-// reserveAt places a reservation, at hint when it is free unless the configuration refuses
-// hints; 0 when the address space is full. The caller holds s.va.mu.
-//
-// A refused hint where first fit lands anyway gives the next range first fit would find,
-// found without reserving the hint's range first: that range is visible to the calls that
-// do not take s.va.mu while it is reserved, and a mapping already running into it (one may
-// run past its own reservation) would keep it from being freed again.
-func (s *Sim) reserveAt(size, align, hintAlign, hint uint64) uint64 {
-	if !s.cfg.RefuseHints || hint == 0 {
-		return s.va.reserve(size, align, hintAlign, hint)
+// reserveLocked checks, in the recorded order: size a multiple of the granularity,
+// alignment 0 or a power of two (smaller ones mean the granularity), flags 0, a hint
+// aligned and below 2^47; more than the address space is CUDA_ERROR_OUT_OF_MEMORY.
+func (s *Sim) reserveLocked(size, alignment, hint, flags uint64) (uint64, *failure) {
+	if f := s.enter(OpReserve); f != nil {
+		return 0, f
 	}
-	return s.va.firstFit(size, align, hint)
+	if f := s.vmm(); f != nil {
+		return 0, f
+	}
+	unit := s.va.unit
+	switch {
+	case size == 0 || size%unit != 0:
+		return 0, fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the granularity")
+	case alignment != 0 && !isPow2(alignment):
+		return 0, fail(cu.ERROR_INVALID_VALUE, "alignment is not a power of two")
+	case flags != 0:
+		return 0, fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
+	case hint%unit != 0:
+		return 0, fail(cu.ERROR_INVALID_VALUE, "hint is not aligned to the granularity")
+	case hint >= 1<<47:
+		return 0, fail(cu.ERROR_OUT_OF_MEMORY, "hint above the 47-bit address space") // recorded: vmmtest placement/hint-above-47-bits
+	}
+	hintAlign := max(alignment, unit)
+	align := max(hintAlign, min(1<<(bits.Len64(size)-1), s.cfg.PlacementAlign))
+	var addr uint64
+	if !s.cfg.RefuseHints || hint == 0 {
+		addr = s.va.reserve(size, align, hintAlign, hint)
+	} else {
+		// A refused hint where first fit lands anyway gives the next range first fit would
+		// find, found without reserving the hint's range first: a mapping already running
+		// into it (one may run past its own reservation) would keep it from being freed.
+		addr = s.va.firstFit(size, align, hint)
+	}
+	if addr == 0 {
+		return 0, fail(cu.ERROR_OUT_OF_MEMORY, "virtual address space exhausted")
+	}
+	return addr, nil
 }
 
 // Free is cuMemAddressFree. Recorded: ptr and size must be exactly one reservation (not
 // part of one, not two adjacent ones), with nothing mapped in it.
 func (s *Sim) Free(ptr cu.DevicePtr, size uint64) error {
-	f := s.fault(opFree)
-	if f == nil {
-		f = s.vmm()
-	}
-	if f != nil {
-		s.calls[opFree].add(1)
-	} else {
-		s.va.mu.Lock()
-		s.va.calls[opFree]++
-		why := s.va.unreserve(uint64(ptr), size)
-		s.va.mu.Unlock()
-		if why != "" {
-			f = fail(cu.ERROR_INVALID_VALUE, why)
-		}
-	}
+	s.mu.Lock()
+	f := s.freeLocked(uint64(ptr), size)
+	s.mu.Unlock()
 	if f != nil {
 		return f.wrap("cuMemAddressFree", "%v, %d", ptr, size)
 	}
 	return nil
 }
 
-// target resolves the handle of a cuMemMap: its size and granularity.
+func (s *Sim) freeLocked(ptr, size uint64) *failure {
+	if f := s.enter(OpFree); f != nil {
+		return f
+	}
+	if f := s.vmm(); f != nil {
+		return f
+	}
+	if why := s.va.unreserve(ptr, size); why != "" {
+		return fail(cu.ERROR_INVALID_VALUE, why)
+	}
+	return nil
+}
+
+// sizeAndGranularity returns the size of what h holds and the granularity a mapping of it
+// is aligned to.
 func (h *handle) sizeAndGranularity(s *Sim) (size, gran uint64) {
 	if h.mem != nil {
 		return h.mem.size, s.granularityOf(h.mem.prop.Location, false)
@@ -363,117 +364,102 @@ func (h *handle) sizeAndGranularity(s *Sim) (size, gran uint64) {
 	return h.mc.prop.Size, s.cfg.MulticastGranularity
 }
 
-// Map is cuMemMap. Recorded, in this order: size 0 and flags are CUDA_ERROR_INVALID_VALUE;
-// a nonzero offset, or a size other than the allocation's, CUDA_ERROR_NOT_SUPPORTED (the
-// driver maps whole allocations only); a misaligned address, an address outside any
-// reservation or a range overlapping a mapping CUDA_ERROR_INVALID_VALUE. Only the start must
-// be reserved (see addrSpace.covered). A mapping starts with no access for anyone.
+// Map is cuMemMap. A mapping starts with no access for anyone.
 func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags uint64) error {
-	f := s.fault(opMap)
-	if f == nil {
-		f = s.vmm()
-	}
+	s.mu.Lock()
+	f := s.mapLocked(uint64(ptr), size, offset, v, flags)
+	s.mu.Unlock()
 	if f != nil {
-		s.calls[opMap].add(1)
 		return f.wrap("cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, v, flags)
 	}
-	var hd hold
-	s.va.lock(&hd, uint64(ptr), size)
-	if !hd.count(resvMap) {
-		s.calls[opMap].add(1)
+	return nil
+}
+
+// mapLocked checks, in the recorded order: size 0 and flags are CUDA_ERROR_INVALID_VALUE; a
+// nonzero offset, or a size other than the allocation's, CUDA_ERROR_NOT_SUPPORTED (the
+// driver maps whole allocations only); a misaligned address, an address outside any
+// reservation or a range overlapping a mapping CUDA_ERROR_INVALID_VALUE. Only the start
+// must be reserved (see vaSpace.covered).
+func (s *Sim) mapLocked(ptr, size, offset uint64, v cu.MemHandle, flags uint64) *failure {
+	if f := s.enter(OpMap); f != nil {
+		return f
 	}
-	sh := s.shardOf(v)
-	sh.mu.Lock()
-	h := sh.lookup(v)
+	if f := s.vmm(); f != nil {
+		return f
+	}
+	h := s.lookup(v)
 	switch {
 	case h == nil:
-		f = fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
+		return fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
 	case size == 0:
-		f = fail(cu.ERROR_INVALID_VALUE, "size 0")
+		return fail(cu.ERROR_INVALID_VALUE, "size 0")
 	case flags != 0:
-		f = fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
-	case h.mc != nil:
-		f = s.waitTeam(h)
+		return fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
+	case h.mc != nil && !h.mc.teamComplete():
+		return fail(resTeamIncomplete, "not every device of the team has been added")
 	}
-	if f == nil {
-		hsize, gran := h.sizeAndGranularity(s)
-		switch {
-		case offset != 0:
-			f = fail(cu.ERROR_NOT_SUPPORTED, "offset must be 0")
-		case size != hsize:
-			f = fail(cu.ERROR_NOT_SUPPORTED, "only whole allocations can be mapped")
-		case uint64(ptr)%gran != 0:
-			f = fail(cu.ERROR_INVALID_VALUE, "address not aligned to the granularity")
-		case !hd.covered(uint64(ptr), size):
-			f = fail(cu.ERROR_INVALID_VALUE, "range not reserved")
-		case uint64(ptr)+size > s.va.end:
-			f = fail(cu.ERROR_INVALID_VALUE, "range runs past the end of the address space")
-		}
+	hsize, gran := h.sizeAndGranularity(s)
+	switch {
+	case offset != 0:
+		return fail(cu.ERROR_NOT_SUPPORTED, "offset must be 0")
+	case size != hsize:
+		return fail(cu.ERROR_NOT_SUPPORTED, "only whole allocations can be mapped")
+	case ptr%gran != 0:
+		return fail(cu.ERROR_INVALID_VALUE, "address not aligned to the granularity")
+	case !s.va.covered(ptr, size):
+		return fail(cu.ERROR_INVALID_VALUE, "range not reserved")
+	case ptr+size > s.va.end:
+		return fail(cu.ERROR_INVALID_VALUE, "range runs past the end of the address space")
+	case s.va.anyMapped(ptr, size):
+		return fail(cu.ERROR_INVALID_VALUE, "range already mapped")
 	}
-	if f == nil && hd.anyMapped(uint64(ptr), size) {
-		f = fail(cu.ERROR_INVALID_VALUE, "range already mapped")
-	}
-	if f == nil {
-		m := newMapping(uint64(ptr), size, h, len(s.cfg.Devices))
-		hd.add(m)
-		h.maps++
-		if h.mem != nil {
-			h.mem.use()
-		}
-	}
-	sh.mu.Unlock()
-	hd.unlock()
-	if f != nil {
-		return f.wrap("cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, v, flags)
+	s.va.addMapping(ptr, size, h, len(s.cfg.Devices))
+	h.maps++
+	if h.mem != nil {
+		h.mem.users++
 	}
 	return nil
 }
 
-// Unmap is cuMemUnmap. Recorded: the range must start in a reservation and not be empty; every mapping it
-// touches must lie wholly inside it (it can hold several, and unmapped gaps, which are
-// no-ops, and need not be aligned otherwise); anything else is CUDA_ERROR_INVALID_VALUE.
+// Unmap is cuMemUnmap.
 func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
-	f := s.fault(opUnmap)
-	if f == nil {
-		f = s.vmm()
-	}
-	if f == nil && size == 0 {
-		f = fail(cu.ERROR_INVALID_VALUE, "size 0")
-	}
+	s.mu.Lock()
+	f := s.unmapLocked(uint64(ptr), size)
+	s.mu.Unlock()
 	if f != nil {
-		s.calls[opUnmap].add(1)
 		return f.wrap("cuMemUnmap", "%v, %d", ptr, size)
 	}
-	var hd hold
-	s.va.lock(&hd, uint64(ptr), size)
-	if !hd.count(resvUnmap) {
-		s.calls[opUnmap].add(1)
+	return nil
+}
+
+// unmapLocked checks, as recorded: the range must not be empty and must start in a
+// reservation; every mapping it touches must lie wholly inside it (it can hold several,
+// and unmapped gaps, which are no-ops, and need not be aligned otherwise); anything else is
+// CUDA_ERROR_INVALID_VALUE.
+func (s *Sim) unmapLocked(ptr, size uint64) *failure {
+	if f := s.enter(OpUnmap); f != nil {
+		return f
+	}
+	if f := s.vmm(); f != nil {
+		return f
+	}
+	if size == 0 {
+		return fail(cu.ERROR_INVALID_VALUE, "size 0")
+	}
+	if !s.va.covered(ptr, size) {
+		return fail(cu.ERROR_INVALID_VALUE, "range not reserved")
 	}
 	var buf [4]*mapping
-	if !hd.covered(uint64(ptr), size) {
-		f = fail(cu.ERROR_INVALID_VALUE, "range not reserved")
-	} else if victims, ok := hd.whole(uint64(ptr), size, buf[:]); !ok {
-		f = fail(cu.ERROR_INVALID_VALUE, "range splits a mapping")
-	} else {
-		for i := len(victims) - 1; i >= 0; i-- {
-			s.unmap(&hd, victims[i])
-		}
+	victims, ok := s.va.whole(ptr, size, buf[:])
+	if !ok {
+		return fail(cu.ERROR_INVALID_VALUE, "range splits a mapping")
 	}
-	hd.unlock()
-	if f != nil {
-		return f.wrap("cuMemUnmap", "%v, %d", ptr, size)
+	for _, m := range victims {
+		h := m.h
+		s.va.maps.delete(m.base)
+		s.unmapped(h)
 	}
 	return nil
-}
-
-// unmap removes m, which hd holds.
-func (s *Sim) unmap(hd *hold, m *mapping) {
-	hd.remove(m)
-	sh := s.shardOf(m.h.value)
-	sh.mu.Lock()
-	s.unmapped(sh, m.h)
-	sh.mu.Unlock()
-	m.recycle()
 }
 
 // checkDesc validates one access descriptor. Recorded: host locations are
@@ -496,137 +482,134 @@ func (s *Sim) checkDesc(d cu.MemAccessDesc) *failure {
 	return fail(cu.ERROR_INVALID_VALUE, "invalid access flags")
 }
 
-// device returns the device that owns a mapping's memory (-1: host or multicast).
-func (m *mapping) device() int {
-	if m.h.mem != nil {
-		return m.h.mem.dev
-	}
-	return -1
-}
-
-// SetAccess is cuMemSetAccess. Recorded: the range must start at the start of a mapping and
-// end at the end of one, splitting none; gaps between mappings are allowed. Descriptors
-// apply in order, all or nothing.
+// SetAccess is cuMemSetAccess.
 func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) error {
-	f := s.fault(opSetAccess)
-	if f == nil && len(desc) == 0 {
-		f = argFail("no access descriptors")
-	}
-	if f == nil {
-		f = s.vmm()
-	}
-	if f == nil && size == 0 {
-		f = fail(cu.ERROR_INVALID_VALUE, "size 0")
-	}
-	for i := 0; f == nil && i < len(desc); i++ {
-		f = s.checkDesc(desc[i])
-	}
-	if f != nil {
-		s.calls[opSetAccess].add(1)
-		return f.wrap("cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
-	}
-	var hd hold
-	s.va.lock(&hd, uint64(ptr), size)
-	if !hd.count(resvSetAccess) {
-		s.calls[opSetAccess].add(1)
-	}
-	var buf [4]*mapping
-	ms, whole := hd.whole(uint64(ptr), size, buf[:])
-	switch {
-	case uint64(ptr)+size < uint64(ptr):
-		f = fail(cu.ERROR_INVALID_VALUE, "range overflows")
-	case len(ms) == 0 || ms[0].base != uint64(ptr) || ms[len(ms)-1].end() != uint64(ptr)+size:
-		f = fail(cu.ERROR_INVALID_VALUE, "range does not start and end with whole mappings")
-	case !whole:
-		f = fail(cu.ERROR_INVALID_VALUE, "range splits a mapping")
-	}
-	for i := 0; f == nil && i < len(ms); i++ {
-		for _, d := range desc {
-			if d.Flags != cu.MEM_ACCESS_FLAGS_PROT_NONE && !s.canAccess(int(d.Location.ID), ms[i].device()) {
-				f = fail(resNoPeer, "device has no peer access to the memory's device")
-				break
-			}
-		}
-	}
-	if f == nil {
-		for _, m := range ms {
-			for _, d := range desc {
-				m.access[d.Location.ID] = d.Flags
-			}
-		}
-	}
-	hd.unlock()
+	s.mu.Lock()
+	f := s.setAccessLocked(uint64(ptr), size, desc)
+	s.mu.Unlock()
 	if f != nil {
 		return f.wrap("cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
 	}
 	return nil
 }
 
-// GetAccess is cuMemGetAccess. Recorded: a location that is not a device, the host or a host
-// NUMA node, or a device that does not exist, is CUDA_ERROR_INVALID_DEVICE; an address in
-// no mapping CUDA_ERROR_INVALID_VALUE. The host reads the owning device's access (any host
-// ID); a host NUMA node reads no access.
+// setAccessLocked checks, as recorded: the range must start at the start of a mapping and
+// end at the end of one, splitting none; gaps between mappings are allowed. Descriptors
+// apply in order, all or nothing.
+func (s *Sim) setAccessLocked(ptr, size uint64, desc []cu.MemAccessDesc) *failure {
+	if f := s.enter(OpSetAccess); f != nil {
+		return f
+	}
+	if len(desc) == 0 {
+		return argFail("no access descriptors")
+	}
+	if f := s.vmm(); f != nil {
+		return f
+	}
+	if size == 0 {
+		return fail(cu.ERROR_INVALID_VALUE, "size 0")
+	}
+	for _, d := range desc {
+		if f := s.checkDesc(d); f != nil {
+			return f
+		}
+	}
+	if ptr+size < ptr {
+		return fail(cu.ERROR_INVALID_VALUE, "range overflows")
+	}
+	var buf [4]*mapping
+	ms, whole := s.va.whole(ptr, size, buf[:])
+	switch {
+	case len(ms) == 0 || ms[0].base != ptr || ms[len(ms)-1].end() != ptr+size:
+		return fail(cu.ERROR_INVALID_VALUE, "range does not start and end with whole mappings")
+	case !whole:
+		return fail(cu.ERROR_INVALID_VALUE, "range splits a mapping")
+	}
+	for _, m := range ms {
+		for _, d := range desc {
+			if d.Flags != cu.MEM_ACCESS_FLAGS_PROT_NONE && !s.canAccess(int(d.Location.ID), m.device()) {
+				return fail(resNoPeer, "device has no peer access to the memory's device")
+			}
+		}
+	}
+	for _, m := range ms {
+		for _, d := range desc {
+			m.access[d.Location.ID] = d.Flags
+		}
+	}
+	return nil
+}
+
+// GetAccess is cuMemGetAccess.
 func (s *Sim) GetAccess(loc cu.MemLocation, ptr cu.DevicePtr) (cu.MemAccessFlags, error) {
-	f := s.enter(opGetAccess)
-	if f == nil {
-		f = s.vmm()
-	}
-	if f == nil {
-		switch loc.Type {
-		case cu.MEM_LOCATION_TYPE_DEVICE:
-			if loc.ID < 0 || int(loc.ID) >= len(s.cfg.Devices) {
-				f = fail(cu.ERROR_INVALID_DEVICE, "no such device")
-			}
-		case cu.MEM_LOCATION_TYPE_HOST, cu.MEM_LOCATION_TYPE_HOST_NUMA:
-		default:
-			f = fail(cu.ERROR_INVALID_DEVICE, "invalid location type")
-		}
-	}
-	if f != nil {
-		return 0, f.wrap("cuMemGetAccess", "%+v, %v", loc, ptr)
-	}
-	var hd hold
-	s.va.lock(&hd, uint64(ptr), 1)
-	a := cu.MEM_ACCESS_FLAGS_PROT_NONE
-	if m := hd.mappingAt(uint64(ptr)); m == nil {
-		f = fail(cu.ERROR_INVALID_VALUE, "address not mapped")
-	} else {
-		switch loc.Type {
-		case cu.MEM_LOCATION_TYPE_DEVICE:
-			a = m.access[loc.ID]
-		case cu.MEM_LOCATION_TYPE_HOST:
-			if o := m.device(); o >= 0 {
-				a = m.access[o]
-			}
-		}
-	}
-	hd.unlock()
+	s.mu.Lock()
+	a, f := s.getAccessLocked(loc, uint64(ptr))
+	s.mu.Unlock()
 	if f != nil {
 		return 0, f.wrap("cuMemGetAccess", "%+v, %v", loc, ptr)
 	}
 	return a, nil
 }
 
-// AddressRange is cuMemGetAddressRange. Recorded (with a current context): the base and size
-// of the mapping holding ptr; CUDA_ERROR_NOT_FOUND for an address in no mapping or in one no
-// device may access.
-func (s *Sim) AddressRange(ptr cu.DevicePtr) (cu.DevicePtr, uint64, error) {
-	f := s.enter(opAddressRange)
-	var base, size uint64
-	if f == nil {
-		var hd hold
-		s.va.lock(&hd, uint64(ptr), 1)
-		if m := hd.mappingAt(uint64(ptr)); m == nil {
-			f = fail(resNotFound, "address not mapped")
-		} else if !slices.ContainsFunc(m.access, func(a cu.MemAccessFlags) bool { return a != cu.MEM_ACCESS_FLAGS_PROT_NONE }) {
-			f = fail(resNotFound, "no device may access the mapping")
-		} else {
-			base, size = m.base, m.size
-		}
-		hd.unlock()
+// getAccessLocked answers as recorded: a location that is not a device, the host or a host
+// NUMA node, or a device that does not exist, is CUDA_ERROR_INVALID_DEVICE; an address in
+// no mapping CUDA_ERROR_INVALID_VALUE. The host reads the owning device's access (any host
+// ID); a host NUMA node reads no access.
+func (s *Sim) getAccessLocked(loc cu.MemLocation, ptr uint64) (cu.MemAccessFlags, *failure) {
+	if f := s.enter(OpGetAccess); f != nil {
+		return 0, f
 	}
+	if f := s.vmm(); f != nil {
+		return 0, f
+	}
+	switch loc.Type {
+	case cu.MEM_LOCATION_TYPE_DEVICE:
+		if loc.ID < 0 || int(loc.ID) >= len(s.cfg.Devices) {
+			return 0, fail(cu.ERROR_INVALID_DEVICE, "no such device")
+		}
+	case cu.MEM_LOCATION_TYPE_HOST, cu.MEM_LOCATION_TYPE_HOST_NUMA:
+	default:
+		return 0, fail(cu.ERROR_INVALID_DEVICE, "invalid location type")
+	}
+	m := s.va.mappingAt(ptr)
+	if m == nil {
+		return 0, fail(cu.ERROR_INVALID_VALUE, "address not mapped")
+	}
+	switch loc.Type {
+	case cu.MEM_LOCATION_TYPE_DEVICE:
+		return m.access[loc.ID], nil
+	case cu.MEM_LOCATION_TYPE_HOST:
+		if o := m.device(); o >= 0 {
+			return m.access[o], nil
+		}
+	}
+	return cu.MEM_ACCESS_FLAGS_PROT_NONE, nil
+}
+
+// AddressRange is cuMemGetAddressRange.
+func (s *Sim) AddressRange(ptr cu.DevicePtr) (cu.DevicePtr, uint64, error) {
+	s.mu.Lock()
+	base, size, f := s.addressRangeLocked(uint64(ptr))
+	s.mu.Unlock()
 	if f != nil {
 		return 0, 0, f.wrap("cuMemGetAddressRange", "%v", ptr)
 	}
 	return cu.DevicePtr(base), size, nil
+}
+
+// addressRangeLocked answers as recorded (with a current context): the base and size of
+// the mapping holding ptr; CUDA_ERROR_NOT_FOUND for an address in no mapping or in one no
+// device may access.
+func (s *Sim) addressRangeLocked(ptr uint64) (base, size uint64, f *failure) {
+	if f := s.enter(OpAddressRange); f != nil {
+		return 0, 0, f
+	}
+	m := s.va.mappingAt(ptr)
+	if m == nil {
+		return 0, 0, fail(resNotFound, "address not mapped")
+	}
+	if !slices.ContainsFunc(m.access, func(a cu.MemAccessFlags) bool { return a != cu.MEM_ACCESS_FLAGS_PROT_NONE }) {
+		return 0, 0, fail(resNotFound, "no device may access the mapping")
+	}
+	return m.base, m.size, nil
 }

@@ -154,7 +154,7 @@ func TestBindArguments(t *testing.T) {
 	require.Zero(t, s.Stats().Calls["MulticastBindMemV2"])
 
 	// A driver's refusal is returned, not taken for a missing call.
-	require.NoError(t, s.FailNth("MulticastBindMemV2", 1, cu.ERROR_NOT_SUPPORTED))
+	require.NoError(t, s.FailNth(sim.OpMulticastBindMemV2, 1, cu.ERROR_NOT_SUPPORTED))
 	err = mc.Bind(0, a0, 0, size)
 	require.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED)
 	require.NotErrorIs(t, err, loader.ErrNotSupported)

@@ -124,7 +124,7 @@ func TestPointerOfOtherDevicesAndAddresses(t *testing.T) {
 
 	_, err = m.PointerOn(99, mp.Addr())
 	require.ErrorIs(t, err, cu.ERROR_INVALID_DEVICE)
-	require.NoError(t, s.FailNth("PointerAttributes", 1, cu.ERROR_INVALID_CONTEXT))
+	require.NoError(t, s.FailNth(sim.OpPointerAttributes, 1, cu.ERROR_INVALID_CONTEXT))
 	_, err = m.Pointer(mp.Addr())
 	require.ErrorIs(t, err, cu.ERROR_INVALID_CONTEXT)
 	require.Contains(t, err.Error(), "vmm: pointer")

@@ -44,7 +44,7 @@ func build(m *vmm.Manager, p *vmm.Pending, n int) (*vmm.Reservation, error) {
 // TestTxRollsBackEveryStep fails each driver call a transaction makes, in turn, and checks
 // that the error names the call and nothing is left behind.
 func TestTxRollsBackEveryStep(t *testing.T) {
-	calls := map[string]int{"Reserve": 1, "Create": 3, "Map": 3, "Release": 3, "SetAccess": 1}
+	calls := map[sim.Op]int{sim.OpReserve: 1, sim.OpCreate: 3, sim.OpMap: 3, sim.OpRelease: 3, sim.OpSetAccess: 1}
 	for op, n := range calls {
 		for nth := 1; nth <= 3; nth++ {
 			s := newSim(t)
@@ -88,7 +88,7 @@ func TestTxPendingKeepsRefusedReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = a
-	if err := s.FailNth("Release", 1, cu.ERROR_UNKNOWN); err != nil {
+	if err := s.FailNth(sim.OpRelease, 1, cu.ERROR_UNKNOWN); err != nil {
 		t.Fatal(err)
 	}
 	cause := errors.New("later step failed")
@@ -230,7 +230,7 @@ func TestManagerPendingKeepsOrphans(t *testing.T) {
 	if _, err := tx.Create(2*mib, vmm.DeviceProps(0)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FailNth("Release", 1, cu.ERROR_UNKNOWN); err != nil {
+	if err := s.FailNth(sim.OpRelease, 1, cu.ERROR_UNKNOWN); err != nil {
 		t.Fatal(err)
 	}
 	cause := errors.New("later step failed")
@@ -260,7 +260,7 @@ func TestManagerPendingKeepsOrphans(t *testing.T) {
 	if err := r.SetAccess(0, 2*mib, vmm.ReadWrite(0)...); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FailNth("Release", 1, cu.ERROR_UNKNOWN); err != nil {
+	if err := s.FailNth(sim.OpRelease, 1, cu.ERROR_UNKNOWN); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Pointer(r.Base()); err == nil || !errors.Is(err, cu.ERROR_UNKNOWN) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/cuvmm/cuvmm/sim"
 )
 
 // readCSV returns the rows of a CSV file as maps keyed by the header.
@@ -182,26 +183,28 @@ func TestStrategiesReleaseEverything(t *testing.T) {
 			continue
 		}
 		for _, tc := range []struct {
-			fail   string
+			fail   sim.Op
+			faulty bool
 			refuse bool
-		}{{"", false}, {"", true}, {"Create", false}, {"Map", true}, {"SetAccess", true}, {"Reserve", true}, {"Reserve", false}} {
-			fail := tc.fail
+		}{{refuse: false}, {refuse: true}, {sim.OpCreate, true, false}, {sim.OpMap, true, true}, {sim.OpSetAccess, true, true}, {sim.OpReserve, true, true}, {sim.OpReserve, true, false}} {
+			fail := "nothing"
 			d, err := openDevice("sim", 0, simOptions{preset: "h100", refuseHints: tc.refuse})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fail != "" {
+			if tc.faulty {
+				fail = tc.fail.String()
 				// The 5th call of the operation fails, in the middle of the growth (not with
 				// OUT_OF_MEMORY, which the geometric buffer answers with a smaller chunk).
-				if err := d.sim.FailNth(fail, 5, cu.ERROR_UNKNOWN); err != nil {
+				if err := d.sim.FailNth(tc.fail, 5, cu.ERROR_UNKNOWN); err != nil {
 					t.Fatal(err)
 				}
 			}
 			res := runStrategy(d, st, r, cfg, false)
 			switch {
-			case fail == "" && res.err != nil:
+			case !tc.faulty && res.err != nil:
 				t.Errorf("%s: %v", st.name, res.err)
-			case fail != "" && fail != "Reserve" && res.err == nil:
+			case tc.faulty && tc.fail != sim.OpReserve && res.err == nil:
 				t.Errorf("%s, %s failing: no error", st.name, fail)
 			case testing.Verbose():
 				t.Logf("%s, %s failing: %v", st.name, fail, res.err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -12,7 +13,7 @@ import (
 // dmaBufResult runs the checks on a preset, with fault armed by arm, and returns the dma-buf
 // check of device 0.
 func dmaBufResult(t *testing.T, preset string, arm func(*testing.T, interface {
-	FailNth(string, int, cu.Result) error
+	FailNth(sim.Op, int, cu.Result) error
 })) checkResult {
 	t.Helper()
 	s := newSim(t, preset)
@@ -50,9 +51,9 @@ func TestDmaBufCheck(t *testing.T) {
 
 	// The device says it can and the driver refuses: failed, with the driver's result.
 	r = dmaBufResult(t, "h100", func(t *testing.T, s interface {
-		FailNth(string, int, cu.Result) error
+		FailNth(sim.Op, int, cu.Result) error
 	}) {
-		require.NoError(t, s.FailNth("ExportDmaBuf", 1, cu.ERROR_INVALID_VALUE))
+		require.NoError(t, s.FailNth(sim.OpExportDmaBuf, 1, cu.ERROR_INVALID_VALUE))
 	})
 	assert.Equal(t, statusFailed, r.Status)
 	assert.Equal(t, "export failed", r.Detail)

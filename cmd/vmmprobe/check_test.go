@@ -105,7 +105,7 @@ func TestExerciseMulticastOnSim(t *testing.T) {
 	assert.Equal(t, uint64(1), s.Stats().Calls["MulticastCreate"])
 	assert.True(t, s.Stats().Clean(), "%+v", s.Stats())
 
-	require.NoError(t, s.FailNth("MulticastBindMem", 2, cu.ERROR_OUT_OF_MEMORY))
+	require.NoError(t, s.FailNth(sim.OpMulticastBindMem, 2, cu.ERROR_OUT_OF_MEMORY))
 	step, err = exerciseMulticast(vmm.New(s), doc.Devices, []int{0, 1, 2, 3})
 	assert.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
 	assert.Equal(t, "bind memory of device 1", step)
@@ -146,8 +146,8 @@ func TestPattern(t *testing.T) {
 
 // TestChecksLeakNothingOnFailure: every step that can fail leaves nothing behind.
 func TestChecksLeakNothingOnFailure(t *testing.T) {
-	for _, op := range []string{"Create", "Reserve", "Map", "SetAccess", "CopyHtoD", "CopyDtoH", "ExportFD", "ExportFabric", "Properties"} {
-		t.Run(op, func(t *testing.T) {
+	for _, op := range []sim.Op{sim.OpCreate, sim.OpReserve, sim.OpMap, sim.OpSetAccess, sim.OpCopyHtoD, sim.OpCopyDtoH, sim.OpExportFD, sim.OpExportFabric, sim.OpProperties} {
+		t.Run(op.String(), func(t *testing.T) {
 			t.Parallel()
 			for _, n := range []int{1, 2, 3} {
 				// One GPU of the MNNVL tray: it has every feature, fabric handles included.

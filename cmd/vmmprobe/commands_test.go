@@ -13,6 +13,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -56,7 +57,7 @@ func TestEnv(t *testing.T) {
 	}
 
 	// A failed check that a rule rests on changes the setting, and env exits 5.
-	r := runWith(t, failing("ExportFD", 1, cu.ERROR_UNKNOWN), "env", "--backend=sim", "--preset=h100")
+	r := runWith(t, failing(sim.OpExportFD, 1, cu.ERROR_UNKNOWN), "env", "--backend=sim", "--preset=h100")
 	assert.Equal(t, exitCheckFailed, r.code)
 	assert.Equal(t, "0", exports(t, r.stdout)["NCCL_CUMEM_ENABLE"])
 	assert.Contains(t, r.stdout, "memory cannot be shared between processes as POSIX file descriptors: device 0: posix-fd-export failed: export failed")
@@ -108,7 +109,7 @@ func TestReady(t *testing.T) {
 		assert.Equal(t, tc.code == exitOK, doc.Readiness.Ready)
 	}
 	// A failed check fails the requirement it belongs to: not ready, not "check failed".
-	r := runWith(t, failing("Map", 1, cu.ERROR_UNKNOWN), "ready", "--backend=sim", "--preset=h100")
+	r := runWith(t, failing(sim.OpMap, 1, cu.ERROR_UNKNOWN), "ready", "--backend=sim", "--preset=h100")
 	assert.Equal(t, exitNotReady, r.code)
 	assert.Contains(t, r.stdout, "  vmm   NOT MET  device 0: map failed\n")
 }

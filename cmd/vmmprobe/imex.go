@@ -17,7 +17,7 @@ const imexProcName = "nvidia-caps-imex-channels"
 // imexState is what this node offers for IMEX channels.
 type imexState struct {
 	// Source is "host" (read from this machine's /proc, /sys and /dev) or "sim" (read from
-	// the files of the simulated node, sim.Config.Node and IMEX).
+	// the files of the simulated node, simNodeOf and sim.Config.IMEX).
 	Source string `json:"source"`
 	// Major is the character device major number of nvidia-caps-imex-channels in
 	// /proc/devices; 0 when it is not listed.

@@ -240,7 +240,7 @@ func TestNoDevice(t *testing.T) {
 }
 
 // failing opens a sim preset with a fault armed, so that a check fails.
-func failing(op string, n int, res cu.Result) backend.Opener {
+func failing(op sim.Op, n int, res cu.Result) backend.Opener {
 	return backend.Opener{CUDA: noDriver.CUDA, Sim: func(cfg sim.Config) (vmm.Backend, error) {
 		s, err := sim.New(cfg)
 		if err == nil {
@@ -251,7 +251,7 @@ func failing(op string, n int, res cu.Result) backend.Opener {
 }
 
 func TestCheckFailedExit5(t *testing.T) {
-	r := runWith(t, failing("Map", 1, cu.ERROR_UNKNOWN), "--backend=sim", "check", "-o", "json")
+	r := runWith(t, failing(sim.OpMap, 1, cu.ERROR_UNKNOWN), "--backend=sim", "check", "-o", "json")
 	require.Equal(t, exitCheckFailed, r.code, r.stderr)
 	assert.Contains(t, r.stderr, "1 check(s) failed")
 	var doc document
@@ -277,11 +277,11 @@ func TestCheckFailedExit5(t *testing.T) {
 	assert.Equal(t, laterOK, byName["posix-fd-ipc"].Status, "later checks still run")
 
 	// The report alone exercises nothing, so the fault never fires.
-	r = runWith(t, failing("Map", 1, cu.ERROR_UNKNOWN), "--backend=sim")
+	r = runWith(t, failing(sim.OpMap, 1, cu.ERROR_UNKNOWN), "--backend=sim")
 	assert.Equal(t, exitOK, r.code, r.stderr)
 
 	// Labels are still written, with check.passed=false.
-	r = runWith(t, failing("CopyDtoH", 1, cu.ERROR_ECC_UNCORRECTABLE), "--backend=sim", "check", "-o", "labels")
+	r = runWith(t, failing(sim.OpCopyDtoH, 1, cu.ERROR_ECC_UNCORRECTABLE), "--backend=sim", "check", "-o", "labels")
 	require.Equal(t, exitCheckFailed, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "cuvmm.io/check.passed=false\n")
 	assert.Contains(t, r.stdout, "cuvmm.io/check.copy=false\n")

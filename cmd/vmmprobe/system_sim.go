@@ -17,13 +17,13 @@ const (
 	simIMEXPid       = 2802
 )
 
-// simSystem is what the process would see on the node a sim configuration describes
-// (cfg.Node): the same files and NVML snapshot the host would show, so that the report of
-// a simulated node goes through the rules that read a real one. A configuration without a
-// node description gives a node where nothing is known.
+// simSystem is what the process would see on the node of a sim preset (simNodeOf): the
+// same files and NVML snapshot the host would show, so that the report of a simulated node
+// goes through the rules that read a real one. A configuration that is no preset gives a
+// node where nothing is known.
 func simSystem(cfg sim.Config) *memSystem {
 	m := newMemSystem(true)
-	node := cfg.Node
+	node := simNodeOf(cfg)
 	if node == nil {
 		m.nvml = nvml.Node{Unavailable: "NVML unavailable: the sim configuration " + strconv.Quote(cfg.Name) + " does not describe its node"}
 		return m
@@ -69,4 +69,163 @@ func simSystem(cfg sim.Config) *memSystem {
 		m.add(imexChannelDir+"/channel0", memFile{mode: fs.ModeDevice | fs.ModeCharDevice | 0o666, major: simIMEXMajor})
 	}
 	return m
+}
+
+// simNode is the machine around the GPUs of a sim preset as a preflight running inside the
+// process sees it: the NVLink fabric's services, its NVSwitches, and what NVML reports.
+// What NVML reports for the presets is modelled on nvml.h and on reports of such nodes, not
+// recorded. The driver consults one part of it, through sim.Config.FabricManagerDown.
+type simNode struct {
+	// NVSwitches is how many NVSwitch devices this host has (/dev/nvidia-nvswitchN): 4 on
+	// an 8-GPU HGX H100 or H200 baseboard; 0 where the GPUs' NVLinks reach each other
+	// directly, through NVSwitches of other trays (multi-node NVLink), or not at all.
+	NVSwitches int
+	// FabricManager says whether nvidia-fabricmanager runs and can be seen from the process.
+	FabricManager bool
+	// IMEXDaemon says whether nvidia-imex runs and can be seen from the process.
+	IMEXDaemon bool
+	// NVML is what NVML reports; nil when the process has no NVML library.
+	NVML *nvml.Node
+}
+
+// simNodeOf is the node of the sim preset cfg is (by name, with its devices and driver as
+// cfg has them), or nil for a configuration that is no preset.
+func simNodeOf(cfg sim.Config) *simNode {
+	switch cfg.Name {
+	case "h100", "h200", "workstation":
+		return singleGPUNode(cfg, "580.65.06")
+	case "h200-no-nvml":
+		return &simNode{}
+	case "hgx8", "hgx8-fm-down":
+		return hgxNode(cfg)
+	case "hgx8-degraded":
+		// Device 5 has 2 of its 18 NVLinks down: NVML says its bandwidth is degraded and
+		// its capacity limited.
+		n := hgxNode(cfg)
+		g := &n.NVML.GPUs[5]
+		f := g.Fabric.Value
+		f.Health = nvml.Known(healthy&^3 | 1) // DEGRADED_BW_TRUE
+		f.Summary = nvml.Known(nvml.GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY)
+		g.Fabric = nvml.Known(f)
+		g.NvLinks = links(18, 16, true)
+		return n
+	case "mnnvl", "mnnvl-no-channel":
+		return mnnvlNode(cfg)
+	case "oldgpu":
+		return oldNode(cfg)
+	}
+	return nil
+}
+
+// nvmlNode is NVML's view of devs: the driver version of a driver supporting CUDA version
+// cuda, and each GPU's name, UUID, bus id, fabric and links as gpu says.
+func nvmlNode(driver string, cuda int, devs []sim.Device, gpu func(i int, g *nvml.GPU)) *nvml.Node {
+	n := &nvml.Node{
+		Library:           "libnvidia-ml.so.1 (simulated)",
+		DriverVersion:     nvml.Known(driver),
+		CUDADriverVersion: nvml.Known(cuda),
+		GPUCount:          nvml.Known(len(devs)),
+	}
+	for i, d := range devs {
+		g := nvml.GPU{
+			Index:    i,
+			Name:     nvml.Known(d.Name),
+			UUID:     nvml.Known(d.UUID.String()),
+			PCIBusID: nvml.Known(nvmlBusID(d.PCIBusID)),
+		}
+		gpu(i, &g)
+		n.GPUs = append(n.GPUs, g)
+	}
+	return n
+}
+
+// nvmlBusID is a bus id as NVML writes it: an eight-digit domain, upper-case hex.
+func nvmlBusID(cuda string) string {
+	id := []byte("0000" + cuda)
+	for i, c := range id {
+		if c >= 'a' && c <= 'f' {
+			id[i] = c - 'a' + 'A'
+		}
+	}
+	return string(id)
+}
+
+// notOnFabric is the fabric of a GPU outside any NVLink fabric, as NVML reports it
+// (nvmlDeviceGetGpuFabricInfoV answers NVML_ERROR_NOT_SUPPORTED).
+func notOnFabric(i int) nvml.Fact[nvml.FabricInfo] {
+	return nvml.Unknown[nvml.FabricInfo](&nvml.Error{Op: "nvmlDeviceGetGpuFabricInfoV", Args: "device " + strconv.Itoa(i), Err: nvml.ERROR_NOT_SUPPORTED})
+}
+
+// noNvLinks is the NVLinks of a GPU that has none, as NVML reports them.
+func noNvLinks(i int) nvml.Fact[nvml.NvLinks] {
+	return nvml.Unknown[nvml.NvLinks](&nvml.Error{Op: "nvmlDeviceGetNvLinkState", Args: "device " + strconv.Itoa(i) + ", link 0", Err: nvml.ERROR_NOT_SUPPORTED})
+}
+
+// healthy is the health mask of a registered GPU with nothing wrong: degraded bandwidth,
+// route recovery, unhealthy route and access timeout recovery all FALSE, no incorrect
+// configuration.
+const healthy = nvml.HealthMask(2 | 2<<2 | 2<<4 | 2<<6 | 1<<8)
+
+// onFabric is the fabric of a GPU in state st with health mask h and summary sum.
+func onFabric(st nvml.FabricState, cluster string, clique uint32, h nvml.HealthMask, sum nvml.HealthSummary) nvml.Fact[nvml.FabricInfo] {
+	return nvml.Known(nvml.FabricInfo{
+		ClusterUUID: cluster, CliqueID: clique, State: st, Status: nvml.SUCCESS,
+		Health: nvml.Known(h), Summary: nvml.Known(sum), Version: 3,
+	})
+}
+
+// links is a GPU's NVLinks: total of them, active of those up, to an NVSwitch or not.
+func links(total, active int, toSwitch bool) nvml.Fact[nvml.NvLinks] {
+	return nvml.Known(nvml.NvLinks{Total: total, Active: active, ToNVSwitch: nvml.Known(toSwitch && active > 0)})
+}
+
+// mnnvlCluster is the cluster of the mnnvl presets' fabric (NVML formats a cluster UUID
+// like any UUID).
+const mnnvlCluster = "4d4e4e56-4c37-3200-8000-000000000001"
+
+// singleGPUNode is the node of a GPU without NVLink peers: no NVSwitch, nothing to
+// register, NVML present.
+func singleGPUNode(c sim.Config, driver string) *simNode {
+	return &simNode{NVML: nvmlNode(driver, c.DriverVersion, c.Devices, func(i int, g *nvml.GPU) {
+		g.Fabric, g.NvLinks = notOnFabric(i), noNvLinks(i)
+	})}
+}
+
+// hgxNode is the node of an HGX H200 baseboard: its GPUs' 18 NVLinks each go to the four
+// NVSwitches of this host, and Fabric Manager, unless it is down (as cuInit then says
+// too), registers the GPUs (clique 0 of an all-zero cluster, as NVML reports a single-host
+// fabric); a GPU whose registration has not started reports no health.
+func hgxNode(c sim.Config) *simNode {
+	fm := !c.FabricManagerDown
+	n := &simNode{NVSwitches: 4, FabricManager: fm}
+	n.NVML = nvmlNode("580.65.06", c.DriverVersion, c.Devices, func(i int, g *nvml.GPU) {
+		if fm {
+			g.Fabric = onFabric(nvml.GPU_FABRIC_STATE_COMPLETED, zeroCluster, 0, healthy, nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY)
+		} else {
+			g.Fabric = onFabric(nvml.GPU_FABRIC_STATE_NOT_STARTED, zeroCluster, 0, 0, nvml.GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED)
+		}
+		g.NvLinks = links(18, 18, true)
+	})
+	return n
+}
+
+// mnnvlNode is a compute tray of a multi-node NVLink system: no NVSwitch in this host (they
+// are in the switch trays, whose Fabric Manager registered the GPUs in a cluster), the IMEX
+// daemon running.
+func mnnvlNode(c sim.Config) *simNode {
+	n := &simNode{IMEXDaemon: true}
+	n.NVML = nvmlNode("580.65.06", c.DriverVersion, c.Devices, func(i int, g *nvml.GPU) {
+		g.Fabric = onFabric(nvml.GPU_FABRIC_STATE_COMPLETED, mnnvlCluster, 1, healthy, nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY)
+		g.NvLinks = links(18, 18, true)
+	})
+	return n
+}
+
+// oldNode is the node of a GPU on a driver older than NVML's fabric calls (R470 knows no
+// nvmlDeviceGetGpuFabricInfo).
+func oldNode(c sim.Config) *simNode {
+	return &simNode{NVML: nvmlNode("470.256.02", c.DriverVersion, c.Devices, func(i int, g *nvml.GPU) {
+		g.Fabric = nvml.Unknown[nvml.FabricInfo](&nvml.Error{Op: "nvmlDeviceGetGpuFabricInfo", Args: "device " + strconv.Itoa(i), Err: nvml.ERROR_FUNCTION_NOT_FOUND})
+		g.NvLinks = noNvLinks(i)
+	})}
 }

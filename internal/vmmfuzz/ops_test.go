@@ -1322,14 +1322,14 @@ func (w *world) rawPointer(a *args) {
 // --- faults, descriptors ---
 
 func (w *world) armFault(a *args) {
-	names := sim.Ops()
-	name := names[a.n(len(names))]
+	ops := sim.Ops()
+	op := ops[a.n(len(ops))]
 	n, r := 1+a.n(6), w.results(a)
 	if trace != nil {
-		trace(fmt.Sprintf("FailNth(%s, %d, %v)", name, n, r), nil)
+		trace(fmt.Sprintf("FailNth(%v, %d, %v)", op, n, r), nil)
 	}
-	if err := w.s.FailNth(name, n, r); err != nil {
-		w.errorf("FailNth(%q): %v", name, err)
+	if err := w.s.FailNth(op, n, r); err != nil {
+		w.errorf("FailNth(%v): %v", op, err)
 	}
 }
 

@@ -446,7 +446,7 @@ var scenarios = []scenario{
 	},
 }
 
-var driverOps = []string{"Granularity", "Reserve", "Free", "Create", "Release", "Map", "Unmap", "SetAccess"}
+var driverOps = []sim.Op{sim.OpGranularity, sim.OpReserve, sim.OpFree, sim.OpCreate, sim.OpRelease, sim.OpMap, sim.OpUnmap, sim.OpSetAccess}
 
 func TestFaultInjectionRollsBack(t *testing.T) {
 	for _, sc := range scenarios {
@@ -460,9 +460,9 @@ func TestFaultInjectionRollsBack(t *testing.T) {
 			before := s.Stats().Calls
 			require.NoError(t, sc.op(b))
 			sc.after(t, b)
-			counts := map[string]int{}
+			counts := map[sim.Op]int{}
 			for _, op := range driverOps {
-				counts[op] = int(s.Stats().Calls[op] - before[op])
+				counts[op] = int(s.Stats().Calls[op.String()] - before[op.String()])
 			}
 			require.NoError(t, b.Close())
 			t.Logf("driver calls: %v", counts)
@@ -490,7 +490,7 @@ func (sc scenario) sim(t *testing.T) (*sim.Sim, *vmm.Manager) {
 	return newSimWith(t, sc.preset())
 }
 
-func checkFault(t *testing.T, sc scenario, op string, n int, res cu.Result) {
+func checkFault(t *testing.T, sc scenario, op sim.Op, n int, res cu.Result) {
 	s, m := sc.sim(t)
 	b, want := sc.setup(t, s, m)
 	st0, lk0, base0, chunks0 := b.Stats(), leaksOf(s), b.Base(), b.Chunks()
@@ -550,7 +550,7 @@ func TestFaultInjectionNew(t *testing.T) {
 }
 
 func TestFaultInjectionClose(t *testing.T) {
-	for _, op := range []string{"Unmap", "Release", "Free"} {
+	for _, op := range []sim.Op{sim.OpUnmap, sim.OpRelease, sim.OpFree} {
 		s, m := newSim(t)
 		b, err := buffer.New(m, 0, buffer.Options{Policy: buffer.Exact, Reserve: 2 * mib})
 		require.NoError(t, err)
@@ -577,7 +577,7 @@ func TestErrorNamesOperation(t *testing.T) {
 	b, err := buffer.New(m, 2*mib, buffer.Options{})
 	require.NoError(t, err)
 	defer b.Close()
-	require.NoError(t, s.FailNth("Map", 1, cu.ERROR_INVALID_VALUE))
+	require.NoError(t, s.FailNth(sim.OpMap, 1, cu.ERROR_INVALID_VALUE))
 	err = b.Grow(3 * mib)
 	require.Error(t, err)
 	msg := err.Error()
@@ -597,9 +597,9 @@ func second(_ int, err error) error { return err }
 // Create retries.
 func TestNewFailedUndoGoesToTheManager(t *testing.T) {
 	s, m := newSim(t)
-	require.NoError(t, s.FailNth("Map", 1, cu.ERROR_OUT_OF_MEMORY))
-	require.NoError(t, s.FailNth("Release", 1, cu.ERROR_UNKNOWN)) // the undo
-	require.NoError(t, s.FailNth("Release", 2, cu.ERROR_UNKNOWN)) // Close's retry of it
+	require.NoError(t, s.FailNth(sim.OpMap, 1, cu.ERROR_OUT_OF_MEMORY))
+	require.NoError(t, s.FailNth(sim.OpRelease, 1, cu.ERROR_UNKNOWN)) // the undo
+	require.NoError(t, s.FailNth(sim.OpRelease, 2, cu.ERROR_UNKNOWN)) // Close's retry of it
 	b, err := buffer.New(m, 2*mib, buffer.Options{})
 	require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
 	require.Nil(t, b)
@@ -619,8 +619,8 @@ func TestGrowFallbackRetriesTheUndoFirst(t *testing.T) {
 	s, m := newSim(t)
 	b, err := buffer.New(m, 8*mib, buffer.Options{Reserve: 64 * mib})
 	require.NoError(t, err)
-	require.NoError(t, s.FailNth("SetAccess", 1, cu.ERROR_OUT_OF_MEMORY)) // the geometric chunk
-	require.NoError(t, s.FailNth("Unmap", 1, cu.ERROR_UNKNOWN))           // its undo
+	require.NoError(t, s.FailNth(sim.OpSetAccess, 1, cu.ERROR_OUT_OF_MEMORY)) // the geometric chunk
+	require.NoError(t, s.FailNth(sim.OpUnmap, 1, cu.ERROR_UNKNOWN))           // its undo
 	require.NoError(t, b.Grow(10*mib), "the exact chunk fits")
 	require.EqualValues(t, 10*mib, b.Size())
 	require.NoError(t, b.Close())

@@ -182,7 +182,7 @@ func TestSetConfigInvalid(t *testing.T) {
 func TestFaultInjectionAttribute(t *testing.T) {
 	s, m := newSim(t)
 	props := vmm.Props{Location: vmm.OnDevice(0), Compressible: true}
-	require.NoError(t, s.FailNth("Attribute", 1, cu.ERROR_INVALID_VALUE))
+	require.NoError(t, s.FailNth(sim.OpAttribute, 1, cu.ERROR_INVALID_VALUE))
 	_, err := buffer.New(m, 2*mib, buffer.Options{Props: &props})
 	require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
 	require.Contains(t, err.Error(), "buffer: new 2MiB: attribute CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED of device 0: CUDA_ERROR_INVALID_VALUE")
@@ -190,9 +190,9 @@ func TestFaultInjectionAttribute(t *testing.T) {
 
 	b, err := buffer.New(m, 2*mib, buffer.Options{})
 	require.NoError(t, err)
-	require.NoError(t, s.FailNth("Attribute", 1, cu.ERROR_INVALID_VALUE))
+	require.NoError(t, s.FailNth(sim.OpAttribute, 1, cu.ERROR_INVALID_VALUE))
 	require.ErrorIs(t, b.SetConfig(buffer.Config{Props: props}), cu.ERROR_INVALID_VALUE)
-	require.NoError(t, s.FailNth("Granularity", 1, cu.ERROR_INVALID_VALUE))
+	require.NoError(t, s.FailNth(sim.OpGranularity, 1, cu.ERROR_INVALID_VALUE))
 	require.ErrorIs(t, b.SetConfig(buffer.Config{Props: props}), cu.ERROR_INVALID_VALUE)
 	require.Equal(t, vmm.DeviceProps(0), b.Config().Props)
 	require.NoError(t, b.SetConfig(buffer.Config{Props: props}))

@@ -176,7 +176,7 @@ func TestExportDmaBufAcrossReservations(t *testing.T) {
 	assert.Equal(t, 2, d.Chunks)
 	require.NoError(t, d.Close())
 
-	require.NoError(t, s.FailNth("ExportDmaBuf", 1, cu.ERROR_INVALID_VALUE))
+	require.NoError(t, s.FailNth(sim.OpExportDmaBuf, 1, cu.ERROR_INVALID_VALUE))
 	_, err = b.ExportDmaBuf()
 	require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE)
 	assert.ErrorContains(t, err, "the range spans 2 reservations")
@@ -192,7 +192,7 @@ func TestExportDmaBufAcrossReservations(t *testing.T) {
 	require.ErrorIs(t, err, vmm.ErrInvalid)
 	_, err = nilBuf.ExportDmaBufRange(0, 4096)
 	require.ErrorIs(t, err, vmm.ErrInvalid)
-	require.NoError(t, s.FailNth("Properties", 1, cu.ERROR_UNKNOWN))
+	require.NoError(t, s.FailNth(sim.OpProperties, 1, cu.ERROR_UNKNOWN))
 	_, err = b.ExportDmaBuf()
 	require.ErrorIs(t, err, cu.ERROR_UNKNOWN)
 }

@@ -256,7 +256,7 @@ func TestReceiveRejectsAndCloses(t *testing.T) {
 
 // Import failures release what they imported and reserved.
 func TestImportFaultInjection(t *testing.T) {
-	for _, op := range []string{"ImportFD", "Properties", "Granularity", "Device", "Reserve", "Map", "SetAccess"} {
+	for _, op := range []sim.Op{sim.OpImportFD, sim.OpProperties, sim.OpGranularity, sim.OpDevice, sim.OpReserve, sim.OpMap, sim.OpSetAccess} {
 		for n := 1; n <= 3; n++ {
 			before := openFDs(t)
 			s, err := sim.New(sim.PresetH100())
@@ -287,7 +287,7 @@ func TestImportFaultInjection(t *testing.T) {
 		}
 	}
 	// Export failures close the descriptors already made.
-	for _, op := range []string{"Properties", "Granularity", "ExportFD"} {
+	for _, op := range []sim.Op{sim.OpProperties, sim.OpGranularity, sim.OpExportFD} {
 		for n := 1; n <= 3; n++ {
 			before := openFDs(t)
 			s, _ := sim.New(sim.PresetH100())
@@ -311,7 +311,7 @@ func TestImportFaultInjection(t *testing.T) {
 	}
 
 	// A Close that failed is retried by the next.
-	for _, op := range []string{"Unmap", "Free", "Release"} {
+	for _, op := range []sim.Op{sim.OpUnmap, sim.OpFree, sim.OpRelease} {
 		s, _ := sim.New(sim.PresetH100())
 		m := vmm.New(s)
 		b := shareable(t, m)

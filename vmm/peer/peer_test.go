@@ -165,7 +165,7 @@ func TestStripe(t *testing.T) {
 }
 
 func TestStripeFaultInjection(t *testing.T) {
-	for _, op := range []string{"Granularity", "Reserve", "Create", "Map", "Release", "SetAccess", "CanAccessPeer"} {
+	for _, op := range []sim.Op{sim.OpGranularity, sim.OpReserve, sim.OpCreate, sim.OpMap, sim.OpRelease, sim.OpSetAccess, sim.OpCanAccessPeer} {
 		for n := 1; n <= 4; n++ {
 			s, m := hgx(t)
 			require.NoError(t, s.FailNth(op, n, cu.ERROR_OUT_OF_MEMORY))
@@ -179,7 +179,7 @@ func TestStripeFaultInjection(t *testing.T) {
 			require.True(t, s.Stats().Clean(), "%s#%d: %v %+v", op, n, err, s.Stats())
 		}
 	}
-	for _, op := range []string{"Granularity", "Create", "Reserve", "Map", "SetAccess"} {
+	for _, op := range []sim.Op{sim.OpGranularity, sim.OpCreate, sim.OpReserve, sim.OpMap, sim.OpSetAccess} {
 		s, m := hgx(t)
 		require.NoError(t, s.FailNth(op, 1, cu.ERROR_OUT_OF_MEMORY))
 		_, err := peer.New(m, 0, 2*mib)
@@ -190,7 +190,7 @@ func TestStripeFaultInjection(t *testing.T) {
 	s, m := hgx(t)
 	st, err := peer.Stripe(m, 8*mib, []int{0, 1}, peer.StripeOptions{Stripe: 2 * mib})
 	require.NoError(t, err)
-	require.NoError(t, s.FailNth("CopyDtoH", 2, cu.ERROR_OUT_OF_MEMORY))
+	require.NoError(t, s.FailNth(sim.OpCopyDtoH, 2, cu.ERROR_OUT_OF_MEMORY))
 	n, err := st.ReadAt(make([]byte, 4*mib), mib)
 	require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
 	require.Equal(t, mib, n)
@@ -201,7 +201,7 @@ func TestStripeFaultInjection(t *testing.T) {
 	s, m = hgx(t)
 	p, err := peer.New(m, 0, 2*mib)
 	require.NoError(t, err)
-	require.NoError(t, s.FailNth("Free", 1, cu.ERROR_INVALID_VALUE))
+	require.NoError(t, s.FailNth(sim.OpFree, 1, cu.ERROR_INVALID_VALUE))
 	require.Error(t, p.Close())
 	require.NoError(t, p.Close())
 	require.True(t, s.Stats().Clean())

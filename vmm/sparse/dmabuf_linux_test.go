@@ -48,7 +48,7 @@ func TestExportDmaBufCommittedPages(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, d.Close())
 	}
-	require.NoError(t, s.FailNth("Properties", 1, cu.ERROR_UNKNOWN))
+	require.NoError(t, s.FailNth(sim.OpProperties, 1, cu.ERROR_UNKNOWN))
 	_, err = a.ExportDmaBuf(4*mib, 2*mib)
 	require.ErrorIs(t, err, cu.ERROR_UNKNOWN)
 

@@ -133,7 +133,7 @@ func TestPageSizeAndBounds(t *testing.T) {
 // Every driver call of a commit and of a decommit fails in turn: the array is unchanged,
 // holds its data, and the sim holds what it held before.
 func TestFaultInjectionRollsBack(t *testing.T) {
-	ops := []string{"Create", "Map", "SetAccess", "MemsetD8", "Unmap", "Release"}
+	ops := []sim.Op{sim.OpCreate, sim.OpMap, sim.OpSetAccess, sim.OpMemsetD8, sim.OpUnmap, sim.OpRelease}
 	type step struct {
 		name string
 		op   func(a *sparse.Array) error
@@ -219,7 +219,7 @@ func second(_ int, err error) error { return err }
 // Close unmaps every page in one call, frees the reservation and releases the pages; what
 // the driver refuses is retried by the next Close.
 func TestFaultInjectionClose(t *testing.T) {
-	for _, op := range []string{"Unmap", "Free", "Release"} {
+	for _, op := range []sim.Op{sim.OpUnmap, sim.OpFree, sim.OpRelease} {
 		s, m := newSim(t)
 		a, err := sparse.New(m, 64*mib, sparse.Options{})
 		require.NoError(t, err)
@@ -239,7 +239,7 @@ func TestFaultInjectionClose(t *testing.T) {
 		require.NoError(t, a.Close())
 		require.Zero(t, a.Stats().Pending)
 		require.True(t, s.Stats().Clean(), "%s: %+v", op, s.Stats())
-		if op == "Free" {
+		if op == sim.OpFree {
 			require.Equal(t, uint64(1), s.Stats().Calls["Unmap"]-before["Unmap"], "one unmap over the whole array")
 		}
 	}
