@@ -291,8 +291,9 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 }
 
 // reserveLocked checks, in the recorded order: size a multiple of the granularity,
-// alignment 0 or a power of two (smaller ones mean the granularity), flags 0, a hint
-// aligned and below 2^47; more than the address space is CUDA_ERROR_OUT_OF_MEMORY.
+// alignment 0 or a power of two (smaller ones mean the granularity) below 2^58 (and none
+// from 2^45 is found), flags 0, a hint aligned and below 2^47; more than the address space
+// is CUDA_ERROR_OUT_OF_MEMORY.
 func (s *Sim) reserveLocked(size, alignment, hint, flags uint64) (uint64, *failure) {
 	if f := s.enter(OpReserve); f != nil {
 		return 0, f
@@ -306,6 +307,10 @@ func (s *Sim) reserveLocked(size, alignment, hint, flags uint64) (uint64, *failu
 		return 0, fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the granularity")
 	case alignment != 0 && !isPow2(alignment):
 		return 0, fail(cu.ERROR_INVALID_VALUE, "alignment is not a power of two")
+	case alignment >= 1<<58:
+		return 0, fail(cu.ERROR_INVALID_VALUE, "alignment of 2^58 or more") // recorded: vmmtest reserve/alignment-2^40-2^63
+	case alignment >= 1<<45:
+		return 0, fail(cu.ERROR_OUT_OF_MEMORY, "no range aligned to 2^45 or more") // recorded: vmmtest reserve/alignment-2^40-2^63
 	case flags != 0:
 		return 0, fail(cu.ERROR_INVALID_VALUE, "flags must be 0")
 	case hint%unit != 0:
