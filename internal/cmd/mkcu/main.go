@@ -21,6 +21,7 @@
 //     its outs (emitcalls.go says how).
 //   - zvmmtypes.go: the enums and #define constants the //cu:enum and //cu:define lines
 //     name.
+//   - zwrappers.go: the exported wrappers of the //cu:export lines (emitwrappers.go).
 //   - zresult.go: one Result constant per CUresult enumerator (the C name less "CUDA_") and
 //     the name and description lookups behind Result's methods. The constants are the only
 //     names of the results: errors.Is(err, cu.ERROR_OUT_OF_MEMORY), as NVML's Go binding
@@ -60,6 +61,7 @@ const maxNote = 200
 // generatedFiles are the files mkcu writes into package cu.
 var generatedFiles = map[string]bool{
 	"zresult.go": true, "zattribute.go": true, "zprocs.go": true, "zcalls.go": true, "zvmmtypes.go": true,
+	"zwrappers.go": true,
 }
 
 func main() {
@@ -171,6 +173,9 @@ func generate(src, typedefs []byte, pkgDir string) (map[string][]byte, error) {
 	}
 	if files["zprocs.go"], err = emitProcs(version, calls); err != nil {
 		return nil, fmt.Errorf("zprocs.go: %w", err)
+	}
+	if files["zwrappers.go"], err = emitWrappers(version, calls); err != nil {
+		return nil, fmt.Errorf("zwrappers.go: %w", err)
 	}
 	return files, nil
 }
