@@ -3,7 +3,8 @@ package cu
 // The driver calls cu makes, one prototype line each, and the enums it takes from cuda.h.
 // internal/cmd/mkcu reads these lines (go generate ./cu) and writes zprocs.go (the proc
 // table), zcalls.go (one function per line, which builds the call's frame and makes it),
-// zvmmtypes.go (the enums) and zwrappers.go (the exported wrappers of //cu:export lines).
+// zvmmtypes.go (the enums) and zwrappers.go (the exported wrappers of //cu:export lines);
+// from vmm/backend.go it writes vmm/zcuda.go (the Backend's forwarders to cu).
 // CONTRIBUTING.md walks through adding a call.
 //
 // A call line is

@@ -22,6 +22,8 @@
 //   - zvmmtypes.go: the enums and #define constants the //cu:enum and //cu:define lines
 //     name.
 //   - zwrappers.go: the exported wrappers of the //cu:export lines (emitwrappers.go).
+//   - ../vmm/zcuda.go: vmm's CUDA forwarders, one per method of the Backend interface
+//     (vmm/backend.go) whose line ends with the function of package cu it calls.
 //   - zresult.go: one Result constant per CUresult enumerator (the C name less "CUDA_") and
 //     the name and description lookups behind Result's methods. The constants are the only
 //     names of the results: errors.Is(err, cu.ERROR_OUT_OF_MEMORY), as NVML's Go binding
@@ -58,10 +60,10 @@ const maxDescription = 160
 // maxNote bounds the text of a "Deprecated:" note in a generated doc comment.
 const maxNote = 200
 
-// generatedFiles are the files mkcu writes into package cu.
+// generatedFiles are the files mkcu writes into package cu (and vmm, beside it).
 var generatedFiles = map[string]bool{
 	"zresult.go": true, "zattribute.go": true, "zprocs.go": true, "zcalls.go": true, "zvmmtypes.go": true,
-	"zwrappers.go": true,
+	"zwrappers.go": true, vmmFile: true,
 }
 
 func main() {
@@ -176,6 +178,9 @@ func generate(src, typedefs []byte, pkgDir string) (map[string][]byte, error) {
 	}
 	if files["zwrappers.go"], err = emitWrappers(version, calls); err != nil {
 		return nil, fmt.Errorf("zwrappers.go: %w", err)
+	}
+	if files[vmmFile], err = emitForwarders(version, pkgDir); err != nil {
+		return nil, fmt.Errorf("%s: %w", vmmFile, err)
 	}
 	return files, nil
 }
