@@ -69,7 +69,7 @@ var generatedFiles = map[string]bool{
 func main() {
 	header := flag.String("header", "/usr/local/cuda/include/cuda.h", "path of the CUDA driver header `cuda.h`")
 	typedefs := flag.String("typedefs", "", "path of `cudaTypedefs.h`, to check the prototypes' ABI versions (default: cudaTypedefs.h beside -header, if it is there)")
-	out := flag.String("out", "cu", "`directory` of package cu: "+protoFile+" is read from it, the generated files are written into it")
+	out := flag.String("out", "cu", "`directory` of package cu: "+protoFile+" is read from it, the generated files are written into it (and vmm's into ../vmm)")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "mkcu: unexpected arguments:", flag.Args())
@@ -82,8 +82,8 @@ func main() {
 	}
 }
 
-// run generates from the header at headerPath and package cu in pkgDir into the directory
-// out. typedefsPath may be empty: then cudaTypedefs.h beside the header is used if it exists,
+// run generates from the header at headerPath and package cu in pkgDir (and vmm beside it)
+// into the directory out (and ../vmm). typedefsPath may be empty: then cudaTypedefs.h beside the header is used if it exists,
 // and the ABI versions are not checked if it does not.
 func run(headerPath, typedefsPath, pkgDir, out string) error {
 	src, err := os.ReadFile(headerPath)
