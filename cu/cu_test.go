@@ -35,6 +35,26 @@ func TestUnknownHandleNeverReachesDriver(t *testing.T) {
 	}
 }
 
+// The messages of the generated wrappers (zwrappers.go) are those the hand-written ones had:
+// the call and its arguments, as each //cu:export line formats them.
+func TestGeneratedWrapperMessages(t *testing.T) {
+	bogus := MemHandle(0xdeadbeef)
+	_, err := MemGetAllocationPropertiesFromHandle(bogus)
+	unknown := ": " + ErrUnknownHandle.Error()
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{err, "cu: cuMemGetAllocationPropertiesFromHandle(handle 0xdeadbeef)"},
+		{MulticastAddDevice(bogus, 3), "cu: cuMulticastAddDevice(handle 0xdeadbeef, device 3)"},
+		{MulticastBindMem(bogus, 1, bogus+1, 2, 3, 4), "cu: cuMulticastBindMem(handle 0xdeadbeef+1, handle 0xdeadbef0+2, 3, flags 4)"},
+		{MulticastBindAddr(bogus, 1, 0x7f00, 3, 4), "cu: cuMulticastBindAddr(handle 0xdeadbeef+1, 0x7f00, 3, flags 4)"},
+		{MulticastUnbind(bogus, 2, 3, 4), "cu: cuMulticastUnbind(handle 0xdeadbeef, device 2, 3, 4)"},
+	} {
+		require.EqualError(t, c.err, c.want+unknown)
+	}
+}
+
 func TestArgumentErrors(t *testing.T) {
 	c := &Context{dev: 0, h: 1}
 	err := c.CopyHtoD(0x1000, nil)

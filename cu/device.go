@@ -53,16 +53,6 @@ func (d Device) Name() (string, error) {
 	return cstring(buf), nil
 }
 
-// UUID returns the device's UUID (cuDeviceGetUuid_v2: the same value nvidia-smi shows, also
-// under MIG).
-func (d Device) UUID() (UUID, error) {
-	u, err := cuDeviceGetUuid(d)
-	if err != nil {
-		return UUID{}, wrap(err, "cuDeviceGetUuid", "%d", d)
-	}
-	return u, nil
-}
-
 // PCIBusID returns the device's PCI address, domain:bus:device.function.
 func (d Device) PCIBusID() (string, error) {
 	buf := make([]byte, 64)
@@ -70,15 +60,6 @@ func (d Device) PCIBusID() (string, error) {
 		return "", wrap(err, "cuDeviceGetPCIBusId", "%d", d)
 	}
 	return cstring(buf), nil
-}
-
-// TotalMem returns the device's memory in bytes.
-func (d Device) TotalMem() (uint64, error) {
-	n, err := cuDeviceTotalMem(d)
-	if err != nil {
-		return 0, wrap(err, "cuDeviceTotalMem", "%d", d)
-	}
-	return n, nil
 }
 
 // Attribute returns one device attribute.

@@ -1,7 +1,8 @@
 package cu
 
 // Multicast objects (CUDA 12.1). Creating one on a shared multi-GPU host can put the GPUs
-// out of service for everyone: callers decide; this package only forwards.
+// out of service for everyone: callers decide; this package only forwards. The calls that
+// take a multicast object (add a device, bind, unbind) are generated (zwrappers.go).
 
 // MulticastGetGranularity returns the granularity of multicast objects with prop.
 func MulticastGetGranularity(prop *MulticastObjectProp, option MulticastGranularityFlags) (uint64, error) {
@@ -33,34 +34,17 @@ func MulticastCreate(prop *MulticastObjectProp) (MemHandle, error) {
 	return h, nil
 }
 
-// MulticastAddDevice adds a device to a multicast object (cuMulticastAddDevice).
-func MulticastAddDevice(mc MemHandle, dev Device) error {
-	if err := cuMulticastAddDevice(mc, dev); err != nil {
-		return wrap(err, "cuMulticastAddDevice", "%v, device %d", mc, dev)
-	}
-	return nil
-}
+// The multicast binds of CUDA 13.1 that name the device the binding is for
+// (cuMulticastBindMem_v2, cuMulticastBindAddr_v2). They are optional symbols: a 13.0
+// driver has neither, and cuvmm supports it. What they add over cuMulticastBindMem and
+// cuMulticastBindAddr is host memory: NVIDIA's 13.1 reference has device memory bound only
+// for the device it was created on (as the 13.0 calls, which take that device from the
+// memory), and host NUMA memory (MEM_LOCATION_TYPE_HOST_NUMA) bound for a device whose
+// HOST_NUMA_ID is the memory's NUMA node, which the 13.0 calls cannot say.
 
-// MulticastBindMem binds size bytes of mem, from memOffset, to mc at mcOffset.
-func MulticastBindMem(mc MemHandle, mcOffset uint64, mem MemHandle, memOffset, size uint64, flags uint64) error {
-	if err := cuMulticastBindMem(mc, mcOffset, mem, memOffset, size, flags); err != nil {
-		return wrap(err, "cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
-	}
-	return nil
-}
-
-// MulticastBindAddr binds the memory mapped at ptr to mc at mcOffset.
-func MulticastBindAddr(mc MemHandle, mcOffset uint64, ptr DevicePtr, size uint64, flags uint64) error {
-	if err := cuMulticastBindAddr(mc, mcOffset, ptr, size, flags); err != nil {
-		return wrap(err, "cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
-	}
-	return nil
-}
-
-// MulticastUnbind unbinds dev's memory from mc at [mcOffset, mcOffset+size).
-func MulticastUnbind(mc MemHandle, dev Device, mcOffset, size uint64) error {
-	if err := cuMulticastUnbind(mc, dev, mcOffset, size); err != nil {
-		return wrap(err, "cuMulticastUnbind", "%v, device %d, %d, %d", mc, dev, mcOffset, size)
-	}
-	return nil
+// HasMulticastBindV2 reports whether the driver has cuMulticastBindMem_v2 and
+// cuMulticastBindAddr_v2 (CUDA 13.1), resolving both without calling either. It is false
+// when no driver can be loaded.
+func HasMulticastBindV2() bool {
+	return procMulticastBindMem_v2.Find() == nil && procMulticastBindAddr_v2.Find() == nil
 }

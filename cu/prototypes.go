@@ -2,8 +2,10 @@ package cu
 
 // The driver calls cu makes, one prototype line each, and the enums it takes from cuda.h.
 // internal/cmd/mkcu reads these lines (go generate ./cu) and writes zprocs.go (the proc
-// table), zcalls.go (one function per line, which builds the call's frame and makes it) and
-// zvmmtypes.go (the enums). CONTRIBUTING.md walks through adding a call.
+// table), zcalls.go (one function per line, which builds the call's frame and makes it),
+// zvmmtypes.go (the enums) and zwrappers.go (the exported wrappers of //cu:export lines);
+// from vmm/backend.go it writes vmm/zcuda.go (the Backend's forwarders to cu).
+// CONTRIBUTING.md walks through adding a call.
 //
 // A call line is
 //
@@ -49,6 +51,22 @@ package cu
 // function, mkcu checks that the two agree (and the line can go). Say in a comment where
 // the declaration comes from.
 //
+// A call whose exported wrapper only calls Init and names the call and its arguments in its
+// error has that wrapper generated, from a line after the //cu line (and its //cu:decl
+// line) and, right after it, the wrapper's doc comment:
+//
+//	//cu:export <Go name> "<format>" <parameter>...
+//	// <Go name> ...
+//
+// The wrapper takes the //cu line's parameters (a *T by value) and returns its outs; named
+// Type.Name, it is a method of the first parameter of type Type. It looks for an optional
+// symbol first, calls Init unless it takes a MemHandle or a Device (which only an
+// initialized driver gives), makes the call and, on failure, returns an *Error naming the C
+// symbol and the arguments, formatted as by fmt.Sprintf(format, parameters...): for
+// MemAddressFree's line below, "cu: cuMemAddressFree(0x7f0000000000, 2097152): ...". A
+// wrapper with more to do (check its arguments, convert what it returns, keep the handle
+// table's books, run through a Context) is written by hand, in the file its group names.
+//
 // An enum line is
 //
 //	//cu:enum <Go type> <C enum typedef>   typed constants, the C names less "CU_"
@@ -68,8 +86,13 @@ package cu
 //cu cuDeviceGetCount(out count int32) v2000
 //cu cuDeviceGetName(name unsafe.Pointer, length int32, dev Device) v2000
 //cu cuDeviceGetUuid(out uuid UUID, dev Device) v11040
+//cu:export Device.UUID "%d" dev
+// UUID returns the device's UUID (cuDeviceGetUuid_v2: the same value nvidia-smi shows, also
+// under MIG).
 //cu cuDeviceGetPCIBusId(busID unsafe.Pointer, length int32, dev Device) v4010
 //cu cuDeviceTotalMem(out bytes uint64, dev Device) v3020
+//cu:export Device.TotalMem "%d" dev
+// TotalMem returns the device's memory in bytes.
 //cu cuDeviceGetAttribute(out value int32, attrib DeviceAttribute, dev Device) v2000
 //cu cuDeviceCanAccessPeer(out canAccess int32, dev Device, peer Device) v4000
 //cu cuDeviceGetP2PAttribute(out value int32, attrib P2PAttribute, src Device, dst Device) v8000
@@ -104,7 +127,12 @@ package cu
 // Virtual memory management (vmm.go). Release, map, unmap and retain take and give the
 // driver's values: handles.go and mappings.go do their bookkeeping around the call.
 //cu cuMemAddressReserve(out ptr DevicePtr, size uint64, alignment uint64, hint DevicePtr, flags uint64) v10020
+//cu:export MemAddressReserve "size %d, alignment %d, hint %v, flags %d" size alignment hint flags
+// MemAddressReserve reserves size bytes of virtual address space (cuMemAddressReserve).
+// hint is an address the driver may ignore; alignment 0 means the granularity.
 //cu cuMemAddressFree(ptr DevicePtr, size uint64) v10020
+//cu:export MemAddressFree "%v, %d" ptr size
+// MemAddressFree frees a reservation (cuMemAddressFree).
 //cu cuMemCreate(out handle MemHandle, size uint64, prop *MemAllocationProp, flags uint64) v10020
 //cu cuMemRelease(handle uint64) v10020
 //cu cuMemMap(ptr DevicePtr, size uint64, offset uint64, handle uint64, flags uint64) v10020
@@ -118,6 +146,8 @@ package cu
 //cu cuMemImportFromShareableHandle as memImportFromFabric(out handle MemHandle, fh *MemFabricHandle, handleType MemHandleType) v10020
 //cu cuMemGetAllocationGranularity(out granularity uint64, prop *MemAllocationProp, option MemAllocationGranularityFlags) v10020
 //cu cuMemGetAllocationPropertiesFromHandle(out prop MemAllocationProp, handle MemHandle) v10020
+//cu:export MemGetAllocationPropertiesFromHandle "%v" handle
+// MemGetAllocationPropertiesFromHandle returns the properties handle was created with.
 //cu cuMemRetainAllocationHandle(out handle uint64, address DevicePtr) v11000
 //cu cuMemGetHandleForAddressRange(out handle int32, ptr DevicePtr, size uint64, handleType MemRangeHandleType, flags uint64) v11070
 //cu:enum MemAllocationType CUmemAllocationType
@@ -133,9 +163,17 @@ package cu
 // Multicast objects (multicast.go).
 //cu cuMulticastCreate(out handle MemHandle, prop *MulticastObjectProp) v12010
 //cu cuMulticastAddDevice(mc MemHandle, dev Device) v12010
+//cu:export MulticastAddDevice "%v, device %d" mc dev
+// MulticastAddDevice adds a device to a multicast object (cuMulticastAddDevice).
 //cu cuMulticastBindMem(mc MemHandle, mcOffset uint64, mem MemHandle, memOffset uint64, size uint64, flags uint64) v12010
+//cu:export MulticastBindMem "%v+%d, %v+%d, %d, flags %d" mc mcOffset mem memOffset size flags
+// MulticastBindMem binds size bytes of mem, from memOffset, to mc at mcOffset.
 //cu cuMulticastBindAddr(mc MemHandle, mcOffset uint64, ptr DevicePtr, size uint64, flags uint64) v12010
+//cu:export MulticastBindAddr "%v+%d, %v, %d, flags %d" mc mcOffset ptr size flags
+// MulticastBindAddr binds the memory mapped at ptr to mc at mcOffset.
 //cu cuMulticastUnbind(mc MemHandle, dev Device, mcOffset uint64, size uint64) v12010
+//cu:export MulticastUnbind "%v, device %d, %d, %d" mc dev mcOffset size
+// MulticastUnbind unbinds dev's memory from mc at [mcOffset, mcOffset+size).
 //cu cuMulticastGetGranularity(out granularity uint64, prop *MulticastObjectProp, option MulticastGranularityFlags) v12010
 //cu:enum MulticastGranularityFlags CUmulticastGranularity_flags
 
@@ -147,8 +185,18 @@ package cu
 // parameters, so they go through callN.
 //cu cuMulticastBindMem_v2(mc MemHandle, dev Device, mcOffset uint64, mem MemHandle, memOffset uint64, size uint64, flags uint64) v13010 optional
 //cu:decl CUresult CUDAAPI cuMulticastBindMem_v2(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size, unsigned long long flags);
+//cu:export MulticastBindMemV2 "%v+%d, device %d, %v+%d, %d, flags %d" mc mcOffset dev mem memOffset size flags
+// MulticastBindMemV2 binds size bytes of mem, from memOffset, to mc at mcOffset for device
+// dev (cuMulticastBindMem_v2, CUDA 13.1). On a driver without the call it fails, before
+// looking at the handles, with an error matching ERROR_NOT_SUPPORTED and
+// loader.ErrNotSupported.
 //cu cuMulticastBindAddr_v2(mc MemHandle, dev Device, mcOffset uint64, ptr DevicePtr, size uint64, flags uint64) v13010 optional
 //cu:decl CUresult CUDAAPI cuMulticastBindAddr_v2(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, CUdeviceptr memptr, size_t size, unsigned long long flags);
+//cu:export MulticastBindAddrV2 "%v+%d, device %d, %v, %d, flags %d" mc mcOffset dev ptr size flags
+// MulticastBindAddrV2 binds the memory mapped at ptr to mc at mcOffset for device dev
+// (cuMulticastBindAddr_v2, CUDA 13.1). On a driver without the call it fails, before
+// looking at the handle, with an error matching ERROR_NOT_SUPPORTED and
+// loader.ErrNotSupported.
 
 // Modules and kernel launch (module.go). cuLaunchKernel's eleven parameters go through
 // purego.SyscallN; its pointers are to pinned heap memory the caller keeps alive.

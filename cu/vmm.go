@@ -5,7 +5,8 @@ import "errors"
 // The virtual memory management calls. None needs a current context. Each wraps the
 // generated function of its prototype (zcalls.go), which pins handle arguments and lays out
 // the frame; what is here is the handle table's bookkeeping, the checks made before the
-// driver is called and the naming of errors.
+// driver is called and the naming of errors. The wrappers with nothing to add but the
+// naming of errors are generated too (zwrappers.go): reserve, free and the properties.
 
 // MemGetAllocationGranularity returns the minimum or recommended granularity of allocations
 // with prop (cuMemGetAllocationGranularity).
@@ -76,39 +77,6 @@ func MemRetainAllocationHandle(addr DevicePtr) (MemHandle, error) {
 		return 0, wrap(err, "cuMemRetainAllocationHandle", "%v", addr)
 	}
 	return h, nil
-}
-
-// MemGetAllocationPropertiesFromHandle returns the properties h was created with.
-func MemGetAllocationPropertiesFromHandle(h MemHandle) (MemAllocationProp, error) {
-	p, err := cuMemGetAllocationPropertiesFromHandle(h)
-	if err != nil {
-		return MemAllocationProp{}, wrap(err, "cuMemGetAllocationPropertiesFromHandle", "%v", h)
-	}
-	return p, nil
-}
-
-// MemAddressReserve reserves size bytes of virtual address space (cuMemAddressReserve).
-// addr is a hint the driver may ignore; alignment 0 means the granularity.
-func MemAddressReserve(size, alignment uint64, addr DevicePtr, flags uint64) (DevicePtr, error) {
-	if err := Init(); err != nil {
-		return 0, err
-	}
-	p, err := cuMemAddressReserve(size, alignment, addr, flags)
-	if err != nil {
-		return 0, wrap(err, "cuMemAddressReserve", "size %d, alignment %d, hint %v, flags %d", size, alignment, addr, flags)
-	}
-	return p, nil
-}
-
-// MemAddressFree frees a reservation (cuMemAddressFree).
-func MemAddressFree(ptr DevicePtr, size uint64) error {
-	if err := Init(); err != nil {
-		return err
-	}
-	if err := cuMemAddressFree(ptr, size); err != nil {
-		return wrap(err, "cuMemAddressFree", "%v, %d", ptr, size)
-	}
-	return nil
 }
 
 // MemMap maps size bytes of h, from offset, at ptr (cuMemMap).

@@ -76,8 +76,12 @@ CUresult CUDAAPI cuMemAlloc(unsigned int *dptr, unsigned int bytesize);
 const sampleProtos = `package cu
 
 //cu cuMemAlloc(out ptr DevicePtr, size uint64) v3020
+//cu:export MemAlloc "%d" size
+// MemAlloc allocates size bytes.
 //cu cuMemsetD8(dst DevicePtr, value uint8, count uint64) v3020
 //cu cuThingCreate(out handle MemHandle, size *Thing, flags uint64) v10020
+//cu:export ThingCreate "%+v, %d" size flags
+// ThingCreate creates a thing.
 //cu cuThingUse(a MemHandle, b MemHandle, ctx uintptr) v10020
 //cu cuThingSet(ptr DevicePtr, things []Thing) v10020
 //cu cuThingExport as thingExportFD(out fd int32, h MemHandle) v10020
@@ -86,8 +90,12 @@ const sampleProtos = `package cu
 //cu cuThingRead(dst unsafe.Pointer, src DevicePtr, n uint64) v10020
 //cu cuLaunch(fn uintptr, a uint32, b uint32, c uint32, d uint32, e uint32, g uint32, params uintptr) v4000
 //cu cuSync() v2000
-//cu cuThingBind_v2(a MemHandle, dev int32, off uint64, b MemHandle, boff uint64, n uint64, flags uint64) v13010 optional
+//cu cuThingBind_v2(a MemHandle, dev Device, off uint64, b MemHandle, boff uint64, n uint64, flags uint64) v13010 optional
 //cu:decl CUresult CUDAAPI cuThingBind_v2(CUmemGenericAllocationHandle a, CUdevice dev, size_t off, CUmemGenericAllocationHandle b, size_t boff, size_t n, unsigned long long flags);
+//cu:export Device.Bind "%v+%d, device %d" a off dev
+// Bind binds a, from off, for dev:
+//
+// a second paragraph.
 //cu:enum ThingKind CUthingKind
 //cu:define CU_THING_USAGE_BIT
 `
@@ -101,6 +109,8 @@ const frameWords = 8
 const maxSyscallArgs = 6
 
 type DevicePtr uint64
+
+type Device int32
 
 type MemHandle uint64
 
@@ -116,12 +126,36 @@ type Thing struct {
 type Blob [64]byte
 `
 
-// samplePackage writes a package directory with the given prototypes.go and sampleTypes.
-func samplePackage(t *testing.T, protos string) string {
+// sampleBackend is the vmm/backend.go of the sample packages: methods with a forwarder and
+// without.
+const sampleBackend = `package vmm
+
+import "github.com/cuvmm/cuvmm/cu"
+
+type Backend interface {
+	Name() string
+	// Alloc is cuMemAlloc.
+	Alloc(size uint64) (cu.DevicePtr, error) // cu.MemAlloc
+	Memset(ordinal int, dst, src cu.DevicePtr, value uint8) error // cu.Context.MemsetD8
+	Bind(a cu.MemHandle, ordinal int, off uint64, h cu.MemHandle, boff, n, flags uint64) error // cu.Device.Bind
+	BindAll(a cu.MemHandle, ordinal int, off uint64) (int, bool, error) // cu.ThingBindAll
+	Sync(ordinal int) error
+}
+`
+
+// samplePackage writes package cu, with the given prototypes.go and sampleTypes, and
+// package vmm beside it, with the given backend.go; it returns cu's directory.
+func samplePackage(t *testing.T, protos string, backend ...string) string {
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, protoFile), []byte(protos), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "types.go"), []byte(sampleTypes), 0o644))
-	return dir
+	files := map[string]string{"cu/" + protoFile: protos, "cu/types.go": sampleTypes, "vmm/backend.go": sampleBackend}
+	if len(backend) > 0 {
+		files["vmm/backend.go"] = backend[0]
+	}
+	for name, text := range files {
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644))
+	}
+	return filepath.Join(dir, "cu")
 }
 
 func TestGenerateCalls(t *testing.T) {
@@ -251,10 +285,24 @@ func TestParsePrototypeErrors(t *testing.T) {
 		{"//cu cuA() v1 optional\n//cu cuA as a2() v1", "cuA: optional on one line and not on line 1"},
 		{"//cu cuA() v1\n//cu:decl CUresult CUDAAPI cuA(void);", "cuA: only an optional call has a //cu:decl line"},
 		{"//cu cuB() v1 optional\n//cu:decl CUresult CUDAAPI cuA(void);", "cuA: a //cu:decl line follows the //cu line of the function it declares"},
-		{"//cu cuA() v1 optional\n\n//cu:decl CUresult CUDAAPI cuA(void);", "cuA: a //cu:decl line follows"},
+		{"//cu cuA() v1 optional\n\n//cu:decl CUresult CUDAAPI cuA(void);", "3: a //cu:decl line goes right after //cu"},
 		{"//cu cuA() v1 optional\n//cu:decl int cuA(void);", "want //cu:decl CUresult CUDAAPI"},
 		{"//cu cuA() v1 optional\n//cu:decl CUresult CUDAAPI cuA(void);\n//cu cuA as a2() v1 optional\n//cu:decl CUresult CUDAAPI cuA(void);", "cuA: declared already by line 2"},
 		{"package cu\n", "no //cu lines"},
+
+		// The exported wrapper.
+		{"//cu cuA(x uint64) v1\n//cu:export a \"%d\" x", "2: cuA: want //cu:export <exported name, or Type.Method> \"<format>\" <parameter>...: a \"%d\" x"},
+		{"//cu cuA(x uint64) v1\n//cu:export A %d x", "2: cuA: want //cu:export"},
+		{"//cu cuA(x uint64) v1\n//cu:export A \"%d x", `2: cuA: the format is not a Go string literal: "%d x`},
+		{"//cu cuA(x uint64) v1\n//cu:export A \"%d\" y", "2: cuA: y is not one of its parameters"},
+		{"//cu cuA(out x uint64) v1\n//cu:export A \"%d\" x", "2: cuA: x is not one of its parameters (outs are results)"},
+		{"//cu cuA(x uint64) v1\n//cu:export Device.A \"%d\" x", "2: cuA: no parameter of type Device is the receiver of Device.A"},
+		{"//cu cuA(p unsafe.Pointer) v1\n//cu:export A \"\"", "2: cuA: an exported wrapper takes no unsafe.Pointer (p): write it by hand"},
+		{"//cu cuA(x uint64) v1\n//cu:export A \"%d\" x", "1: cuA: A has no doc comment: the comment lines right after its //cu:export line"},
+		{"//cu cuA(x uint64) v1\n//cu:export A \"%d\" x\n\n// A does.", "1: cuA: A has no doc comment"},
+		{"//cu cuA(x uint64) v1\n//cu:export A \"%d\" x\n// Another.", "3: cuA: the doc comment of A starts with its name"},
+		{"//cu cuA() v1\n\n//cu:export A \"\"", "3: a //cu:export line goes right after //cu or //cu:decl"},
+		{"//cu cuA() v1\n//cu:export A \"\"\n// A does.\n//cu:export B \"\"", "4: a //cu:export line goes right after //cu or //cu:decl"},
 	} {
 		_, err := parseProtos(c.src)
 		require.ErrorContains(t, err, c.want, c.src)
@@ -279,4 +327,98 @@ func TestCHeaderShapes(t *testing.T) {
 	require.Empty(t, h.funcs["cuSync"])
 	_, err = h.shape("long")
 	require.ErrorIs(t, err, errLongSize)
+}
+
+// The exported wrappers of //cu:export lines and the forwarders of the Backend methods
+// marked with what they call.
+func TestGenerateWrappersAndForwarders(t *testing.T) {
+	files, err := generate([]byte(sample+sampleCalls), nil, samplePackage(t, sampleProtos))
+	require.NoError(t, err)
+	wrappers, forwarders := string(files["zwrappers.go"]), string(files[vmmFile])
+	require.True(t, strings.HasPrefix(forwarders, "// Code generated by \"go run ./internal/cmd/mkcu -header <cuda.h> -out cu\" (CUDA_VERSION 99000, vmm/backend.go); DO NOT EDIT.\n\npackage vmm\n\nimport \"github.com/cuvmm/cuvmm/cu\"\n"), forwarders)
+
+	// Init first (it takes neither a handle nor a device); the error names the call and
+	// the arguments the line says, only on failure; the outs are named results.
+	require.Contains(t, wrappers, `
+// MemAlloc allocates size bytes.
+func MemAlloc(size uint64) (ptr DevicePtr, err error) {
+	if err = Init(); err != nil {
+		return
+	}
+	if ptr, err = cuMemAlloc(size); err != nil {
+		err = wrap(err, "cuMemAlloc", "%d", size)
+	}
+	return
+}
+`)
+	// A method of its first Device parameter; an optional symbol looked for first; no
+	// Init (it takes handles and a device); the doc comment as it is.
+	require.Contains(t, wrappers, `
+// Bind binds a, from off, for dev:
+//
+// a second paragraph.
+func (dev Device) Bind(a MemHandle, off uint64, b MemHandle, boff uint64, n uint64, flags uint64) (err error) {
+	if err = procThingBind_v2.Find(); err != nil {
+		return wrap(symbolErr(err), "cuThingBind_v2", "%v+%d, device %d", a, off, dev)
+	}
+	if err = cuThingBind_v2(a, dev, off, b, boff, n, flags); err != nil {
+		err = wrap(err, "cuThingBind_v2", "%v+%d, device %d", a, off, dev)
+	}
+	return
+}
+`)
+	// A struct by value, its address to the call.
+	require.Contains(t, wrappers, `
+func ThingCreate(size Thing, flags uint64) (handle MemHandle, err error) {
+	if err = Init(); err != nil {
+		return
+	}
+	if handle, err = cuThingCreate(&size, flags); err != nil {
+		err = wrap(err, "cuThingCreate", "%+v, %d", size, flags)
+	}
+	return
+}
+`)
+	require.Equal(t, 3, strings.Count(wrappers, "\nfunc "), "no wrapper without a //cu:export line")
+
+	// A plain forwarder, with the method's signature as backend.go spells it; an ordinal
+	// becomes the primary context of a Context method, the receiver of a Device method or
+	// the Device argument of a function.
+	require.Contains(t, forwarders, `
+func (b *cudaBackend) Alloc(size uint64) (cu.DevicePtr, error) {
+	return cu.MemAlloc(size)
+}
+`)
+	require.Contains(t, forwarders, `
+func (b *cudaBackend) Memset(ordinal int, dst, src cu.DevicePtr, value uint8) (err error) {
+	ctx, err := b.ctx(ordinal)
+	if err != nil {
+		return
+	}
+	return ctx.MemsetD8(dst, src, value)
+}
+`)
+	require.Contains(t, forwarders, "\treturn dev.Bind(a, off, h, boff, n, flags)\n")
+	require.Contains(t, forwarders, `
+func (b *cudaBackend) BindAll(a cu.MemHandle, ordinal int, off uint64) (_ int, _ bool, err error) {
+	dev, err := b.dev(ordinal)
+	if err != nil {
+		return
+	}
+	return cu.ThingBindAll(a, dev, off)
+}
+`)
+	require.Equal(t, 4, strings.Count(forwarders, "\nfunc "), "no forwarder for an unmarked method")
+}
+
+// A marked method of vmm.Backend must be one that a forwarder can be.
+func TestForwarderErrors(t *testing.T) {
+	for _, c := range []struct{ method, want string }{
+		{"Name() string // cu.Name", "vmm/backend.go: Backend.Name: a forwarder returns an error last"},
+		{"Sync() error // cu.Context.Synchronize", "vmm/backend.go: Backend.Sync: Context.Synchronize needs a device: the method has no parameter called ordinal"},
+	} {
+		backend := "package vmm\n\ntype Backend interface {\n\t" + c.method + "\n}\n"
+		_, err := generate([]byte(sample+sampleCalls), nil, samplePackage(t, "package cu\n\n//cu cuSync() v2000\n", backend))
+		require.ErrorContains(t, err, c.want, c.method)
+	}
 }

@@ -97,9 +97,9 @@ func goResults(c *call) string {
 	return "(" + strings.Join(append(rs, "err error"), ", ") + ")"
 }
 
-func goParams(c *call) string {
+func goParams(params []param) string {
 	var ps []string
-	for _, q := range c.params {
+	for _, q := range params {
 		switch q.kind {
 		case kindOut:
 		case kindIn:
@@ -153,7 +153,7 @@ func emitCall(w *writer, c *call, fs frameShape) error {
 		how = fmt.Sprintf(" (through callKeep for more than %d elements of %s)", p.fit, c.slice().name)
 	}
 	w.p("// %s calls %s%s.", c.goName, cCall(c), how)
-	w.p("func %s(%s) %s {", c.goName, goParams(c), goResults(c))
+	w.p("func %s(%s) %s {", c.goName, goParams(c.params), goResults(c))
 	drv := pinned(c)
 	for i, q := range c.params {
 		if q.kind != kindHandle {

@@ -21,6 +21,9 @@
 //     its outs (emitcalls.go says how).
 //   - zvmmtypes.go: the enums and #define constants the //cu:enum and //cu:define lines
 //     name.
+//   - zwrappers.go: the exported wrappers of the //cu:export lines (emitwrappers.go).
+//   - ../vmm/zcuda.go: vmm's CUDA forwarders, one per method of the Backend interface
+//     (vmm/backend.go) whose line ends with the function of package cu it calls.
 //   - zresult.go: one Result constant per CUresult enumerator (the C name less "CUDA_") and
 //     the name and description lookups behind Result's methods. The constants are the only
 //     names of the results: errors.Is(err, cu.ERROR_OUT_OF_MEMORY), as NVML's Go binding
@@ -57,15 +60,16 @@ const maxDescription = 160
 // maxNote bounds the text of a "Deprecated:" note in a generated doc comment.
 const maxNote = 200
 
-// generatedFiles are the files mkcu writes into package cu.
+// generatedFiles are the files mkcu writes into package cu (and vmm, beside it).
 var generatedFiles = map[string]bool{
 	"zresult.go": true, "zattribute.go": true, "zprocs.go": true, "zcalls.go": true, "zvmmtypes.go": true,
+	"zwrappers.go": true, vmmFile: true,
 }
 
 func main() {
 	header := flag.String("header", "/usr/local/cuda/include/cuda.h", "path of the CUDA driver header `cuda.h`")
 	typedefs := flag.String("typedefs", "", "path of `cudaTypedefs.h`, to check the prototypes' ABI versions (default: cudaTypedefs.h beside -header, if it is there)")
-	out := flag.String("out", "cu", "`directory` of package cu: "+protoFile+" is read from it, the generated files are written into it")
+	out := flag.String("out", "cu", "`directory` of package cu: "+protoFile+" is read from it, the generated files are written into it (and vmm's into ../vmm)")
 	flag.Parse()
 	if flag.NArg() != 0 {
 		fmt.Fprintln(os.Stderr, "mkcu: unexpected arguments:", flag.Args())
@@ -78,8 +82,8 @@ func main() {
 	}
 }
 
-// run generates from the header at headerPath and package cu in pkgDir into the directory
-// out. typedefsPath may be empty: then cudaTypedefs.h beside the header is used if it exists,
+// run generates from the header at headerPath and package cu in pkgDir (and vmm beside it)
+// into the directory out (and ../vmm). typedefsPath may be empty: then cudaTypedefs.h beside the header is used if it exists,
 // and the ABI versions are not checked if it does not.
 func run(headerPath, typedefsPath, pkgDir, out string) error {
 	src, err := os.ReadFile(headerPath)
@@ -171,6 +175,12 @@ func generate(src, typedefs []byte, pkgDir string) (map[string][]byte, error) {
 	}
 	if files["zprocs.go"], err = emitProcs(version, calls); err != nil {
 		return nil, fmt.Errorf("zprocs.go: %w", err)
+	}
+	if files["zwrappers.go"], err = emitWrappers(version, calls); err != nil {
+		return nil, fmt.Errorf("zwrappers.go: %w", err)
+	}
+	if files[vmmFile], err = emitForwarders(version, pkgDir); err != nil {
+		return nil, fmt.Errorf("%s: %w", vmmFile, err)
 	}
 	return files, nil
 }

@@ -51,7 +51,9 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 				// Another toolkit's header would regenerate other (not stale) files.
 				t.Skipf("%s has CUDA_VERSION %d, the checked-in files come from %d", h, version, wantVersion)
 			}
-			out := t.TempDir()
+			out := filepath.Join(t.TempDir(), "cu")
+			require.NoError(t, os.MkdirAll(filepath.Join(out, "..", "vmm"), 0o755))
+			require.NoError(t, os.Mkdir(out, 0o755))
 			require.NoError(t, run(h, "", checkedIn, out))
 			for name := range generatedFiles {
 				got, err := os.ReadFile(filepath.Join(out, name))
@@ -59,8 +61,8 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 				old, err := os.ReadFile(filepath.Join(checkedIn, name))
 				require.NoError(t, err)
 				if !bytes.Equal(got, old) {
-					t.Errorf("cu/%s is stale against %s (%s); run: go generate ./cu (with -header %s)",
-						name, h, firstDiff(old, got), h)
+					t.Errorf("%s is stale against %s (%s); run: go generate ./cu (with -header %s)",
+						filepath.Join("cu", name), h, firstDiff(old, got), h)
 				}
 			}
 		})

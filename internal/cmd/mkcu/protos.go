@@ -44,6 +44,17 @@ type proto struct {
 	// optional marks a symbol that drivers cuvmm supports may lack (one newer than the
 	// header's CUDA version): cu uses it only where the driver has it.
 	optional bool
+	wrapper  *wrapper // of its //cu:export line, or nil
+}
+
+// wrapper is a //cu:export line and the comment lines after it, its doc comment: an
+// exported function of package cu.
+type wrapper struct {
+	name   string   // the function, or the method's name
+	recv   int      // the parameter that is the method's receiver, or -1 for a function
+	format string   // the arguments' format in the error, a Go string literal
+	args   []string // the parameters it formats
+	doc    []string
 }
 
 // declLine is a //cu:decl line: the C declaration of an optional call, for a header that
@@ -74,7 +85,11 @@ type protoSet struct {
 var (
 	protoRE     = regexp.MustCompile(`^//cu (\w+)(?: as (\w+))?\((.*)\) v(\d+)( optional)?$`)
 	identOnlyRE = regexp.MustCompile(`^[A-Za-z_]\w*$`)
+	exportRE    = regexp.MustCompile(`^(?:([A-Z]\w*)\.)?([A-Z]\w*) (".*)$`)
 )
+
+// follows says which lines each line that continues a //cu line comes right after.
+var follows = map[string]string{"//cu:decl": "//cu", "//cu:export": "//cu //cu:decl"}
 
 // reservedNames are the locals and results of the generated functions: no parameter may be
 // called so.
@@ -97,14 +112,24 @@ func readProtos(dir string) (*protoSet, error) {
 func parseProtos(src string) (*protoSet, error) {
 	ps := &protoSet{decls: map[string]*declLine{}}
 	names := map[string]int{}
-	var prev *proto // the //cu line of the line before, if it was one
+	var cur *proto // the last //cu line
+	prevKind := "" // the directive of the line before, "//" for a comment, "doc" for a doc line
 	for i, l := range strings.Split(src, "\n") {
 		l = strings.TrimRight(l, " \t\r")
 		n := i + 1
-		last := prev
-		prev = nil
-		switch {
-		case strings.HasPrefix(l, "//cu "):
+		kind, text, _ := strings.Cut(l, " ")
+		if after, ok := follows[kind]; ok && !strings.Contains(" "+after+" ", " "+prevKind+" ") {
+			return nil, fmt.Errorf("%d: a %s line goes right after %s", n, kind, strings.ReplaceAll(after, " ", " or "))
+		}
+		if kind == "//" && (prevKind == "//cu:export" || prevKind == "doc") {
+			kind = "doc"
+		} else if kind != "//" && !strings.HasPrefix(kind, "//cu") {
+			kind = ""
+		}
+		prevKind = kind
+		switch kind {
+		case "", "//":
+		case "//cu":
 			p, err := parseProto(l)
 			if err != nil {
 				return nil, fmt.Errorf("%d: %w", n, err)
@@ -115,9 +140,9 @@ func parseProtos(src string) (*protoSet, error) {
 			}
 			names[p.goName] = n
 			ps.calls = append(ps.calls, p)
-			prev = p
-		case strings.HasPrefix(l, "//cu:decl "):
-			d, err := parseDecl(l[len("//cu:decl "):], last)
+			cur = p
+		case "//cu:decl":
+			d, err := parseDecl(text, cur)
 			if err != nil {
 				return nil, fmt.Errorf("%d: %w", n, err)
 			}
@@ -126,8 +151,19 @@ func parseProtos(src string) (*protoSet, error) {
 				return nil, fmt.Errorf("%d: %s: declared already by line %d", n, d.symbol, q.line)
 			}
 			ps.decls[d.symbol] = d
-		case strings.HasPrefix(l, "//cu:enum "):
-			f := strings.Fields(l[len("//cu:enum "):])
+		case "//cu:export":
+			w, err := parseExport(text, cur)
+			if err != nil {
+				return nil, fmt.Errorf("%d: %s: %w", n, cur.symbol, err)
+			}
+			cur.wrapper = w
+		case "doc":
+			if len(cur.wrapper.doc) == 0 && !strings.HasPrefix(text, cur.wrapper.name+" ") {
+				return nil, fmt.Errorf("%d: %s: the doc comment of %s starts with its name", n, cur.symbol, cur.wrapper.name)
+			}
+			cur.wrapper.doc = append(cur.wrapper.doc, l)
+		case "//cu:enum":
+			f := strings.Fields(text)
 			if len(f) != 2 || !identOnlyRE.MatchString(f[1]) || (f[0] != "-" && !token.IsExported(f[0])) {
 				return nil, fmt.Errorf("%d: want //cu:enum <exported Go type or -> <C enum typedef>", n)
 			}
@@ -136,18 +172,23 @@ func parseProtos(src string) (*protoSet, error) {
 				e.goType = f[0]
 			}
 			ps.enums = append(ps.enums, e)
-		case strings.HasPrefix(l, "//cu:define "):
-			f := strings.Fields(l[len("//cu:define "):])
+		case "//cu:define":
+			f := strings.Fields(text)
 			if len(f) == 0 {
 				return nil, fmt.Errorf("%d: want //cu:define and the names of C macros", n)
 			}
 			ps.enums = append(ps.enums, &enumLine{line: n, macros: f})
-		case strings.HasPrefix(l, "//cu"):
-			return nil, fmt.Errorf("%d: unknown directive %q (want //cu, //cu:decl, //cu:enum or //cu:define)", n, l)
+		default:
+			return nil, fmt.Errorf("%d: unknown directive %q (want //cu, //cu:decl, //cu:export, //cu:enum or //cu:define)", n, l)
 		}
 	}
 	if len(ps.calls) == 0 {
 		return nil, fmt.Errorf(" no //cu lines: nothing to generate")
+	}
+	for _, p := range ps.calls {
+		if p.wrapper != nil && len(p.wrapper.doc) == 0 {
+			return nil, fmt.Errorf("%d: %s: %s has no doc comment: the comment lines right after its //cu:export line", p.line, p.symbol, p.wrapper.name)
+		}
 	}
 	// The variants of one symbol share its ABI version and whether it is optional: there
 	// is one proc per symbol.
@@ -188,6 +229,43 @@ func parseDecl(text string, after *proto) (*declLine, error) {
 	return d, nil
 }
 
+// parseExport reads the //cu:export line of p: the wrapper's name (Type.Name for a method
+// of p's first parameter of that type), the format of its arguments in the error (a Go
+// string literal) and the parameters it formats.
+func parseExport(text string, p *proto) (*wrapper, error) {
+	m := exportRE.FindStringSubmatch(text)
+	if m == nil {
+		return nil, fmt.Errorf("want //cu:export <exported name, or Type.Method> \"<format>\" <parameter>...: %s", text)
+	}
+	w := &wrapper{name: m[2], recv: -1}
+	var err error
+	if w.format, err = strconv.QuotedPrefix(m[3]); err != nil {
+		return nil, fmt.Errorf("the format is not a Go string literal: %s", m[3])
+	}
+	ins := map[string]bool{}
+	for i, q := range p.params {
+		switch {
+		case q.kind == kindUser:
+			return nil, fmt.Errorf("an exported wrapper takes no unsafe.Pointer (%s): write it by hand", q.name)
+		case q.kind == kindOut:
+			continue
+		case w.recv < 0 && q.typ == m[1]:
+			w.recv = i
+		}
+		ins[q.name] = true
+	}
+	if m[1] != "" && w.recv < 0 {
+		return nil, fmt.Errorf("no parameter of type %s is the receiver of %s.%s", m[1], m[1], w.name)
+	}
+	w.args = strings.Fields(m[3][len(w.format):])
+	for _, a := range w.args {
+		if !ins[a] {
+			return nil, fmt.Errorf("%s is not one of its parameters (outs are results)", a)
+		}
+	}
+	return w, nil
+}
+
 func parseProto(l string) (*proto, error) {
 	m := protoRE.FindStringSubmatch(l)
 	if m == nil {
@@ -201,7 +279,7 @@ func parseProto(l string) (*proto, error) {
 		p.goName = p.symbol
 	}
 	if token.IsExported(p.goName) {
-		return nil, fmt.Errorf("%s: the generated function %s must be unexported: the exported wrapper is hand-written", p.symbol, p.goName)
+		return nil, fmt.Errorf("%s: the generated function %s must be unexported: a //cu:export line names the exported wrapper", p.symbol, p.goName)
 	}
 	p.version, _ = strconv.Atoi(m[4])
 	p.optional = m[5] != ""
