@@ -745,22 +745,14 @@ func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(cu.DevicePtr, []
 	if off < 0 || uint64(off) > b.size || uint64(len(p)) > b.size-uint64(off) {
 		return 0, opErr(op, args(), fmt.Errorf("%w: size %s", vmm.ErrOutOfRange, units.Size(b.size)))
 	}
-	// One copy per chunk: each chunk is its own allocation, and whether the driver copies
-	// across two of them in one call is not recorded.
-	base, start, done := b.base(), uint64(off), 0
-	for _, ch := range b.chunks {
-		if len(p) == done {
-			break
-		}
-		pos := start + uint64(done)
-		if pos >= ch.off+ch.size {
-			continue
-		}
-		n := min(uint64(len(p)-done), ch.off+ch.size-pos)
-		if err := cp(base+cu.DevicePtr(pos), p[done:done+int(n)]); err != nil {
+	// One copy per reservation the range lies in: the driver copies across the
+	// allocations of one in one call (recorded: vmmtest data/copy-across-allocations).
+	base, done := b.base(), 0
+	for _, s := range segments(b.spans, uint64(off), uint64(off)+uint64(len(p))) {
+		if err := cp(base+cu.DevicePtr(s.off), p[done:done+int(s.size)]); err != nil {
 			return done, opErr(op, args(), err)
 		}
-		done += int(n)
+		done += int(s.size)
 	}
 	return done, nil
 }

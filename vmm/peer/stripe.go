@@ -159,11 +159,10 @@ func (s *Striped) DeviceAt(off uint64) (int, error) {
 }
 
 // ReadAt reads len(p) bytes at offset off into p, from the context of the first device
-// granted access, one copy per stripe.
+// granted access.
 func (s *Striped) ReadAt(p []byte, off int64) (int, error) { return s.view().ReadAt(p, off) }
 
-// WriteAt writes p at offset off, from the context of the first device granted access,
-// one copy per stripe.
+// WriteAt writes p at offset off, from the context of the first device granted access.
 func (s *Striped) WriteAt(p []byte, off int64) (int, error) { return s.view().WriteAt(p, off) }
 
 func (s *Striped) view() vmm.View {
@@ -174,7 +173,7 @@ func (s *Striped) view() vmm.View {
 }
 
 // From returns the range as device dev reaches it: its reads and writes are issued from
-// dev's context, one copy per stripe.
+// dev's context.
 func (s *Striped) From(dev int) vmm.View {
 	if !s.usable() {
 		return vmm.View{}

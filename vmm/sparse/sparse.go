@@ -468,15 +468,23 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// eachPage calls f for the part of p that falls in each page, one page at a time (each
-// page is its own allocation, and copies across two are not recorded driver behaviour).
+// eachPage calls f for the parts of p that fall in runs of pages committed alike, one run
+// at a time (the driver copies across the allocations of a run in one call, recorded:
+// vmmtest data/copy-across-allocations).
 func (a *Array) eachPage(off uint64, p []byte, f func(cu.DevicePtr, []byte, bool) error) (int, error) {
 	done := 0
 	for done < len(p) {
 		pos := off + uint64(done)
 		i := pos / a.page
-		n := min(uint64(len(p)-done), (i+1)*a.page-pos)
 		_, committed := a.pages[i]
+		end := (i + 1) * a.page
+		for end < off+uint64(len(p)) {
+			if _, c := a.pages[end/a.page]; c != committed {
+				break
+			}
+			end += a.page
+		}
+		n := min(uint64(len(p)-done), end-pos)
 		if err := f(a.r.Base()+cu.DevicePtr(pos), p[done:done+int(n)], committed); err != nil {
 			return done, err
 		}
