@@ -13,8 +13,9 @@ import (
 // and one that starts once Close has begun fails with ErrClosed. Make one with
 // Reservation.From; a zero View fails with ErrInvalid.
 type View struct {
-	r   *Reservation
-	dev int
+	r     *Reservation
+	dev   int
+	split uint64 // no copy crosses a multiple of it; 0: none
 }
 
 // From returns the reservation as device dev reaches it.
@@ -23,42 +24,56 @@ func (r *Reservation) From(dev int) View { return View{r: r, dev: dev} }
 // Device is the device whose context the view copies from.
 func (v View) Device() int { return v.dev }
 
+// SplitEvery returns v copying no range across a multiple of n: one driver call per piece,
+// for memory whose parts lie on different devices (package peer's stripes), where whether
+// the driver copies across memory of two devices in one call is not recorded.
+func (v View) SplitEvery(n uint64) View {
+	v.split = n
+	return v
+}
+
 // ReadAt reads len(p) bytes at offset off of the reservation into p.
 func (v View) ReadAt(p []byte, off int64) (int, error) { return v.copyAt("read", p, off) }
 
 // WriteAt writes p at offset off of the reservation.
 func (v View) WriteAt(p []byte, off int64) (int, error) { return v.copyAt("write", p, off) }
 
-// copyAt copies p to or from offset off in one driver call, however many allocations the
-// range spans (recorded: vmmtest data/copy-across-allocations); a range that is not all
-// mapped, with access for the view's device, fails in the driver and copies nothing.
+// copyAt copies p to or from offset off in one driver call, however many allocations of
+// one device the range spans (recorded: vmmtest data/copy-across-allocations), or one per
+// piece of a split view; a range that is not all mapped, with access for the view's
+// device, fails in the driver. It returns how many bytes were copied before an error.
 func (v View) copyAt(op string, p []byte, off int64) (int, error) {
-	fail := func(err error) (int, error) {
-		return 0, opErr(err, op, "%s at offset %d from device %d", units.Size(uint64(len(p))), off, v.dev)
+	fail := func(done int, err error) (int, error) {
+		return done, opErr(err, op, "%s at offset %d from device %d", units.Size(uint64(len(p))), off, v.dev)
 	}
 	r := v.r
 	if off < 0 {
-		return fail(fmt.Errorf("%w: offset %d", ErrOutOfRange, off))
+		return fail(0, fmt.Errorf("%w: offset %d", ErrOutOfRange, off))
 	}
 	if err := r.enter(uint64(off), uint64(len(p))); err != nil {
 		if err == ErrOutOfRange {
 			err = fmt.Errorf("%w: size %s", ErrOutOfRange, units.Size(r.Size()))
 		}
-		return fail(err)
+		return fail(0, err)
 	}
 	defer r.l.exit()
-	if len(p) == 0 {
-		return 0, nil
+	pos, done := uint64(off), 0
+	for done < len(p) {
+		n := uint64(len(p) - done)
+		if v.split != 0 {
+			n = min(n, v.split-pos%v.split)
+		}
+		q, addr := p[done:done+int(n)], r.base+cu.DevicePtr(pos)
+		var err error
+		if op == "write" {
+			err = r.m.WriteAt(v.dev, q, addr)
+		} else {
+			err = r.m.ReadAt(v.dev, q, addr)
+		}
+		if err != nil {
+			return fail(done, err)
+		}
+		done, pos = done+int(n), pos+n
 	}
-	addr := r.base + cu.DevicePtr(off)
-	var err error
-	if op == "write" {
-		err = r.m.WriteAt(v.dev, p, addr)
-	} else {
-		err = r.m.ReadAt(v.dev, p, addr)
-	}
-	if err != nil {
-		return fail(err)
-	}
-	return len(p), nil
+	return done, nil
 }

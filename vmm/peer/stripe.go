@@ -159,26 +159,28 @@ func (s *Striped) DeviceAt(off uint64) (int, error) {
 }
 
 // ReadAt reads len(p) bytes at offset off into p, from the context of the first device
-// granted access.
+// granted access, one copy per stripe.
 func (s *Striped) ReadAt(p []byte, off int64) (int, error) { return s.view().ReadAt(p, off) }
 
-// WriteAt writes p at offset off, from the context of the first device granted access.
+// WriteAt writes p at offset off, from the context of the first device granted access, one
+// copy per stripe.
 func (s *Striped) WriteAt(p []byte, off int64) (int, error) { return s.view().WriteAt(p, off) }
 
 func (s *Striped) view() vmm.View {
 	if !s.usable() {
 		return vmm.View{}
 	}
-	return s.r.From(s.dev)
+	return s.From(s.dev)
 }
 
 // From returns the range as device dev reaches it: its reads and writes are issued from
-// dev's context.
+// dev's context, one copy per stripe (stripes lie on different devices, and whether the
+// driver copies across two devices' memory in one call is not recorded).
 func (s *Striped) From(dev int) vmm.View {
 	if !s.usable() {
 		return vmm.View{}
 	}
-	return s.r.From(dev)
+	return s.r.From(dev).SplitEvery(s.stripe)
 }
 
 // Close unmaps the range and frees it once the copies in flight have finished, and
