@@ -24,8 +24,14 @@
 // [ErrUnknownHandle] instead of reaching the driver.
 //
 // No lock shared by calls on different handles is held across a driver call. Calls on one
-// handle pin it without a lock; its last [MemRelease] waits for those in flight. The calls that can free or revive
-// one allocation (its releases, unmaps of its mappings, a retain through one of them) take
-// that allocation's own lock across their driver call, so that the driver never sees two of
-// them at once.
+// handle pin it without a lock; its last [MemRelease] waits for those in flight. The calls
+// that can free or revive one allocation (its releases, unmaps of its mappings, a retain
+// through one of them) take that allocation's own lock across their driver call, so that
+// the driver never sees two of them at once.
+//
+// One race this cannot cover is the program's own: a [MemUnmap] of a range that a [MemMap]
+// on another goroutine is mapping into, before that MemMap returns. cu learns of a mapping
+// only once the driver has made it, so such an unmap may drop it unlocked, alongside the
+// allocation's last release, which can corrupt the driver's heap as it would in C. Order a
+// range's maps and unmaps, as package vmm's Reservation does.
 package cu

@@ -36,10 +36,10 @@ const (
 type slot struct {
 	g    guard.Guard   // the handle's calls in flight; open while refs > 0
 	drv  atomic.Uint64 // the driver's value
-	drop sync.RWMutex  // exclusive for releases and freeing unmaps, shared for other unmaps
-	refs atomic.Int32  // references the process holds; changed under drop held exclusively
+	drop sync.Mutex    // held by releases, unmaps and retains through a mapping
+	refs atomic.Int32  // references the process holds; changed under drop
 	maps atomic.Int32  // mappings recorded
-	_    [8]byte       // a cache line each: calls on different handles share no line
+	_    [24]byte      // a cache line each: calls on different handles share no line
 }
 
 type page [1 << pageShift]slot
@@ -124,8 +124,7 @@ func (t *handleTable) add(drv uint64) (MemHandle, error) {
 }
 
 // ref takes one more reference to slot idx if it still holds drv, reviving its handle under
-// the next generation if every reference had been released; the caller holds s.drop
-// exclusively.
+// the next generation if every reference had been released; the caller holds s.drop.
 func (s *slot) ref(idx uint32, drv uint64) (MemHandle, bool) {
 	if s.drv.Load() != drv || s.refs.Load() == 0 && s.maps.Load() == 0 {
 		return 0, false
@@ -138,7 +137,8 @@ func (s *slot) ref(idx uint32, drv uint64) (MemHandle, bool) {
 
 // open fills a free slot with drv; the caller holds sh.mu. A free slot is its opener's
 // alone (no handle of its generation exists, no mapping counts it), so it is filled
-// without its drop lock; the guard opens before refs is set, for a ref that sees it.
+// without its drop lock; refs is set before the guard opens, so that a release of the new
+// generation, which the guard admits, finds its reference.
 func (t *handleTable) open(sh *shard, drv uint64) (MemHandle, error) {
 	var idx uint32
 	if n := len(sh.free); n > 0 {
@@ -155,8 +155,8 @@ func (t *handleTable) open(sh *shard, drv uint64) (MemHandle, error) {
 	}
 	s := t.slot(idx)
 	s.drv.Store(drv)
-	gen := s.g.Revive()
 	s.refs.Store(1)
+	gen := s.g.Revive()
 	if sh.drvs == nil {
 		sh.drvs = map[uint64]uint32{}
 	}
@@ -199,7 +199,7 @@ func (t *handleTable) release(h MemHandle, driverRelease func(drv uint64) error)
 }
 
 // forget recycles the slot of an allocation the driver freed; the caller holds its drop
-// lock exclusively.
+// lock.
 func (t *handleTable) forget(idx uint32, drv uint64) {
 	sh := t.shard(drv)
 	sh.mu.Lock()

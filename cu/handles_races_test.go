@@ -2,6 +2,8 @@ package cu
 
 import (
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,4 +248,135 @@ func TestTwoUnmapsOfARangeAndAMapBetween(t *testing.T) {
 	n, refs = tab.live()
 	require.Zero(t, n+refs)
 	require.EqualValues(t, 2, d.frees.Load(), "both allocations freed")
+}
+
+// unmapWithin is the driver's cuMemUnmap as recorded (sim's unmapLocked): every mapping
+// inside [start, start+size) goes, the gaps between them are no-ops. Before the driver
+// drops a mapping, the test fails unless cu holds that allocation's drop lock.
+func (d *dropDriver) unmapWithin(tab *handleTable, start, size uint64) error {
+	d.mu.Lock()
+	var starts []uint64
+	for s, n := range d.size {
+		if s < start+size && start < s+n {
+			if s < start || s+n > start+size {
+				d.mu.Unlock()
+				return ERROR_INVALID_VALUE // splits a mapping
+			}
+			starts = append(starts, s)
+		}
+	}
+	d.mu.Unlock()
+	for _, s := range starts {
+		d.mu.Lock()
+		v := d.at[s]
+		d.mu.Unlock()
+		sh := tab.shard(v)
+		sh.mu.Lock()
+		idx, ok := sh.drvs[v]
+		sh.mu.Unlock()
+		if !ok {
+			d.t.Errorf("unmap of [%#x, +%#x) drops allocation %#x, which cu has no slot for", start, size, v)
+		} else if l := &tab.slot(idx).drop; l.TryLock() {
+			l.Unlock()
+			d.t.Errorf("unmap of [%#x, +%#x) drops allocation %#x without its drop lock", start, size, v)
+		}
+		if err := d.unmap(s, d.size[s]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Two unmaps of one range, the first stopped after its driver call (so its record stays),
+// and a map of another allocation inside the range meanwhile: the second unmap's lookup,
+// carried past the new mapping by the stale record, must not let the driver unmap the new
+// mapping unless it holds that allocation's drop lock and removes its record.
+func TestSecondUnmapOfARangeSeesAMappingMadeInside(t *testing.T) {
+	tab, d := new(handleTable), newDropDriver(t)
+	const at = 0xb0000000000
+	hA, err := tab.add(d.create())
+	require.NoError(t, err)
+	require.NoError(t, mapHandle(tab, d, hA, at, 2*g2))
+	hB, err := tab.add(d.create())
+	require.NoError(t, err)
+	inFirst, letGo := make(chan struct{}), make(chan struct{})
+	first, second := make(chan error, 1), make(chan error, 1)
+	go func() {
+		first <- tab.unmap(at, 2*g2, func() error {
+			err := d.unmapWithin(tab, at, 2*g2)
+			close(inFirst)
+			<-letGo // the driver has unmapped A's mapping; its record is still there
+			return err
+		})
+	}()
+	<-inFirst
+	require.NoError(t, mapHandle(tab, d, hB, at+g2, g2))
+	require.NoError(t, tab.release(hB, d.release)) // the mapping is B's last hold
+	go func() { second <- tab.unmap(at, 2*g2, func() error { return d.unmapWithin(tab, at, 2*g2) }) }()
+	time.Sleep(20 * time.Millisecond) // the second unmap looks the range up meanwhile
+	close(letGo)
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+	require.Zero(t, tab.recorded(), "the driver has no mapping left")
+	require.False(t, tab.known(hB))
+	require.EqualValues(t, 1, d.frees.Load(), "B freed by the second unmap")
+	require.NoError(t, tab.release(hA, d.release))
+	n, refs := tab.live()
+	require.Zero(t, n+refs)
+}
+
+// A caller can name the next generation of a slot before it exists (a released handle's
+// slot comes back one generation up): releasing it while open fills the slot must find the
+// reference open made, or be refused; never reach the driver with a reference the process
+// does not hold.
+func TestReleaseOfTheNextGenerationDuringOpen(t *testing.T) {
+	tab := new(handleTable)
+	var mu sync.Mutex
+	refs := 0
+	const v = 0x7f0000990000 // the driver hands the freed value out again
+	release := func(uint64) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refs <= 0 {
+			return fmt.Errorf("release of %#x, which the process does not hold", v)
+		}
+		refs--
+		return nil
+	}
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if p := tab.pages[0].Load(); p != nil {
+				s := &p[0]
+				if err := tab.release(handleOf(0, s.g.Gen()), release); err != nil && !errors.Is(err, ErrUnknownHandle) {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	for range 100000 {
+		mu.Lock()
+		refs++
+		mu.Unlock()
+		h, err := tab.add(v)
+		require.NoError(t, err)
+		if err := tab.release(h, release); err != nil && !errors.Is(err, ErrUnknownHandle) {
+			t.Fatal(err)
+		}
+		require.GreaterOrEqual(t, tab.slot(0).refs.Load(), int32(0))
+	}
+	close(stop)
+	<-stopped
+	mu.Lock()
+	defer mu.Unlock()
+	require.Zero(t, refs, "every reference released once")
+	n, held := tab.live()
+	require.Zero(t, n+held)
 }

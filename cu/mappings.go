@@ -28,12 +28,10 @@ type mapping struct {
 	seq  uint32 // its shard's count of records: tells it from a later mapping at its start
 }
 
-// entry is a record as the lookups return it, and, on the first entry of each slot in an
-// unmap, whether the unmap holds the slot's drop lock exclusively.
+// entry is a record as the lookups return it.
 type entry struct {
 	start uint64
 	mapping
-	excl bool
 }
 
 // mapped records the mapping of [start, start+size) that the driver just made of h, whose
@@ -64,8 +62,7 @@ func (t *handleTable) mapped(s *slot, h MemHandle, start, size uint64) {
 }
 
 // unmapped counts one mapping of slot idx gone, and forgets the slot if the driver freed
-// its allocation; the caller holds the drop lock (exclusively when the slot has no
-// reference left).
+// its allocation; the caller holds the drop lock.
 func (t *handleTable) unmapped(idx uint32) {
 	if s := t.slot(idx); s.maps.Add(-1) == 0 && s.refs.Load() == 0 {
 		t.forget(idx, s.drv.Load())
@@ -83,18 +80,13 @@ func (t *handleTable) unmap(start, size uint64, driverUnmap func() error) error 
 	for {
 		es := t.lookup(start, end, buf[:0])
 		// Each slot's lock once, in slot order, so that two unmaps never wait for each other
-		// in a cycle: shared while the allocation has a reference (no unmap can free it, and
-		// the release that could waits), exclusive once it has none (this unmap may free it).
+		// in a cycle. Exclusive even while the allocation has a reference: two unmaps of one
+		// range would otherwise both pass, and the second, whose lookup a record the first
+		// has not removed yet carries past a mapping made meanwhile, would unmap that mapping
+		// without its lock.
 		for i := range es {
-			if i > 0 && es[i-1].idx == es[i].idx {
-				continue
-			}
-			s := t.slot(es[i].idx)
-			s.drop.RLock()
-			if s.refs.Load() == 0 {
-				s.drop.RUnlock()
-				s.drop.Lock()
-				es[i].excl = true
+			if i == 0 || es[i-1].idx != es[i].idx {
+				t.slot(es[i].idx).drop.Lock()
 			}
 		}
 		// Mapped or unmapped in the range before the locks were held: look again.
@@ -118,12 +110,8 @@ func (t *handleTable) unmap(start, size uint64, driverUnmap func() error) error 
 // unlock lets go of the drop locks an unmap holds for es.
 func (t *handleTable) unlock(es []entry) {
 	for i, e := range es {
-		if i > 0 && es[i-1].idx == e.idx {
-			continue
-		} else if e.excl {
+		if i == 0 || es[i-1].idx != e.idx {
 			t.slot(e.idx).drop.Unlock()
-		} else {
-			t.slot(e.idx).drop.RUnlock()
 		}
 	}
 }
