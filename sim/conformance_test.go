@@ -37,6 +37,6 @@ func TestConformance(t *testing.T) {
 		vmmtest.Run(t, newSim(sim.PresetHGX8), vmmtest.Capabilities{Multicast: true, Dangerous: true, Deviations: deviations})
 	})
 	t.Run("MNNVL", func(t *testing.T) {
-		vmmtest.Run(t, newSim(sim.PresetMNNVL), vmmtest.Capabilities{Multicast: true, Fabric: true, Dangerous: true, Deviations: deviations})
+		vmmtest.Run(t, newSim(sim.PresetMNNVL), vmmtest.Capabilities{Multicast: true, Fabric: true, CrossProcess: linux, Dangerous: true, Deviations: deviations})
 	})
 }

@@ -69,8 +69,9 @@ var (
 	// cuMemCreate with MEM_HANDLE_TYPE_FABRIC and no IMEX channel, recorded: vmmtest
 	// fabric/create-without-imex.
 	resFabricNoIMEX = cu.ERROR_NOT_PERMITTED
-	// A fabric handle that names no allocation (with IMEX): not recorded.
-	resBadFabric = cu.ERROR_INVALID_VALUE
+	// A fabric handle that names no allocation (with IMEX), recorded: vmmtest
+	// fabric/import-made-up, fabric/import-after-release.
+	resBadFabric = cu.ERROR_NOT_SUPPORTED
 	// cuMemSetAccess giving a device access to memory of a device it has no peer access to:
 	// not recorded.
 	resNoPeer = cu.ERROR_INVALID_DEVICE

@@ -70,14 +70,14 @@ func FuzzFabricToken(f *testing.F) {
 		require.NoError(t, err)
 		h, err := s.ImportFabric(tok)
 		switch {
-		case tok == e.tok:
-			require.NoError(t, err, "the exporter's token")
+		case [60]byte(tok[:60]) == [60]byte(e.tok[:60]):
+			require.NoError(t, err, "the exporter's token (its last 4 bytes are ignored, as the driver ignores at least the last)")
 		case err == nil:
 			// Fuzzing runs this in worker processes, each with its own exporter, and their
 			// seeds carry the coordinator's token: a real token of another process.
 			require.True(t, genuine(tok), "%x imports, and is no exporter's token", tok)
 		default:
-			require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE, "a token the exporter did not make")
+			require.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED, "a token the exporter did not make")
 			require.Contains(t, err.Error(), "cuMemImportFromShareableHandle")
 		}
 		if err == nil {

@@ -11,7 +11,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// The cross-process tests re-execute this binary as the importing child.
-	vmmtest.RunChildIfRequested(func() (vmm.Backend, error) { return sim.New(sim.PresetH100()) })
+	vmmtest.RunChildIfRequested(func() (vmm.Backend, error) { return sim.New(sim.PresetMNNVL()) })
 	runShareChildIfRequested()
 	runFabricChildIfRequested()
 	os.Exit(m.Run())

@@ -43,7 +43,8 @@ func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 var fabricMagic = [16]byte{'c', 'u', 'v', 'm', 'm', '-', 's', 'i', 'm', '-', 'f', 'a', 'b', 'r', 'i', 'c'}
 
 // fabricToken is a parsed fabric handle. Layout: magic[16] secret[32] pid u32 fd u32
-// device u32 zero u32. pid and fd say where the exporter holds the file (Linux reaches it
+// device u32, then 4 bytes that are ignored, as the driver ignores at least a handle's last
+// byte (recorded: vmmtest fabric/import-one-byte-changed). pid and fd say where the exporter holds the file (Linux reaches it
 // through /proc/<pid>/fd/<fd>); the secret proves the holder was given the token.
 type fabricToken struct {
 	secret  [32]byte
@@ -64,7 +65,7 @@ func (t fabricToken) handle() cu.MemFabricHandle {
 
 func parseFabric(h cu.MemFabricHandle) (fabricToken, bool) {
 	le := binary.LittleEndian
-	if [16]byte(h[:16]) != fabricMagic || le.Uint32(h[60:]) != 0 {
+	if [16]byte(h[:16]) != fabricMagic {
 		return fabricToken{}, false
 	}
 	return fabricToken{secret: [32]byte(h[16:48]), pid: le.Uint32(h[48:]), fd: le.Uint32(h[52:]), dev: le.Uint32(h[56:])}, true
@@ -370,7 +371,7 @@ func (s *Sim) importFabricLocked(t cu.MemFabricHandle) (cu.MemHandle, *failure) 
 	if !ok {
 		return 0, fail(resBadFabric, "not a fabric handle")
 	}
-	if m := tryUse(s.byFabric[t]); m != nil {
+	if m := tryUse(s.byFabric[tok.handle()]); m != nil {
 		return s.importHandle(m), nil
 	}
 	// A token this process made: its file, duplicated before the exporter can close it

@@ -238,7 +238,6 @@ func TestForgedFabricTokens(t *testing.T) {
 		"random secret":                    forge(real, pid, 3, 0x11),
 		"another process's descriptor":     forge(real, 1, 0, 0),
 		"read-only file, wrong secret too": forge(real, pid, uint32(ro.Fd()), 0x77),
-		"trailing bytes that must be zero": func() cu.MemFabricHandle { x := real; x[63] = 1; return x }(),
 		"not a sim token":                  {1, 2, 3},
 		// Found by FuzzFabricToken: the device was taken from the token, not checked
 		// against the file, so the real memory imported as another device's.
@@ -246,8 +245,14 @@ func TestForgedFabricTokens(t *testing.T) {
 		"real memfd, secret of the real one": forge(real, pid, uint32(ro.Fd()), 0), // the secret alone leads nowhere else
 	} {
 		_, err := b.ImportFabric(tok)
-		require.ErrorIs(t, err, cu.ERROR_INVALID_VALUE, name)
+		require.ErrorIs(t, err, cu.ERROR_NOT_SUPPORTED, name)
 	}
+	// The driver ignores a handle's last byte (vmmtest fabric/import-one-byte-changed).
+	last := real
+	last[63] ^= 0xff
+	h, err = b.ImportFabric(last)
+	require.NoError(t, err, "the real token with its last byte changed")
+	require.NoError(t, b.Release(h))
 	got, err := os.ReadFile(victim.Name())
 	require.NoError(t, err)
 	require.Equal(t, "do not touch", string(got))

@@ -17,6 +17,7 @@ import (
 var recordedNodes = []struct{ file, preset string }{
 	{"report-h200.json", "h200"},
 	{"report-2xh200.json", "hgx8"}, // two H200s of an NVSwitch host: hgx8's first two
+	{"report-4xh200.json", "hgx8"}, // four H200s of an NVSwitch host (NV18 between every pair): hgx8's first four
 }
 
 // nodeFacts is what a report says of a node that a preset must agree with.

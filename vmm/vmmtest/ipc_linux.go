@@ -29,14 +29,15 @@ func RunChildIfRequested(open func() (vmm.Backend, error)) {
 	os.Exit(0)
 }
 
-// child receives {size, seed} and one descriptor on fd 3, imports it, checks the parent's
-// bytes and writes its own for the parent to check.
+// child receives {size, seed} and either one descriptor on fd 3 or, after the header, a
+// fabric handle; it imports the memory, checks the parent's bytes and writes its own for
+// the parent to check.
 func child(open func() (vmm.Backend, error)) error {
 	b, err := open()
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 16)
+	buf := make([]byte, 16+len(cu.MemFabricHandle{}))
 	oob := make([]byte, unix.CmsgSpace(4))
 	var n, oobn int
 	for {
@@ -48,26 +49,28 @@ func child(open func() (vmm.Backend, error)) error {
 	if err != nil {
 		return fmt.Errorf("recvmsg: %w", err)
 	}
-	if n != 16 {
-		return fmt.Errorf("header of %d bytes", n)
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return fmt.Errorf("control message: %v (%d)", err, len(msgs))
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		return fmt.Errorf("rights: %v (%d)", err, len(fds))
-	}
-	defer unix.Close(fds[0])
-	size := binary.LittleEndian.Uint64(buf[:8])
-	seed := byte(binary.LittleEndian.Uint64(buf[8:]))
-
-	h, err := b.ImportFD(fds[0])
-	if err != nil {
-		return err
+	var h cu.MemHandle
+	switch {
+	case n == 16 && oobn > 0:
+		fd, err := oneRight(oob[:oobn])
+		if err != nil {
+			return err
+		}
+		h, err = b.ImportFD(fd)
+		unix.Close(fd)
+		if err != nil {
+			return err
+		}
+	case n == len(buf) && oobn == 0:
+		if h, err = b.ImportFabric(cu.MemFabricHandle(buf[16:])); err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("message of %d bytes with %d of control", n, oobn)
 	}
 	defer b.Release(h)
+	size := binary.LittleEndian.Uint64(buf[:8])
+	seed := byte(binary.LittleEndian.Uint64(buf[8:]))
 	va, err := b.Reserve(size, 0, 0, 0)
 	if err != nil {
 		return err
@@ -91,6 +94,22 @@ func child(open func() (vmm.Backend, error)) error {
 		}
 	}
 	return b.CopyHtoD(0, va, Pattern(seed+1, 4096))
+}
+
+// oneRight is the one descriptor a control message carries.
+func oneRight(oob []byte) (int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil || len(msgs) != 1 {
+		return -1, fmt.Errorf("control message: %v (%d)", err, len(msgs))
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		return -1, fmt.Errorf("rights: %v (%d)", err, len(fds))
+	}
+	return fds[0], nil
 }
 
 func openFDs(t *testing.T) int {
@@ -140,26 +159,7 @@ func exchange(t *testing.T, e *env) {
 		fd, err := e.b.ExportFD(h)
 		noError(t, err)
 		defer unix.Close(fd)
-		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-		noError(t, err)
-		parent := os.NewFile(uintptr(pair[0]), "parent")
-		childEnd := os.NewFile(uintptr(pair[1]), "child")
-		defer parent.Close()
-
-		cmd := reexec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), EnvChild+"=1")
-		cmd.ExtraFiles = []*os.File{childEnd} // fd 3 in the child
-		out := &limitedBuffer{max: 1 << 16}
-		cmd.Stdout, cmd.Stderr = out, out
-		noError(t, cmd.Start())
-		childEnd.Close()
-
-		hdr := make([]byte, 16)
-		binary.LittleEndian.PutUint64(hdr, size)
-		binary.LittleEndian.PutUint64(hdr[8:], seed)
-		noError(t, unix.Sendmsg(pair[0], hdr, unix.UnixRights(fd), nil, 0))
-		err = cmd.Wait()
-		noError(t, err, "child: %s", out.String())
+		noError(t, runChild(t, header(size, seed), unix.UnixRights(fd)))
 		requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
 	}()
 }
@@ -185,4 +185,51 @@ func fileOf(fd int) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
+}
+
+// exchangeFabric sends fabric handle fh of memory mapped at va, holding Pattern(11, size),
+// to a child process, which imports it, checks the bytes and writes its own; it returns
+// the child's error.
+func exchangeFabric(t *testing.T, e *env, fh cu.MemFabricHandle, size uint64, va cu.DevicePtr) error {
+	const seed = 11
+	err := runChild(t, append(header(size, seed), fh[:]...), nil)
+	if err == nil {
+		requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
+	}
+	return err
+}
+
+func header(size uint64, seed byte) []byte {
+	hdr := make([]byte, 16)
+	binary.LittleEndian.PutUint64(hdr, size)
+	binary.LittleEndian.PutUint64(hdr[8:], uint64(seed))
+	return hdr
+}
+
+// runChild re-executes the test binary as the child, sends it msg with the control
+// message oob, and waits for it; its output is in the error.
+func runChild(t *testing.T, msg, oob []byte) error {
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	noError(t, err)
+	parent := os.NewFile(uintptr(pair[0]), "parent")
+	childEnd := os.NewFile(uintptr(pair[1]), "child")
+	defer parent.Close()
+
+	cmd := reexec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), EnvChild+"=1")
+	cmd.ExtraFiles = []*os.File{childEnd} // fd 3 in the child
+	out := &limitedBuffer{max: 1 << 16}
+	cmd.Stdout, cmd.Stderr = out, out
+	err = cmd.Start()
+	childEnd.Close()
+	noError(t, err)
+	if err := unix.Sendmsg(pair[0], msg, oob, nil, 0); err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return err
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("child: %w: %s", err, out.String())
+	}
+	return nil
 }

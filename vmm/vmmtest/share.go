@@ -3,6 +3,7 @@ package vmmtest
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -121,6 +122,9 @@ func testShare(t *testing.T, e *env) {
 	e.c.check(t, "share/export-win32-on-linux", err)
 }
 
+// testFabric records what the driver does with fabric handles: creating, exporting and
+// importing them (in this process and in a child), what else such an allocation can be
+// exported as, and handles it never made.
 func testFabric(t *testing.T, e *env) {
 	v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)
 	noError(t, err)
@@ -136,18 +140,80 @@ func testFabric(t *testing.T, e *env) {
 		e.c.check(t, "fabric/create-without-imex", err)
 		return
 	}
-	noError(t, err, "fabric create with IMEX")
+	e.c.check(t, "fabric/create", err)
+	noError(t, err)
+	va := j.mustReserve(2 * e.g)
+	j.mustMap(va, e.g, 0, h)
+	noError(t, e.b.SetAccess(va, e.g, rw(0)))
+	want := Pattern(11, int(e.g))
+	noError(t, e.b.CopyHtoD(0, va, want))
+
 	fh, err := e.b.ExportFabric(h)
+	e.c.check(t, "fabric/export", err)
 	noError(t, err)
 	notEqual(t, cu.MemFabricHandle{}, fh)
+	again, err := e.b.ExportFabric(h)
+	e.c.checkValue(t, "fabric/export-twice", err, sameness(again == fh, "handle"))
+	_, err = e.b.ExportFD(h)
+	e.c.check(t, "fabric/export-fd-not-requested", err)
+
 	imp, err := e.b.ImportFabric(fh)
+	e.c.checkValue(t, "fabric/import-same-process", err, sameness(imp == h, "allocation handle"))
 	noError(t, err)
 	j.adopt(imp)
-	va := j.mustReserve(e.g)
-	j.mustMap(va, e.g, 0, imp)
-	noError(t, e.b.SetAccess(va, e.g, rw(0)))
+	j.mustMap(va+cu.DevicePtr(e.g), e.g, 0, imp)
+	noError(t, e.b.SetAccess(va+cu.DevicePtr(e.g), e.g, rw(0)))
+	requireBytes(t, e.b, 0, va+cu.DevicePtr(e.g), want)
+
+	made := fh
+	made[len(made)-1] ^= 0xff
+	mi, err := e.b.ImportFabric(made)
+	if err == nil {
+		j.adopt(mi)
+	}
+	e.c.check(t, "fabric/import-one-byte-changed", err)
 	_, err = e.b.ImportFabric(cu.MemFabricHandle{1, 2, 3})
-	isError(t, err, "a made-up fabric handle is refused")
+	e.c.check(t, "fabric/import-made-up", err)
+
+	// Exported, then released before anyone imported it.
+	gone, err := e.b.Create(e.g, p, 0)
+	noError(t, err)
+	gfh, err := e.b.ExportFabric(gone)
+	noError(t, e.b.Release(gone))
+	noError(t, err)
+	gi, err := e.b.ImportFabric(gfh)
+	if err == nil {
+		j.adopt(gi)
+	}
+	e.c.check(t, "fabric/import-after-release", err)
+
+	both := *p
+	both.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_FABRIC | cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+	bh, err := j.create(e.g, &both)
+	e.c.check(t, "fabric/create-with-posix-fd", err)
+	if err == nil && runtime.GOOS == "linux" {
+		fd, err := e.b.ExportFD(bh)
+		e.c.check(t, "fabric/export-fd-of-both", err)
+		if err == nil {
+			_ = os.NewFile(uintptr(fd), "exported").Close()
+		}
+		_, err = e.b.ExportFabric(bh)
+		e.c.check(t, "fabric/export-fabric-of-both", err)
+	}
+	t.Run("child", func(t *testing.T) {
+		if !e.caps.CrossProcess {
+			t.Skip("not declared: Capabilities.CrossProcess")
+		}
+		e.c.check(t, "fabric/import-in-child", exchangeFabric(t, e, fh, e.g, va))
+	})
+}
+
+// sameness is the fact of a case that asks whether two values are equal.
+func sameness(same bool, what string) string {
+	if same {
+		return "the same " + what
+	}
+	return "another " + what
 }
 
 // testPeer checks peer access for every ordered pair of devices (the recorded rules are
