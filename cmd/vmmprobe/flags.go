@@ -18,6 +18,7 @@ const (
 	cmdCheck  = "check"
 	cmdEnv    = "env"
 	cmdReady  = "ready"
+	cmdPair   = "pair"
 )
 
 // Output formats of -o.
@@ -35,6 +36,7 @@ var formats = map[string][]string{
 	cmdCheck:  {formatTable, formatJSON, formatLabels, formatPrometheus},
 	cmdEnv:    {formatShell, formatJSON},
 	cmdReady:  {formatTable, formatJSON},
+	cmdPair:   {formatTable, formatJSON},
 }
 
 // defaultOnceTTL is how long the labels of a single run stay valid (--label-ttl), and
@@ -55,9 +57,11 @@ type options struct {
 	labelTTL    time.Duration
 	require     []string
 	showVersion bool
+	gfdClique   bool
+	pair        pairOptions
 }
 
-const usageText = `Usage: vmmprobe [report|check|env|ready] [flags]
+const usageText = `Usage: vmmprobe [report|check|env|ready|pair] [flags]
 
 vmmprobe says what the CUDA driver's virtual memory management (VMM), shareable handles
 (POSIX file descriptors, fabric) and multicast can really do on this node, and why not:
@@ -77,6 +81,11 @@ part of the report, each part with a remedy when it is wrong.
                     VMMPROBE_HANDLE_TYPE) as shell exports, each with its reason
   vmmprobe ready    check, then judge the requirements of --require: exit 0 when every
                     one is met, 6 when one is not (for startup or readiness probes, CI)
+  vmmprobe pair     check that fabric memory one process exports another can import, on
+                    this node or another: --listen ADDR on the exporting side, --connect
+                    ADDR on the importing one, both holding the secret of --secret-file
+                    (or $VMMPROBE_PAIR_SECRET); exit 0 when the import was verified both
+                    ways, 5 when not, with the cause named
 
 Multicast objects are created only with --unsafe-multicast (check, env, ready); without
 it, NVLS is judged from NVML's fabric state and the attributes, and said not exercised.
@@ -95,6 +104,7 @@ Exit codes:
   4  no CUDA device
   5  check, env: a check failed (the output is still written)
   6  ready: a requirement is not met (the output is still written)
+  (pair: 5 when the import was not verified)
 
 Flags:
 `
@@ -122,6 +132,9 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 		"(# +expiry-time); default 24h, or 3 intervals with --interval; 0s: no expiry")
 	fs.StringVar(&require, "require", defaultRequire, "ready: the comma-separated `requirements` to meet: "+strings.Join(requirementNames(), ", "))
 	fs.BoolVar(&opts.showVersion, "version", false, "print vmmprobe's version and exit")
+	fs.BoolVar(&opts.gfdClique, "label-nvidia-clique", false, "-o labels: also write nvidia.com/gpu.clique (the same value as cuvmm.io/gpu.clique),\n"+
+		"for nodes where neither GPU feature discovery nor the NVIDIA DRA driver sets it")
+	opts.pair.register(fs)
 	usage := func(format string, a ...any) (options, int) {
 		fmt.Fprintf(stderr, "vmmprobe: "+format+"\n", a...)
 		fmt.Fprintln(stderr, "Run 'vmmprobe --help' for usage.")
@@ -146,14 +159,14 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 	}
 	if rest := fs.Args(); len(rest) > 0 {
 		switch rest[0] {
-		case cmdCheck, cmdReport, cmdEnv, cmdReady:
+		case cmdCheck, cmdReport, cmdEnv, cmdReady, cmdPair:
 			opts.command = rest[0]
 		case "help":
 			return help()
 		case "version":
 			opts.showVersion = true
 		default:
-			return usage("unknown command %q (report, check, env, ready)", rest[0])
+			return usage("unknown command %q (report, check, env, ready, pair)", rest[0])
 		}
 		if _, code := parse(rest[1:]); code >= 0 {
 			return opts, code
@@ -207,6 +220,12 @@ func validateOptions(opts options, set map[string]bool, require string, usage fu
 		return usage("--interval needs --output-file: the daemon keeps a file up to date")
 	case opts.interval > 0 && opts.interval < time.Second:
 		return usage("--interval %v: at least 1s", opts.interval)
+	}
+	if set["label-nvidia-clique"] && opts.format != formatLabels {
+		return usage("--label-nvidia-clique applies to -o labels")
+	}
+	if err := opts.pair.check(opts.command, set); err != nil {
+		return usage("%v", err)
 	}
 	if set["label-ttl"] && opts.format != formatLabels {
 		return usage("--label-ttl applies to -o labels")

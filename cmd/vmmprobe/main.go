@@ -81,7 +81,7 @@ func run(args []string, stdout, stderr io.Writer, d deps) int {
 		}
 		return exitOK
 	}
-	sel, err := open(d.open, opts.backend, opts.format == formatTable && opts.command != cmdReady)
+	sel, err := open(d.open, opts.backend, opts.format == formatTable && opts.command != cmdReady && opts.command != cmdPair)
 	if err != nil {
 		var oe *openError
 		code := exitNoDriver
@@ -103,6 +103,9 @@ func run(args []string, stdout, stderr io.Writer, d deps) int {
 	}
 	if opts.interval > 0 {
 		return runDaemon(sel, opts, d, warn)
+	}
+	if opts.command == cmdPair {
+		return runPair(sel, opts, d, stdout, warn)
 	}
 	doc, code := probe(sel, opts, d, warn)
 	if doc == nil {
@@ -174,7 +177,7 @@ func render(doc *document, opts options, d deps) ([]byte, error) {
 	case formatJSON:
 		return renderJSON(doc)
 	case formatLabels:
-		return renderLabels(doc, opts.labelTTL, d.now()), nil
+		return renderLabels(doc, opts.labelTTL, d.now(), opts.gfdClique), nil
 	case formatPrometheus:
 		return renderPrometheus(doc), nil
 	case formatShell:

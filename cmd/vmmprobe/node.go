@@ -25,6 +25,9 @@ type nodeReport struct {
 	// GPUs is each GPU's place in the fabric, as NVML reports it (by NVML's index, which
 	// ignores CUDA_VISIBLE_DEVICES; CUDADevice matches it to the devices above by UUID).
 	GPUs []gpuFabric `json:"gpus"`
+	// Clique is the node's NVLink clique by GPU feature discovery's rule (the value of
+	// the nvidia.com/gpu.clique label GFD would set), or why there is none.
+	Clique cliqueVerdict `json:"clique"`
 	// Problems lists what is wrong, part by part, with its remedy; empty on a sound node.
 	Problems []problem `json:"problems"`
 }
@@ -132,6 +135,7 @@ func readNode(sys system, imex *imexState, devs []deviceInfo, initErr error) *no
 	for _, g := range nv.GPUs {
 		n.GPUs = append(n.GPUs, gpuFabricOf(g, devs))
 	}
+	n.Clique = cliqueOf(nv)
 	if sys.Linux() {
 		n.NVSwitch.DeviceFiles, n.NVSwitch.ProcEntries = nvswitchDevices(sys)
 		procs := processes(sys, fmComm, imexComm)

@@ -14,13 +14,14 @@ const labelPrefix = "cuvmm.io/"
 // feature files (features.d): first, when ttl is set, the "# +expiry-time=" directive
 // after which NFD ignores the file, so that labels age out when vmmprobe stops refreshing
 // them; a comment naming the vmmprobe and the time; then one key=value line per label,
-// sorted.
+// sorted; with gfdClique, last, GPU feature discovery's nvidia.com/gpu.clique with the same
+// value as cuvmm.io/gpu.clique.
 //
 // Booleans are "true" or "false"; a device feature is true only when every device has it.
 // A number that is zero is not a label: it says nothing a scheduler could select on, and
 // the label of a node that has the feature is never zero. Device labels are absent when
 // no device could be read (the driver did not initialize).
-func renderLabels(doc *document, ttl time.Duration, now time.Time) []byte {
+func renderLabels(doc *document, ttl time.Duration, now time.Time, gfdClique bool) []byte {
 	l := map[string]string{}
 	setBool := func(k string, v bool) { l[k] = strconv.FormatBool(v) }
 	setUint := func(k string, v uint64) {
@@ -107,6 +108,9 @@ func renderLabels(doc *document, ttl time.Duration, now time.Time) []byte {
 	for _, k := range keys {
 		b.WriteString(labelPrefix + k + "=" + l[k] + "\n")
 	}
+	if v, ok := l["gpu.clique"]; ok && gfdClique {
+		b.WriteString(gfdCliqueLabel + "=" + v + "\n")
+	}
 	return []byte(b.String())
 }
 
@@ -144,6 +148,9 @@ func nodeLabels(doc *document, setBool func(string, bool), l map[string]string) 
 		healthy = healthy && p.State != stateProblem
 	}
 	setBool("node.healthy", healthy)
+	if n.Clique.Value != "" {
+		l["gpu.clique"] = n.Clique.Value
+	}
 	if v := doc.NVLS; v != nil && v.Verdict != verdictUnknown {
 		setBool("nvls", v.Verdict == verdictYes)
 	}

@@ -97,6 +97,16 @@ func promNode(p *promWriter, doc *document) {
 		for _, g := range n.GPUs {
 			p.sample("cuvmm_gpu_fabric_registered", b2f(g.registered), "gpu", strconv.Itoa(g.Index), "uuid", g.UUID, "state", g.FabricState, "health", g.part.State)
 		}
+		p.family("cuvmm_gpu_fabric_clique_info", "1 for each GPU on an NVLink fabric, with the cluster UUID and clique id NVML reports for it.")
+		for _, g := range n.GPUs {
+			if g.CliqueID != nil {
+				p.sample("cuvmm_gpu_fabric_clique_info", 1, "gpu", strconv.Itoa(g.Index), "uuid", g.UUID, "cluster_uuid", g.ClusterUUID, "clique_id", strconv.FormatUint(uint64(*g.CliqueID), 10))
+			}
+		}
+	}
+	if c := n.Clique; c.Value != "" {
+		p.family("cuvmm_node_clique_info", "1 with the node's NVLink clique (cluster UUID.clique id) by GPU feature discovery's rule; unique is false for a clique id unrelated racks share.")
+		p.sample("cuvmm_node_clique_info", 1, "clique", c.Value, "unique", strconv.FormatBool(c.Unique))
 	}
 	if v := doc.NVLS; v != nil {
 		p.family("cuvmm_nvls_verdict", "1 for the NVLS verdict that holds (yes, no or unknown); exercised says whether --unsafe-multicast proved it.")

@@ -300,6 +300,11 @@ func tableNode(b *strings.Builder, doc *document) {
 			kvLine(b, 4, "fabric", strings.Join(facts, ", "))
 		}
 	}
+	if c := n.Clique; c.Value != "" {
+		kvLine(b, 2, "clique", c.Value+" ("+oneLine(c.Why)+")")
+	} else {
+		kvLine(b, 2, "clique", "none: "+oneLine(c.Why))
+	}
 	if v := doc.NVLS; v != nil {
 		b.WriteString("\n")
 		kvLine(b, 0, "nvls", v.Verdict+": "+oneLine(v.Detail))

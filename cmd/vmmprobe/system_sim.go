@@ -65,6 +65,8 @@ func simSystem(cfg sim.Config) *memSystem {
 		m.add(imexNodesConfig, memFile{data: "10.0.0.1\n10.0.0.2\n"})
 	}
 	m.add("/proc/1/comm", memFile{data: "systemd\n"})
+	// Every simulated node is this machine: sim's fabric handles reach only its processes.
+	m.add("/proc/sys/kernel/random/boot_id", memFile{data: "00000000-0000-4000-8000-00000000c0de\n"})
 	if cfg.IMEX {
 		m.add(imexChannelDir+"/channel0", memFile{mode: fs.ModeDevice | fs.ModeCharDevice | 0o666, major: simIMEXMajor})
 	}

@@ -1,0 +1,645 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/pattern"
+	"github.com/cuvmm/cuvmm/internal/units"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/ipc"
+)
+
+// vmmprobe pair: one process (--listen) creates fabric memory on its device, fills it and
+// exports its handle; the other (--connect) imports it, maps it, checks the bytes and
+// writes its own, which the exporter reads back. Both must hold the same secret, and
+// every step ends by the deadline. The verdict names the cause of a failure.
+
+// envPairSecret holds the shared secret when --secret-file is not given (never a flag: a
+// command line is visible to every user of the node).
+const envPairSecret = "VMMPROBE_PAIR_SECRET"
+
+const (
+	minPairSecret  = 16
+	maxPairSecret  = 4096
+	defaultTimeout = 10 * time.Second
+	pairWrite      = 4096     // the importer's bytes, read back by the exporter
+	maxPairSize    = 64 << 20 // the most an importer maps and reads of an offer
+)
+
+// Causes of a failed pair, as the JSON and the peer's messages name them.
+const (
+	causeUnreachable = "peer-unreachable"
+	causeTimeout     = "timeout"
+	causeSecret      = "secret-refused"
+	causeProtocol    = "protocol-error"
+	causeNoChannel   = "no-imex-channel"
+	causeNoDaemon    = "imex-daemon-not-running"
+	causeDomain      = "not-same-imex-domain"
+	causeMismatch    = "bytes-differ"
+	causeFailed      = "failed"
+)
+
+func knownCause(c string) bool {
+	switch c {
+	case causeUnreachable, causeTimeout, causeSecret, causeProtocol, causeNoChannel, causeNoDaemon, causeDomain, causeMismatch, causeFailed:
+		return true
+	}
+	return false
+}
+
+// The steps, in order; each is timed.
+var pairSteps = []string{"listen", "connect", "auth", "create", "export", "import", "map", "check", "write", "confirm"}
+
+func knownStep(s string) bool {
+	for _, k := range pairSteps {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
+type pairOptions struct {
+	listen, connect string
+	secretFile      string
+	timeout         time.Duration
+	device          int
+}
+
+func (p *pairOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&p.listen, "listen", "", "pair: export, and wait for the importer on `address` (host:port; :7777 on every interface)")
+	fs.StringVar(&p.connect, "connect", "", "pair: import from the exporter at `address` (host:port), retrying until it listens")
+	fs.StringVar(&p.secretFile, "secret-file", "", "pair: read the shared secret (at least 16 bytes) from `path`; default $"+envPairSecret)
+	fs.DurationVar(&p.timeout, "timeout", defaultTimeout, "pair: the `duration` no step may outlive, from start to verdict")
+	fs.IntVar(&p.device, "device", 0, "pair: the CUDA device `index` whose memory is exported, or that maps the import")
+}
+
+// check validates the pair flags against the command.
+func (p *pairOptions) check(command string, set map[string]bool) error {
+	if command != cmdPair {
+		for _, f := range []string{"listen", "connect", "secret-file", "timeout", "device"} {
+			if set[f] {
+				return fmt.Errorf("--%s applies to pair only", f)
+			}
+		}
+		return nil
+	}
+	switch {
+	case (p.listen == "") == (p.connect == ""):
+		return errors.New("pair needs one of --listen ADDR (the exporter) and --connect ADDR (the importer)")
+	case set["secret-file"] && p.secretFile == "":
+		return errors.New("--secret-file: empty path")
+	case p.timeout <= 0:
+		return fmt.Errorf("--timeout %v: must be positive", p.timeout)
+	case p.device < 0:
+		return fmt.Errorf("--device %d: must not be negative", p.device)
+	}
+	return nil
+}
+
+// readSecret reads the shared secret from the file or the environment.
+func (p *pairOptions) readSecret(getenv func(string) string) ([]byte, error) {
+	var b []byte
+	if p.secretFile != "" {
+		f, err := os.Open(p.secretFile)
+		if err != nil {
+			return nil, fmt.Errorf("--secret-file: %w", err)
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("--secret-file %s: not a regular file", p.secretFile)
+		}
+		if b, err = io.ReadAll(io.LimitReader(f, maxPairSecret+1)); err != nil {
+			return nil, fmt.Errorf("--secret-file: %w", err)
+		}
+	} else {
+		b = []byte(getenv(envPairSecret))
+	}
+	b = []byte(strings.TrimRight(string(b), "\r\n"))
+	switch {
+	case len(b) == 0 && p.secretFile == "":
+		return nil, fmt.Errorf("pair needs the shared secret: --secret-file PATH or $%s", envPairSecret)
+	case len(b) < minPairSecret || len(b) > maxPairSecret:
+		return nil, fmt.Errorf("the shared secret has %d bytes: it must have %d to %d", len(b), minPairSecret, maxPairSecret)
+	}
+	return b, nil
+}
+
+// pairReport is what pair writes.
+type pairReport struct {
+	Command   string      `json:"command"`
+	Vmmprobe  programInfo `json:"vmmprobe"`
+	Backend   string      `json:"backend"`
+	Role      string      `json:"role"`
+	Address   string      `json:"address"`
+	Device    int         `json:"device"`
+	OK        bool        `json:"ok"`
+	Cause     string      `json:"cause,omitempty"`
+	Diagnosis string      `json:"diagnosis"`
+	Remedy    string      `json:"remedy,omitempty"`
+	Error     string      `json:"error,omitempty"`
+	SizeBytes uint64      `json:"size_bytes,omitempty"`
+	// SameHost says whether the peer runs on this host (by boot id); absent before the
+	// peer proved the secret.
+	SameHost *bool      `json:"same_host,omitempty"`
+	Steps    []pairStep `json:"steps"`
+	Local    pairNode   `json:"local"`
+	Remote   *pairNode  `json:"remote,omitempty"`
+}
+
+type pairStep struct {
+	Step         string `json:"step"`
+	Microseconds int64  `json:"us"`
+}
+
+// pairRun is one run of either side.
+type pairRun struct {
+	rep      pairReport
+	deadline time.Time
+	secret   []byte
+	m        *vmm.Manager
+	sess     *pairSession
+	conn     net.Conn
+}
+
+// step runs f as the named step and records how long it took.
+func (r *pairRun) step(name string, f func() error) error {
+	t0 := time.Now()
+	err := f()
+	r.rep.Steps = append(r.rep.Steps, pairStep{Step: name, Microseconds: time.Since(t0).Microseconds()})
+	return err
+}
+
+// fail sets the verdict; an I/O that ran into the deadline is a timeout whatever the step
+// was.
+func (r *pairRun) fail(cause, diagnosis, remedy string, err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		cause, diagnosis, remedy = causeTimeout, fmt.Sprintf("%s, and the deadline (--timeout) passed", diagnosis),
+			"the peer must start within the deadline and answer in it: raise --timeout, or see why the peer is slow"
+	}
+	r.rep.OK, r.rep.Cause, r.rep.Diagnosis, r.rep.Remedy = false, cause, diagnosis, remedy
+	if err != nil {
+		r.rep.Error = errText(err)
+	}
+}
+
+// wireFail sets the verdict for an error of the connection.
+func (r *pairRun) wireFail(what string, err error) {
+	switch {
+	case errors.Is(err, errRefusedSecret):
+		r.fail(causeSecret, what+": the shared secret was refused", "give both sides the same secret (--secret-file or $"+envPairSecret+")", err)
+	case errors.Is(err, errPairProtocol):
+		r.fail(causeProtocol, what+": the peer does not speak vmmprobe pair (or another version)", "point --connect at a vmmprobe pair --listen of the same release", err)
+	default:
+		r.fail(causeUnreachable, what+": the connection failed", "", err)
+	}
+}
+
+func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(string)) int {
+	r := &pairRun{deadline: time.Now().Add(opts.pair.timeout), m: vmm.New(sel.b)}
+	r.rep = pairReport{Command: cmdPair, Vmmprobe: programInfo{Version: d.build.Version, Revision: d.build.Revision},
+		Backend: sel.info.Name, Device: opts.pair.device, Steps: []pairStep{}}
+	sys := d.host()
+	if sel.info.Simulated {
+		sys = simSystem(sel.cfg)
+	}
+	r.rep.Local = localPairNode(sel, sys, d)
+	secret, err := opts.pair.readSecret(os.Getenv)
+	if err != nil {
+		warn(err.Error())
+		return exitUsage
+	}
+	r.secret = secret
+	if opts.pair.listen != "" {
+		r.rep.Role, r.rep.Address = roleExporter, opts.pair.listen
+		r.export(opts.pair.listen, opts.pair.device, warn)
+	} else {
+		r.rep.Role, r.rep.Address = roleImporter, opts.pair.connect
+		r.importFrom(opts.pair.connect, opts.pair.device)
+	}
+	if r.conn != nil {
+		r.conn.Close()
+	}
+	var out []byte
+	if opts.format == formatJSON {
+		out, err = json.MarshalIndent(&r.rep, "", "  ")
+		out = append(out, '\n')
+	} else {
+		out = []byte(renderPair(&r.rep))
+	}
+	if err == nil {
+		if opts.outputFile != "" {
+			err = writeOutput(opts.outputFile, out)
+		} else {
+			_, err = stdout.Write(out)
+		}
+	}
+	if err != nil {
+		warn(err.Error())
+		return exitFailure
+	}
+	if !r.rep.OK {
+		return exitCheckFailed
+	}
+	return exitOK
+}
+
+// localPairNode is what this side says of its node.
+func localPairNode(sel *opened, sys system, d deps) pairNode {
+	var n pairNode
+	boot, err := sys.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		boot = []byte("unknown boot id: " + err.Error())
+	}
+	sum := sha256.Sum256(append([]byte("vmmprobe pair host "), strings.TrimSpace(string(boot))...))
+	n.Host = hex.EncodeToString(sum[:8])
+	doc, err := gather(&opened{info: sel.info, cfg: sel.cfg}, sys, cmdReport, programInfo{}, d.now())
+	if err != nil {
+		return n
+	}
+	n.Channel = doc.IMEX != nil && doc.IMEX.Ready
+	if doc.Node != nil {
+		n.Daemon = len(doc.Node.IMEXDaemon.Processes) > 0
+		n.Clique = doc.Node.Clique.Value
+	}
+	return n
+}
+
+// export is the listening side.
+func (r *pairRun) export(addr string, dev int, warn func(string)) {
+	var ln net.Listener
+	if err := r.step("listen", func() (err error) {
+		ln, err = net.Listen("tcp", addr)
+		return err
+	}); err != nil {
+		r.fail(causeFailed, "cannot listen on "+addr, "choose a free port this process may bind", err)
+		return
+	}
+	defer ln.Close()
+	warn("pair: listening on " + ln.Addr().String())
+	if err := r.step("connect", func() (err error) {
+		if tl, ok := ln.(*net.TCPListener); ok {
+			_ = tl.SetDeadline(r.deadline)
+		}
+		r.conn, err = ln.Accept()
+		return err
+	}); err != nil {
+		r.fail(causeTimeout, "no importer connected", "start vmmprobe pair --connect on the other side within --timeout", err)
+		return
+	}
+	if !r.authenticate(roleExporter) {
+		return
+	}
+	// The memory: created, mapped, filled, exported.
+	p := vmm.DeviceProps(dev)
+	p.HandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
+	var mem *vmm.Allocation
+	var va *vmm.Reservation
+	var fh ipc.FabricHandle
+	seed := byte(time.Now().UnixNano()) | 1
+	err := r.step("create", func() error {
+		g, err := r.m.Granularity(p, false)
+		if err != nil {
+			return err
+		}
+		if mem, err = r.m.Create(g, p); err != nil {
+			return err
+		}
+		if va, err = r.m.Reserve(g); err != nil {
+			return err
+		}
+		mp, err := va.Map(0, mem)
+		if err != nil {
+			return err
+		}
+		if err := mp.SetAccess(vmm.ReadWrite(dev)...); err != nil {
+			return err
+		}
+		_, err = va.From(dev).WriteAt(pattern.Bytes(seed, int(g)), 0)
+		return err
+	})
+	if va != nil {
+		defer va.Close()
+	}
+	if mem != nil {
+		defer mem.Close()
+	}
+	if err == nil {
+		err = r.step("export", func() (err error) {
+			fh, err = ipc.ExportFabric(mem)
+			return err
+		})
+	}
+	offer := &pairMsg{Node: r.rep.Local, Seed: seed}
+	if err != nil {
+		r.createFailed(err, dev)
+		offer.Cause, offer.Detail = r.rep.Cause, "the exporter: "+r.rep.Diagnosis
+		_ = r.sess.send(offer)
+		return
+	}
+	r.rep.SizeBytes = fh.Size
+	offer.Handle = fh.String()
+	var res *pairMsg
+	if err := r.step("confirm", func() (err error) {
+		if err = r.sess.send(offer); err == nil {
+			res, err = r.sess.recv()
+		}
+		return err
+	}); err != nil {
+		r.wireFail("waiting for the importer's result", err)
+		return
+	}
+	r.peer(res.Node)
+	for _, s := range pairSteps {
+		if us, ok := res.Steps[s]; ok {
+			r.rep.Steps = append(r.rep.Steps, pairStep{Step: "peer " + s, Microseconds: int64(us)})
+		}
+	}
+	if res.Cause != "" {
+		r.fail(res.Cause, "the importer: "+res.Detail, remedyFor(res.Cause), nil)
+		return
+	}
+	got := make([]byte, pairWrite)
+	err = r.m.ReadAt(dev, got, va.Base())
+	if err == nil {
+		err = compare(got, pattern.Bytes(seed+1, pairWrite))
+	}
+	verdict := &pairMsg{Node: r.rep.Local}
+	if err != nil {
+		r.fail(causeMismatch, "the importer's write does not read back here", "", err)
+		verdict.Cause, verdict.Detail = causeMismatch, "the exporter read back other bytes than the importer wrote"
+	} else {
+		r.succeed()
+	}
+	_ = r.sess.send(verdict)
+}
+
+// createFailed names why the exporter has no fabric handle to offer.
+func (r *pairRun) createFailed(err error, dev int) {
+	switch {
+	case !r.rep.Local.Channel:
+		r.fail(causeNoChannel, fmt.Sprintf("the exporter (this process) cannot create fabric memory on device %d: it has no IMEX channel", dev), remedyFor(causeNoChannel), err)
+	default:
+		r.fail(causeFailed, fmt.Sprintf("the exporter (this process) cannot create and export fabric memory on device %d", dev), "", err)
+	}
+}
+
+// importFrom is the connecting side.
+func (r *pairRun) importFrom(addr string, dev int) {
+	if err := r.step("connect", func() error { return r.dial(addr) }); err != nil {
+		r.fail(causeUnreachable, "cannot connect to the exporter at "+addr,
+			"start vmmprobe pair --listen there first; check the address, the port and any network policy between the two", err)
+		return
+	}
+	if !r.authenticate(roleImporter) {
+		return
+	}
+	var offer *pairMsg
+	if err := r.step("export", func() (err error) {
+		offer, err = r.sess.recv()
+		return err
+	}); err != nil {
+		r.wireFail("waiting for the exporter's offer", err)
+		return
+	}
+	r.peer(offer.Node)
+	if offer.Cause != "" {
+		r.fail(offer.Cause, offer.Detail, remedyFor(offer.Cause), nil)
+		return
+	}
+	res := &pairMsg{Node: r.rep.Local, Steps: map[string]uint32{}}
+	if err := r.use(offer, dev, res); err != nil {
+		res.Cause, res.Detail = r.rep.Cause, r.rep.Diagnosis
+	}
+	for _, s := range r.rep.Steps {
+		if s.Step == "import" || s.Step == "map" || s.Step == "check" || s.Step == "write" {
+			res.Steps[s.Step] = uint32(min(s.Microseconds, 1<<32-1))
+		}
+	}
+	var verdict *pairMsg
+	err := r.step("confirm", func() (err error) {
+		if err = r.sess.send(res); err == nil && res.Cause == "" {
+			verdict, err = r.sess.recv()
+		}
+		return err
+	})
+	switch {
+	case res.Cause != "":
+	case err != nil:
+		r.wireFail("waiting for the exporter's verdict", err)
+	case verdict.Cause != "":
+		r.fail(verdict.Cause, verdict.Detail, remedyFor(verdict.Cause), nil)
+	default:
+		r.succeed()
+	}
+}
+
+// use imports the offered memory, maps it, checks it and writes this side's bytes.
+func (r *pairRun) use(offer *pairMsg, dev int, res *pairMsg) error {
+	var fh ipc.FabricHandle
+	if err := fh.UnmarshalText([]byte(offer.Handle)); err != nil || fh.Size == 0 || fh.Size > maxPairSize {
+		err = fmt.Errorf("%w: the offered handle (%d bytes) is not one this side maps", errPairProtocol, fh.Size)
+		r.fail(causeProtocol, "the exporter's offer is not a usable fabric handle", "", err)
+		return err
+	}
+	r.rep.SizeBytes = fh.Size
+	var mem *vmm.Allocation
+	err := r.step("import", func() (err error) {
+		mem, err = fh.Import(r.m)
+		return err
+	})
+	if err != nil {
+		r.importFailed(err)
+		return err
+	}
+	defer mem.Close()
+	var va *vmm.Reservation
+	err = r.step("map", func() (err error) {
+		if va, err = r.m.Reserve(fh.Size); err != nil {
+			return err
+		}
+		mp, err := va.Map(0, mem)
+		if err == nil {
+			err = mp.SetAccess(vmm.ReadWrite(dev)...)
+		}
+		return err
+	})
+	if va != nil {
+		defer va.Close()
+	}
+	if err == nil {
+		err = r.step("check", func() error {
+			got := make([]byte, fh.Size)
+			if _, err := va.From(dev).ReadAt(got, 0); err != nil {
+				return err
+			}
+			if err := compare(got, pattern.Bytes(offer.Seed, int(fh.Size))); err != nil {
+				return fmt.Errorf("%w: %w", errMismatch, err)
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		err = r.step("write", func() error {
+			_, err := va.From(dev).WriteAt(pattern.Bytes(offer.Seed+1, pairWrite), 0)
+			return err
+		})
+	}
+	switch {
+	case errors.Is(err, errMismatch):
+		r.fail(causeMismatch, "the imported memory does not hold the exporter's bytes", "", err)
+	case err != nil:
+		r.fail(causeFailed, fmt.Sprintf("the imported %s could not be mapped or copied on device %d", units.Size(fh.Size), dev), "", err)
+	}
+	return err
+}
+
+// importFailed names why the driver refused the import, from both nodes' facts.
+func (r *pairRun) importFailed(err error) {
+	l, p := r.rep.Local, *r.rep.Remote
+	switch {
+	case !l.Channel:
+		r.fail(causeNoChannel, "the importer (this process) has no IMEX channel, so the driver refuses fabric imports", remedyFor(causeNoChannel), err)
+	case l.Host == p.Host:
+		r.fail(causeFailed, "the driver refused the import of memory exported on this same host", "", err)
+	case !l.Daemon || !p.Daemon:
+		side := "on this node (the importer)"
+		if l.Daemon {
+			side = "on the exporter's node"
+		} else if !p.Daemon {
+			side = "on either node"
+		}
+		r.fail(causeNoDaemon, "the driver refused the import across nodes, and the nvidia-imex daemon is not running "+side, remedyFor(causeNoDaemon), err)
+	case l.Clique != p.Clique:
+		r.fail(causeDomain, fmt.Sprintf("the driver refused the import across nodes: they are in different NVLink cliques (here %q, the exporter %q)", l.Clique, p.Clique), remedyFor(causeDomain), err)
+	default:
+		r.fail(causeDomain, "the driver refused the import across nodes although both run nvidia-imex: their daemons do not form one IMEX domain", remedyFor(causeDomain), err)
+	}
+}
+
+func remedyFor(cause string) string {
+	switch cause {
+	case causeNoChannel:
+		return "give the process an IMEX channel: in Kubernetes a ComputeDomain claim of the NVIDIA DRA driver (or NVIDIA_IMEX_CHANNELS=0 with the channel on the host); on a host, mknod /dev/nvidia-caps-imex-channels/channel0 (vmmprobe check's remedy has the command)"
+	case causeNoDaemon:
+		return "run nvidia-imex on both nodes (systemctl enable --now nvidia-imex) with both listed in /etc/nvidia-imex/nodes_config.cfg, or use the DRA driver's ComputeDomain, which runs it"
+	case causeDomain:
+		return "put both nodes in one IMEX domain: the same nodes_config.cfg on each, or one ComputeDomain; nodes of different NVLink cliques cannot share memory"
+	}
+	return ""
+}
+
+// dial connects to addr, retrying until the deadline: the exporter may start later.
+func (r *pairRun) dial(addr string) error {
+	var last error
+	for {
+		left := time.Until(r.deadline)
+		if left <= 0 {
+			if last == nil {
+				last = os.ErrDeadlineExceeded
+			}
+			return last
+		}
+		c, err := net.DialTimeout("tcp", addr, min(left, 2*time.Second))
+		if err == nil {
+			r.conn = c
+			return nil
+		}
+		last = err
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			return err // a malformed address does not get better
+		}
+		time.Sleep(min(200*time.Millisecond, time.Until(r.deadline)))
+	}
+}
+
+// authenticate runs the handshake under the deadline.
+func (r *pairRun) authenticate(role string) bool {
+	_ = r.conn.SetDeadline(r.deadline)
+	err := r.step("auth", func() (err error) {
+		r.sess, err = handshake(r.conn, r.secret, role)
+		return err
+	})
+	if err != nil {
+		r.wireFail("the handshake with "+r.conn.RemoteAddr().String(), err)
+		return false
+	}
+	return true
+}
+
+// peer records what the authenticated peer says of its node.
+func (r *pairRun) peer(n pairNode) {
+	r.rep.Remote = &n
+	same := n.Host == r.rep.Local.Host
+	r.rep.SameHost = &same
+}
+
+func (r *pairRun) succeed() {
+	r.rep.OK, r.rep.Cause, r.rep.Remedy, r.rep.Error = true, "", "", ""
+	where := "another host"
+	if r.rep.SameHost != nil && *r.rep.SameHost {
+		where = "this host"
+	}
+	if r.rep.Role == roleExporter {
+		r.rep.Diagnosis = fmt.Sprintf("a process on %s imported this process's %s of fabric memory, read its bytes and wrote bytes read back here", where, units.Size(r.rep.SizeBytes))
+	} else {
+		r.rep.Diagnosis = fmt.Sprintf("imported %s of fabric memory exported by a process on %s, read its bytes and wrote bytes it read back", units.Size(r.rep.SizeBytes), where)
+	}
+}
+
+// renderPair is the table form.
+func renderPair(r *pairReport) string {
+	var b strings.Builder
+	verdict := "ok: " + r.Diagnosis
+	if !r.OK {
+		verdict = "FAILED (" + r.Cause + "): " + r.Diagnosis
+	}
+	kvLine(&b, 0, "pair", verdict)
+	if r.Error != "" {
+		kvLine(&b, 2, "error", oneLine(r.Error))
+	}
+	if r.Remedy != "" {
+		kvLine(&b, 2, "remedy", r.Remedy)
+	}
+	kvLine(&b, 0, "role", fmt.Sprintf("%s, device %d, %s, backend %s", r.Role, r.Device, r.Address, r.Backend))
+	if r.SameHost != nil {
+		peer := "on another host"
+		if *r.SameHost {
+			peer = "on this host"
+		}
+		kvLine(&b, 0, "peer", peer+nodeText(*r.Remote))
+	}
+	kvLine(&b, 0, "this node", strings.TrimPrefix(nodeText(r.Local), ": "))
+	var steps []string
+	for _, s := range r.Steps {
+		steps = append(steps, fmt.Sprintf("%s %s", s.Step, time.Duration(s.Microseconds)*time.Microsecond))
+	}
+	kvLine(&b, 0, "steps", strings.Join(steps, ", "))
+	return b.String()
+}
+
+func nodeText(n pairNode) string {
+	yes := func(b bool, s string) string {
+		if b {
+			return s
+		}
+		return "no " + s
+	}
+	s := ": " + yes(n.Channel, "IMEX channel") + ", " + yes(n.Daemon, "IMEX daemon")
+	if n.Clique != "" {
+		s += ", clique " + n.Clique
+	}
+	return s
+}

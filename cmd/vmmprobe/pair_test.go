@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// addrWriter is a stderr that says where the exporter listens.
+type addrWriter struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	addr chan string
+}
+
+var listeningOn = regexp.MustCompile(`pair: listening on (\S+)`)
+
+func (w *addrWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b.Write(p)
+	if m := listeningOn.FindSubmatch(p); m != nil {
+		w.addr <- string(m[1])
+	}
+	return len(p), nil
+}
+
+func (w *addrWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func secretFile(t *testing.T, s string) string {
+	p := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(p, []byte(s+"\n"), 0o600))
+	return p
+}
+
+const testSecret = "correct horse battery staple"
+
+// startExporter runs vmmprobe pair --listen on a free port of the loopback and returns
+// where it listens and its outcome, when it has one.
+func startExporter(t *testing.T, args ...string) (string, <-chan outcome) {
+	t.Helper()
+	w := &addrWriter{addr: make(chan string, 1)}
+	done := make(chan outcome, 1)
+	go func() {
+		var out bytes.Buffer
+		code := run(append([]string{"pair", "--backend=sim", "--listen", "127.0.0.1:0"}, args...), &out, w, testDeps(backend.Opener{}))
+		done <- outcome{code, out.String(), w.String()}
+	}()
+	select {
+	case a := <-w.addr:
+		return a, done
+	case o := <-done:
+		t.Fatalf("the exporter ended before it listened: %d %s %s", o.code, o.stdout, o.stderr)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exporter does not listen")
+	}
+	return "", nil
+}
+
+func pairJSON(t *testing.T, o outcome) pairReport {
+	t.Helper()
+	var r pairReport
+	require.NoError(t, json.Unmarshal([]byte(o.stdout), &r), "%s\n%s", o.stdout, o.stderr)
+	return r
+}
+
+func TestPairOnSim(t *testing.T) {
+	sec := secretFile(t, testSecret)
+	for _, tc := range []struct {
+		name             string
+		exporter, imp    string // presets
+		importerSecret   string
+		code             int
+		cause            string
+		exporterDiagnose string
+	}{
+		{name: "ok", exporter: "mnnvl", imp: "mnnvl", code: exitOK},
+		{name: "exporter-without-channel", exporter: "mnnvl-no-channel", imp: "mnnvl", code: exitCheckFailed, cause: causeNoChannel,
+			exporterDiagnose: "the exporter (this process) cannot create fabric memory on device 0: it has no IMEX channel"},
+		{name: "importer-without-channel", exporter: "mnnvl", imp: "mnnvl-no-channel", code: exitCheckFailed, cause: causeNoChannel,
+			exporterDiagnose: "the importer: the importer (this process) has no IMEX channel, so the driver refuses fabric imports"},
+		{name: "wrong-secret", exporter: "mnnvl", imp: "mnnvl", importerSecret: "not the secret, but long enough", code: exitCheckFailed, cause: causeSecret},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fdsBefore := openFDCount(t)
+			addr, done := startExporter(t, "--preset", tc.exporter, "--secret-file", sec, "-o", "json")
+			isec := sec
+			if tc.importerSecret != "" {
+				isec = secretFile(t, tc.importerSecret)
+			}
+			imp := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", tc.imp, "--connect", addr, "--secret-file", isec, "-o", "json")
+			exp := <-done
+			for i, o := range []outcome{imp, exp} {
+				require.Equal(t, tc.code, o.code, "%s\n%s", o.stdout, o.stderr)
+				r := pairJSON(t, o)
+				assert.Equal(t, tc.code == exitOK, r.OK)
+				assert.Equal(t, tc.cause, r.Cause, r.Diagnosis)
+				if tc.cause == causeSecret {
+					assert.Nil(t, r.Remote, "nothing of the peer is known before it proved the secret")
+					assert.Empty(t, r.SizeBytes)
+				} else if i == 0 || tc.code == exitOK {
+					require.NotNil(t, r.SameHost)
+					assert.True(t, *r.SameHost)
+				}
+				if tc.code == exitOK {
+					assert.Equal(t, uint64(2<<20), r.SizeBytes)
+				}
+			}
+			if tc.exporterDiagnose != "" {
+				assert.Equal(t, tc.exporterDiagnose, pairJSON(t, exp).Diagnosis)
+			}
+			steps := map[string]bool{}
+			for _, s := range pairJSON(t, imp).Steps {
+				steps[s.Step] = true
+			}
+			if tc.code == exitOK {
+				for _, s := range []string{"connect", "auth", "export", "import", "map", "check", "write", "confirm"} {
+					assert.True(t, steps[s], "the importer reports step %s: %v", s, steps)
+				}
+			}
+			assert.Equal(t, fdsBefore, openFDCount(t), "descriptors left open")
+		})
+	}
+}
+
+// openFDCount counts this process's descriptors (Linux), or -1.
+func openFDCount(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return -1
+	}
+	return len(ents)
+}
+
+// TestPairHostilePeers: a peer that sends garbage, stalls, or is not there gets a verdict
+// that names it within the deadline.
+func TestPairHostilePeers(t *testing.T) {
+	sec := secretFile(t, testSecret)
+	serve := func(t *testing.T, handle func(net.Conn)) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer c.Close(); handle(c) }()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	importer := func(t *testing.T, addr string) (pairReport, time.Duration) {
+		t0 := time.Now()
+		o := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", "mnnvl", "--connect", addr, "--secret-file", sec, "--timeout", "1s", "-o", "json")
+		require.Equal(t, exitCheckFailed, o.code, "%s\n%s", o.stdout, o.stderr)
+		return pairJSON(t, o), time.Since(t0)
+	}
+	t.Run("garbage", func(t *testing.T) {
+		addr := serve(t, func(c net.Conn) { _, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n")); _, _ = io.Copy(io.Discard, c) })
+		r, _ := importer(t, addr)
+		assert.Equal(t, causeProtocol, r.Cause, r.Diagnosis)
+	})
+	t.Run("stall", func(t *testing.T) {
+		addr := serve(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
+		r, took := importer(t, addr)
+		assert.Equal(t, causeTimeout, r.Cause, r.Diagnosis)
+		assert.Less(t, took, 5*time.Second, "the deadline bounds the run")
+	})
+	t.Run("hello-then-oversized-frame", func(t *testing.T) {
+		addr := serve(t, func(c net.Conn) {
+			_ = writeFrame(c, kindHello, make([]byte, pairNonceSize))
+			_, _ = c.Write([]byte{'V', 'M', 'P', 'R', pairVersion, kindProof, 0xff, 0xff})
+			_, _ = io.Copy(io.Discard, c)
+		})
+		r, _ := importer(t, addr)
+		assert.Equal(t, causeProtocol, r.Cause, r.Diagnosis)
+	})
+	t.Run("unreachable", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		ln.Close()
+		r, took := importer(t, addr)
+		assert.Equal(t, causeUnreachable, r.Cause, r.Diagnosis)
+		assert.Contains(t, r.Error, "refused")
+		assert.Less(t, took, 5*time.Second)
+	})
+	t.Run("garbage-to-the-exporter", func(t *testing.T) {
+		addr, done := startExporter(t, "--preset", "mnnvl", "--secret-file", sec, "--timeout", "5s", "-o", "json")
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		_, _ = c.Write(bytes.Repeat([]byte{0xff}, 64))
+		o := <-done
+		c.Close()
+		require.Equal(t, exitCheckFailed, o.code, o.stderr)
+		r := pairJSON(t, o)
+		assert.Equal(t, causeProtocol, r.Cause)
+		assert.Empty(t, r.SizeBytes, "no memory was offered")
+	})
+	t.Run("wrong-proof-gets-no-handle", func(t *testing.T) {
+		addr, done := startExporter(t, "--preset", "mnnvl", "--secret-file", sec, "--timeout", "5s", "-o", "json")
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_, err = handshake(c, []byte("a secret that is not the one"), roleImporter)
+		require.ErrorIs(t, err, errRefusedSecret)
+		rest, _ := io.ReadAll(c)
+		if len(rest) > 0 {
+			assert.Equal(t, []byte{'V', 'M', 'P', 'R', pairVersion, kindRefuse, 0, 0}, rest, "after a wrong proof the exporter sends a bare refusal, nothing more")
+		}
+		o := <-done
+		assert.Equal(t, causeSecret, pairJSON(t, o).Cause)
+	})
+}
+
+// TestPairVerdicts names the cause of a refused import from both nodes' facts: the
+// causes two processes of one machine cannot stage.
+func TestPairVerdicts(t *testing.T) {
+	node := func(host string, channel, daemon bool, clique string) pairNode {
+		return pairNode{Host: host, Channel: channel, Daemon: daemon, Clique: clique}
+	}
+	const a, b = "7b968a6d-c8aa-45e1-9e07-e1e51be99c31.1", "7b968a6d-c8aa-45e1-9e07-e1e51be99c31.2"
+	for _, tc := range []struct {
+		name          string
+		local, remote pairNode
+		cause, diag   string
+	}{
+		{"importer without channel", node("h1", false, true, a), node("h2", true, true, a), causeNoChannel, "the importer (this process) has no IMEX channel"},
+		{"same host", node("h1", true, false, ""), node("h1", true, false, ""), causeFailed, "memory exported on this same host"},
+		{"no daemon here", node("h1", true, false, a), node("h2", true, true, a), causeNoDaemon, "not running on this node (the importer)"},
+		{"no daemon there", node("h1", true, true, a), node("h2", true, false, a), causeNoDaemon, "not running on the exporter's node"},
+		{"no daemon anywhere", node("h1", true, false, a), node("h2", true, false, a), causeNoDaemon, "not running on either node"},
+		{"other clique", node("h1", true, true, a), node("h2", true, true, b), causeDomain, "different NVLink cliques"},
+		{"other domain", node("h1", true, true, a), node("h2", true, true, a), causeDomain, "do not form one IMEX domain"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &pairRun{deadline: time.Now().Add(time.Minute)}
+			r.rep.Local = tc.local
+			r.peer(tc.remote)
+			r.importFailed(io.ErrUnexpectedEOF)
+			assert.Equal(t, tc.cause, r.rep.Cause)
+			assert.Contains(t, r.rep.Diagnosis, tc.diag)
+			assert.False(t, r.rep.OK)
+		})
+	}
+}
+
+func TestPairUsage(t *testing.T) {
+	sec := secretFile(t, testSecret)
+	short := secretFile(t, "short")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pair", "--backend=sim"}, "pair needs one of --listen ADDR"},
+		{[]string{"pair", "--backend=sim", "--listen", ":0", "--connect", "x:1"}, "pair needs one of --listen ADDR"},
+		{[]string{"pair", "--backend=sim", "--connect", "x:1", "--timeout", "0s"}, "--timeout 0s: must be positive"},
+		{[]string{"pair", "--backend=sim", "--connect", "x:1", "--secret-file="}, "--secret-file: empty path"},
+		{[]string{"check", "--backend=sim", "--listen", ":0"}, "--listen applies to pair only"},
+		{[]string{"pair", "--backend=sim", "--connect", "x:1", "-o", "labels"}, `-o "labels": pair writes table, json`},
+		{[]string{"pair", "--backend=sim", "--connect", "127.0.0.1:1", "--secret-file", short}, "the shared secret has 5 bytes"},
+		{[]string{"pair", "--backend=sim", "--connect", "127.0.0.1:1", "--secret-file", filepath.Dir(sec)}, "not a regular file"},
+	} {
+		r := runWith(t, noDriver, tc.args...)
+		assert.Equal(t, exitUsage, r.code, "%v: %s", tc.args, r.stderr)
+		assert.Contains(t, r.stderr, tc.want, "%v", tc.args)
+		assert.Empty(t, r.stdout, "%v", tc.args)
+	}
+	t.Setenv(envPairSecret, "")
+	r := runWith(t, noDriver, "pair", "--backend=sim", "--connect", "127.0.0.1:1")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.stderr, "--secret-file PATH or $"+envPairSecret)
+	assert.NotContains(t, strings.ToLower(r.stderr), "correct horse")
+}
