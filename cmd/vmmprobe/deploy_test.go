@@ -5,8 +5,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,4 +70,88 @@ func TestDeployManifests(t *testing.T) {
 		}
 		assert.Contains(t, env["NVIDIA_DRIVER_CAPABILITIES"], "utility", "%s: NVML is mounted only with utility", file)
 	}
+}
+
+// TestDeployPair: the two Jobs of pair.yaml run command lines vmmprobe accepts, one
+// exporting and one importing on the Service's port, with the secret from the mounted
+// Secret, and the importer never on the exporter's node.
+func TestDeployPair(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "..", "deploy", "vmmprobe", "pair.yaml"))
+	require.NoError(t, err)
+	defer f.Close()
+	type doc struct {
+		Kind     string `yaml:"kind"`
+		Metadata struct {
+			Name string `yaml:"name"`
+		} `yaml:"metadata"`
+		Spec struct {
+			Ports []struct {
+				Port int `yaml:"port"`
+			} `yaml:"ports"`
+			ActiveDeadlineSeconds int `yaml:"activeDeadlineSeconds"`
+			Template              struct {
+				Spec struct {
+					Hostname  string `yaml:"hostname"`
+					Subdomain string `yaml:"subdomain"`
+					Affinity  *struct {
+						PodAntiAffinity struct {
+							Required []struct {
+								TopologyKey string `yaml:"topologyKey"`
+							} `yaml:"requiredDuringSchedulingIgnoredDuringExecution"`
+						} `yaml:"podAntiAffinity"`
+					} `yaml:"affinity"`
+					Containers []struct {
+						Args         []string `yaml:"args"`
+						VolumeMounts []struct {
+							MountPath string `yaml:"mountPath"`
+						} `yaml:"volumeMounts"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	var docs []doc
+	dec := yaml.NewDecoder(f)
+	for {
+		var d doc
+		if err := dec.Decode(&d); err == io.EOF {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		docs = append(docs, d)
+	}
+	require.Len(t, docs, 4)
+	var port string
+	var listen, connect options
+	var exporterHost string
+	for _, d := range docs {
+		switch d.Kind {
+		case "Service":
+			require.Len(t, d.Spec.Ports, 1)
+			port = strconv.Itoa(d.Spec.Ports[0].Port)
+		case "Job":
+			spec := d.Spec.Template.Spec
+			require.Len(t, spec.Containers, 1)
+			c := spec.Containers[0]
+			opts, code := parseArgs(c.Args, io.Discard, io.Discard)
+			require.Equal(t, -1, code, "vmmprobe %s", strings.Join(c.Args, " "))
+			assert.Equal(t, cmdPair, opts.command)
+			assert.Equal(t, "cuda", opts.backend.Kind)
+			require.Len(t, c.VolumeMounts, 1)
+			assert.Equal(t, c.VolumeMounts[0].MountPath, path.Dir(opts.pair.secretFile))
+			assert.Greater(t, time.Duration(d.Spec.ActiveDeadlineSeconds)*time.Second, opts.pair.timeout, "Kubernetes stops the pod only after vmmprobe gave up")
+			if opts.pair.listen != "" {
+				listen, exporterHost = opts, spec.Hostname+"."+spec.Subdomain
+			} else {
+				connect = opts
+				require.NotNil(t, spec.Affinity)
+				require.Len(t, spec.Affinity.PodAntiAffinity.Required, 1)
+				assert.Equal(t, "kubernetes.io/hostname", spec.Affinity.PodAntiAffinity.Required[0].TopologyKey)
+			}
+		}
+	}
+	assert.Equal(t, ":"+port, listen.pair.listen)
+	assert.Equal(t, exporterHost+":"+port, connect.pair.connect)
+	assert.Equal(t, listen.pair.secretFile, connect.pair.secretFile)
 }
