@@ -174,7 +174,10 @@ func TestPairHostilePeers(t *testing.T) {
 		return pairJSON(t, o), time.Since(t0)
 	}
 	t.Run("garbage", func(t *testing.T) {
-		addr := serve(t, func(c net.Conn) { _, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n")); _, _ = io.Copy(io.Discard, c) })
+		addr := serve(t, func(c net.Conn) {
+			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			_, _ = io.Copy(io.Discard, c)
+		})
 		r, _ := importer(t, addr)
 		assert.Equal(t, causeProtocol, r.Cause, r.Diagnosis)
 	})
