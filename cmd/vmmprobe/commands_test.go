@@ -194,6 +194,41 @@ func TestDaemon(t *testing.T) {
 	assert.Empty(t, r.stdout)
 	_, err = os.Stat(path)
 	assert.ErrorIs(t, err, os.ErrNotExist, "the file goes with the daemon")
+	// One line at start, one per refresh, one at exit.
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	require.Len(t, lines, 5, r.stderr)
+	assert.Equal(t, "vmmprobe: daemon start output="+path+" format=labels interval=2m0s backend=sim", lines[0])
+	assert.Regexp(t, `^vmmprobe: daemon refresh n=1 took=\S+ exit=0 changed=all \(first\)$`, lines[1])
+	assert.Regexp(t, `^vmmprobe: daemon refresh n=2 took=\S+ exit=0 changed=0$`, lines[2], "only the time changed")
+	assert.Regexp(t, `^vmmprobe: daemon refresh n=3 took=\S+ exit=0 changed=0$`, lines[3])
+	assert.Equal(t, "vmmprobe: daemon exit code=0 reason=signal removed="+path, lines[4])
+}
+
+func TestDaemonQuiet(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cuvmm.features")
+	d, tick, stop := daemonDeps(noDriver)
+	done := make(chan outcome, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := run([]string{"--backend=sim", "-o", "labels", "--output-file", path, "--interval=2m", "--quiet"}, &out, &errb, d)
+		done <- outcome{code, out.String(), errb.String()}
+	}()
+	tick <- time.Time{}
+	close(stop)
+	r := <-done
+	assert.Equal(t, exitOK, r.code)
+	assert.Empty(t, r.stderr)
+}
+
+func TestChanges(t *testing.T) {
+	a := []byte("# +expiry-time=1\ncuvmm.io/a=1\ncuvmm.io/b=true\n")
+	b := []byte("# +expiry-time=2\ncuvmm.io/a=2\ncuvmm.io/b=true\ncuvmm.io/c=x\n")
+	assert.Equal(t, "changed=all (first)", changes(nil, a))
+	assert.Equal(t, "changed=0", changes(a, a))
+	assert.Equal(t, "changed=3 keys=cuvmm.io/a,cuvmm.io/c", changes(a, b))
+	p1 := []byte("# HELP x\ncuvmm_x{gpu=\"0\"} 1\n")
+	p2 := []byte("# HELP x\ncuvmm_x{gpu=\"0\"} 0\n")
+	assert.Equal(t, "changed=2 keys=cuvmm_x", changes(p1, p2))
 }
 
 // TestDaemonWhenTheDriverRefuses: cuInit's failure is sticky, so the daemon writes what it

@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // runDaemon keeps --output-file up to date, as gpu-feature-discovery keeps its feature
@@ -20,19 +23,39 @@ import (
 // life of the process (cuInit's failure is sticky), so then the daemon writes what it
 // knows once and exits 3 for its supervisor to restart it. A failed write is reported and
 // tried again at the next tick.
+//
+// It logs one line at start, one per refresh (how long it took, what changed in the
+// output) and one at exit, each "vmmprobe: daemon EVENT key=value ..."; --quiet leaves
+// only warnings and errors.
 func runDaemon(sel *opened, opts options, d deps, warn func(string)) int {
+	logf := func(format string, a ...any) {
+		if !opts.quiet {
+			warn("daemon " + fmt.Sprintf(format, a...))
+		}
+	}
 	stop, release := d.signals()
 	defer release()
 	tick, stopTick := d.ticker(opts.interval)
 	defer stopTick()
-	for {
+	logf("start output=%s format=%s interval=%v backend=%s", opts.outputFile, opts.format, opts.interval, sel.info.Name)
+	var last []byte
+	for n := 1; ; n++ {
+		t0 := time.Now()
 		doc, code := probe(sel, opts, d, warn)
 		if doc != nil {
-			if err := emit(doc, opts, d, nil); err != nil {
+			out, err := render(doc, opts, d)
+			if err == nil {
+				err = writeOutput(opts.outputFile, out)
+			}
+			if err != nil {
 				warn(err.Error())
+			} else {
+				logf("refresh n=%d took=%v exit=%d %s", n, time.Since(t0).Round(time.Millisecond), code, changes(last, out))
+				last = out
 			}
 		}
 		if code == exitNoDriver || code == exitNoDevice {
+			logf("exit code=%d reason=%q", code, "the driver did not initialize, which lasts for the process: restart to try again")
 			return code
 		}
 		select {
@@ -41,10 +64,57 @@ func runDaemon(sel *opened, opts options, d deps, warn func(string)) int {
 				warn(err.Error())
 				return exitFailure
 			}
+			logf("exit code=0 reason=signal removed=%s", opts.outputFile)
 			return exitOK
 		case <-tick:
 		}
 	}
+}
+
+// changes says what differs between two outputs, line by line, leaving out the lines that
+// change every time (comments, the generation time): "changed=0", or "changed=N keys=a,b"
+// with the keys (the text before '=', '{', ':' or ' ') of up to five changed lines.
+func changes(before, after []byte) string {
+	if before == nil {
+		return "changed=all (first)"
+	}
+	count := func(b []byte) map[string]int {
+		m := map[string]int{}
+		for _, l := range strings.Split(string(b), "\n") {
+			if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") && !strings.Contains(t, "generated_at") {
+				m[l]++
+			}
+		}
+		return m
+	}
+	b, a := count(before), count(after)
+	var keys []string
+	seen := map[string]bool{}
+	n := 0
+	for _, side := range []struct{ x, y map[string]int }{{a, b}, {b, a}} {
+		for l, c := range side.x {
+			if side.y[l] == c {
+				continue
+			}
+			n++
+			k := strings.TrimSpace(l)
+			if i := strings.IndexAny(k, "={: "); i > 0 {
+				k = k[:i]
+			}
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, strings.Trim(k, `"`))
+			}
+		}
+	}
+	if n == 0 {
+		return "changed=0"
+	}
+	sort.Strings(keys)
+	if len(keys) > 5 {
+		keys = append(keys[:5], "...")
+	}
+	return fmt.Sprintf("changed=%d keys=%s", n, strings.Join(keys, ","))
 }
 
 // removeOutput removes what writeOutput wrote at path: the regular file it names (through

@@ -93,6 +93,7 @@ func run(args []string, stdout, stderr io.Writer, d deps) int {
 			warn("no CUDA device: " + errText(err))
 		case exitNoDriver:
 			warn("no CUDA driver: " + driverReason(err))
+			warn("without a GPU, add --backend=sim to run on a simulated node (--preset names one: vmmprobe --help)")
 		default:
 			warn(errText(err))
 		}
@@ -184,9 +185,9 @@ func render(doc *document, opts options, d deps) ([]byte, error) {
 		return renderShell(doc), nil
 	}
 	if doc.Readiness != nil {
-		return renderReadiness(doc), nil
+		return []byte(wrapTable(string(renderReadiness(doc)), tableWidth)), nil
 	}
-	return renderTable(doc), nil
+	return []byte(wrapTable(string(renderTable(doc)), tableWidth)), nil
 }
 
 // emit renders the document and writes it to the output file or stdout; the error names

@@ -95,17 +95,81 @@ func runWith(t *testing.T, o backend.Opener, args ...string) outcome {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"--help"}, {"-h"}, {"check", "--help"}, {"help"}, {"ready", "-h"}} {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		r := runWith(t, noDriver, args...)
 		assert.Equal(t, exitOK, r.code, "%v", args)
 		assert.Empty(t, r.stderr, "%v: help goes to stdout", args)
 		for _, want := range []string{"Exit codes:", "0  ok", "1  a runtime failure", "2  usage error", "3  no CUDA driver", "4  no CUDA device",
-			"5  check, env: a check failed", "6  ready: a requirement is not met", "vmmprobe env", "vmmprobe ready",
+			"5  check, env: a check failed", "6  ready: a requirement is not met", "\n  env ", "\n  ready ", "\n  pair ", "\n  completion ",
 			"--unsafe-multicast", "UNSAFE ON SHARED MACHINES", "--output-file", "--backend", "--preset", "hgx8-fm-down",
-			"--interval", "--label-ttl", "--require", "--version", "prometheus"} {
+			"--interval", "--label-ttl", "--require", "--version", "prometheus", "--listen", "--quiet"} {
 			assert.Contains(t, r.stdout, want, "%v", args)
 		}
+		for _, l := range strings.Split(r.stdout, "\n") {
+			assert.LessOrEqual(t, len(l), tableWidth, "%v: %q", args, l)
+		}
 	}
+	// One command's help: its paragraph and the flags that apply to it.
+	for _, tc := range []struct {
+		args      []string
+		want, not []string
+	}{
+		{[]string{"check", "--help"}, []string{"Usage: vmmprobe check", "--unsafe-multicast", "--interval", "--label-ttl"}, []string{"--require", "--listen", "\n  env "}},
+		{[]string{"ready", "-h"}, []string{"Usage: vmmprobe ready", "--require", "--unsafe-multicast"}, []string{"--interval", "--label-ttl", "--listen"}},
+		{[]string{"help", "pair"}, []string{"Usage: vmmprobe pair", "--listen", "--connect", "--secret-file", "--timeout"}, []string{"--require", "--interval"}},
+	} {
+		r := runWith(t, noDriver, tc.args...)
+		assert.Equal(t, exitOK, r.code, "%v", tc.args)
+		for _, w := range tc.want {
+			assert.Contains(t, r.stdout, w, "%v", tc.args)
+		}
+		for _, w := range tc.not {
+			assert.NotContains(t, r.stdout, w, "%v", tc.args)
+		}
+	}
+}
+
+// TestCLIHabits: what kubectl and gh users type works, and a typo gets a suggestion.
+func TestCLIHabits(t *testing.T) {
+	a := runWith(t, noDriver, "--backend=sim", "-ojson")
+	require.Equal(t, exitOK, a.code, a.stderr)
+	assert.True(t, strings.HasPrefix(a.stdout, "{"), "-ojson is -o json")
+	for _, tc := range []struct{ args []string }{{[]string{"--bakend=sim"}}, {[]string{"chek"}}, {[]string{"--backend=sim", "--intreval=5m"}}} {
+		r := runWith(t, noDriver, tc.args...)
+		assert.Equal(t, exitUsage, r.code)
+		assert.Contains(t, r.stderr, "did you mean", "%v", tc.args)
+	}
+	r := runWith(t, noDriver, "--bakend=sim")
+	assert.Contains(t, r.stderr, "unknown flag --bakend (did you mean --backend?)")
+	r = runWith(t, noDriver, "chek")
+	assert.Contains(t, r.stderr, `unknown command "chek" (did you mean check?)`)
+	r = runWith(t, noDriver, "frobnicate")
+	assert.NotContains(t, r.stderr, "did you mean")
+	r = runWith(t, noDriver, "--backend=cuda")
+	assert.Equal(t, exitNoDriver, r.code)
+	assert.Contains(t, r.stderr, "--backend=sim", "a first run without a GPU says how to simulate one")
+}
+
+func TestCompletion(t *testing.T) {
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		r := runWith(t, noDriver, "completion", shell)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		for _, w := range []string{"vmmprobe", "check", "pair", "backend", "hgx8-fm-down", "prometheus"} {
+			assert.Contains(t, r.stdout, w, shell)
+		}
+		if _, err := exec.LookPath(shell); err == nil {
+			cmd := exec.Command(shell, "-n")
+			if shell == "fish" {
+				cmd = exec.Command(shell, "--no-execute")
+			}
+			cmd.Stdin = strings.NewReader(r.stdout)
+			out, err := cmd.CombinedOutput()
+			assert.NoError(t, err, "%s finds the script malformed: %s", shell, out)
+		}
+	}
+	r := runWith(t, noDriver, "completion", "powershell")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.stderr, "want bash, zsh or fish")
 }
 
 func TestVersion(t *testing.T) {
@@ -126,7 +190,7 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--bogus"}, "flag provided but not defined: -bogus"},
+		{[]string{"--bogus"}, "unknown flag --bogus"},
 		{[]string{"-o", "yaml"}, `-o "yaml": report writes table, json, labels, prometheus`},
 		{[]string{"env", "-o", "labels"}, `-o "labels": env writes shell, json`},
 		{[]string{"ready", "-o", "prometheus"}, `-o "prometheus": ready writes table, json`},
@@ -140,7 +204,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"--backend=sim", "-o", "json", "check", "-o"}, "flag needs an argument: -o"},
 		{[]string{"check", "--require=vmm"}, "--require applies to ready only"},
 		{[]string{"ready", "--require=vmm,warp-drive"}, `unknown requirement "warp-drive"`},
-		{[]string{"ready", "--require="}, `unknown requirement ""`},
+		{[]string{"ready", "--require="}, `--require: empty value`},
+		{[]string{"--output-file="}, `--output-file: empty value`},
+		{[]string{"--backend=sim", "--preset="}, `--preset: empty value`},
+		{[]string{"-o="}, `--o: empty value`},
+		{[]string{"-o", "labels", "--label-ttl=1ns"}, "--label-ttl 1ns: at least 1m0s"},
+		{[]string{"-o", "labels", "--output-file=x", "--interval=10m", "--label-ttl=5m"}, "--label-ttl 5m0s: at least the interval"},
+		{[]string{"--quiet"}, "--quiet applies to the daemon"},
+		{[]string{"ready", "--quiet", "--interval=1m", "--output-file=x"}, "--interval applies to report and check"},
+		{[]string{"completion"}, "completion needs one shell"},
 		{[]string{"--interval=5m"}, "--interval needs --output-file"},
 		{[]string{"env", "--interval=5m", "--output-file=x"}, "--interval applies to report and check"},
 		{[]string{"--interval=-1s", "--output-file=x"}, "must be positive"},
@@ -186,7 +258,7 @@ func TestNoDriver(t *testing.T) {
 				assert.Equal(t, exitNoDriver, r.code, f)
 				assert.Empty(t, r.stdout, f)
 				assert.Contains(t, r.stderr, "cannot open shared object file", "the reason")
-				assert.NotContains(t, r.stderr, "simulated")
+				assert.NotContains(t, r.stderr, "showing the simulated", "no fallback")
 			}
 		}
 	})

@@ -88,18 +88,11 @@ func (p *pairOptions) register(fs *flag.FlagSet) {
 // check validates the pair flags against the command.
 func (p *pairOptions) check(command string, set map[string]bool) error {
 	if command != cmdPair {
-		for _, f := range []string{"listen", "connect", "secret-file", "timeout", "device"} {
-			if set[f] {
-				return fmt.Errorf("--%s applies to pair only", f)
-			}
-		}
 		return nil
 	}
 	switch {
 	case (p.listen == "") == (p.connect == ""):
 		return errors.New("pair needs one of --listen ADDR (the exporter) and --connect ADDR (the importer)")
-	case set["secret-file"] && p.secretFile == "":
-		return errors.New("--secret-file: empty path")
 	case p.timeout <= 0:
 		return fmt.Errorf("--timeout %v: must be positive", p.timeout)
 	case p.device < 0:
@@ -236,7 +229,7 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 		out, err = json.MarshalIndent(&r.rep, "", "  ")
 		out = append(out, '\n')
 	} else {
-		out = []byte(renderPair(&r.rep))
+		out = []byte(wrapTable(renderPair(&r.rep), tableWidth))
 	}
 	if err == nil {
 		if opts.outputFile != "" {

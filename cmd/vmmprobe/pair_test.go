@@ -277,7 +277,7 @@ func TestPairUsage(t *testing.T) {
 		{[]string{"pair", "--backend=sim"}, "pair needs one of --listen ADDR"},
 		{[]string{"pair", "--backend=sim", "--listen", ":0", "--connect", "x:1"}, "pair needs one of --listen ADDR"},
 		{[]string{"pair", "--backend=sim", "--connect", "x:1", "--timeout", "0s"}, "--timeout 0s: must be positive"},
-		{[]string{"pair", "--backend=sim", "--connect", "x:1", "--secret-file="}, "--secret-file: empty path"},
+		{[]string{"pair", "--backend=sim", "--connect", "x:1", "--secret-file="}, "--secret-file: empty value"},
 		{[]string{"check", "--backend=sim", "--listen", ":0"}, "--listen applies to pair only"},
 		{[]string{"pair", "--backend=sim", "--connect", "x:1", "-o", "labels"}, `-o "labels": pair writes table, json`},
 		{[]string{"pair", "--backend=sim", "--connect", "127.0.0.1:1", "--secret-file", short}, "the shared secret has 5 bytes"},

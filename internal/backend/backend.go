@@ -37,8 +37,28 @@ type Choice struct {
 func (c *Choice) Register(fs *flag.FlagSet, defaultKind, defaultPreset string) {
 	c.defaultPreset = defaultPreset
 	fs.StringVar(&c.Kind, "backend", defaultKind,
-		"`backend`: auto (the real driver when it loads, else the simulator where the command allows), cuda or sim")
-	fs.StringVar(&c.Preset, "preset", "", "sim `preset` (default "+defaultPreset+"): "+strings.Join(sim.Presets(), ", "))
+		"`backend`: auto (the real driver when it loads, else the simulator where the\n"+
+			"command allows), cuda or sim")
+	fs.StringVar(&c.Preset, "preset", "", "sim `preset` (default "+defaultPreset+"):"+lines(sim.Presets(), 80))
+}
+
+// lines lists words after a colon, comma-separated, a new line before one that would
+// pass width, so that help stays within a terminal's width.
+func lines(words []string, width int) string {
+	var b strings.Builder
+	col := width
+	for i, w := range words {
+		sep := " "
+		if i > 0 {
+			b.WriteString(",")
+		}
+		if col+len(w)+2 > width {
+			sep, col = "\n", 0
+		}
+		b.WriteString(sep + w)
+		col += len(w) + 2
+	}
+	return b.String()
 }
 
 // UsageError is a --backend or --preset value that cannot be used; its message names the

@@ -1,0 +1,67 @@
+package main
+
+import "strings"
+
+// tableWidth is the column the table outputs wrap at, as terminals and kubectl's
+// describe output are read.
+const tableWidth = 100
+
+// wrapTable wraps each line longer than width at spaces. A continuation starts under the
+// line's value: after its last run of two or more spaces in the first half of the width
+// (the key column of a table, the status column of a check), or two columns in from the
+// line's indentation. A word longer than the room left (a path, a URL) stays whole.
+func wrapTable(s string, width int) string {
+	if !strings.Contains(s, "\n") && len(s) <= width {
+		return s
+	}
+	var b strings.Builder
+	lines := strings.SplitAfter(s, "\n")
+	for _, line := range lines {
+		body := strings.TrimSuffix(line, "\n")
+		if len(body) <= width {
+			b.WriteString(line)
+			continue
+		}
+		col := valueColumn(body, width/2)
+		pad := strings.Repeat(" ", col)
+		cur := body[:col]
+		words := strings.Fields(body[col:])
+		n := 0 // words on the current line
+		for _, w := range words {
+			if n > 0 && len(cur)+1+len(w) > width {
+				b.WriteString(strings.TrimRight(cur, " ") + "\n")
+				cur, n = pad, 0
+			}
+			if n > 0 {
+				cur += " "
+			}
+			cur += w
+			n++
+		}
+		b.WriteString(cur)
+		if strings.HasSuffix(line, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+// valueColumn is where the value of a table line starts: after its last run of two or more
+// spaces before limit, else two columns in from its indentation.
+func valueColumn(line string, limit int) int {
+	indent := len(line) - len(strings.TrimLeft(line, " "))
+	col := indent + 2
+	for i := indent; i+1 < len(line) && i < limit; i++ {
+		if line[i] == ' ' && line[i+1] == ' ' {
+			j := i
+			for j < len(line) && line[j] == ' ' {
+				j++
+			}
+			if j < limit {
+				col = j
+			}
+			i = j
+		}
+	}
+	return min(col, len(line))
+}
