@@ -218,4 +218,3 @@ func validateOptions(opts options, set map[string]bool, require string, usage fu
 	}
 	return opts, -1
 }
-
