@@ -2,6 +2,12 @@
 // and their attributes, primary contexts, synchronous copies, and the virtual memory
 // management calls, all through the run-time loader (no cgo).
 //
+// Most programs should start at package vmm instead: its Manager turns these calls into
+// values with an idempotent Close and errors that name their arguments, runs the same code
+// on the simulator (package sim) without a GPU, and the building blocks (vmm/buffer,
+// vmm/sparse, vmm/peer, vmm/ipc) are written on it. Use cu directly for a driver call vmm
+// does not wrap, or to hold a handle without the typed layer's bookkeeping.
+//
 // Every driver call this package makes is declared once, as a prototype line in
 // prototypes.go with the ABI version it is called with; internal/cmd/mkcu checks the lines
 // against cuda.h and generates the proc table (zprocs.go) and the functions that make the

@@ -2,9 +2,13 @@
 // [vmm.Backend] entirely in Go, so programs and tests written against cuvmm run without a
 // GPU and get the real driver's results, byte for byte and error for error.
 //
-// Build one from a preset named after a real machine ([PresetH100], [PresetH200],
-// [PresetHGX8], [PresetMNNVL], [PresetOldGPU], [PresetWorkstation], or [Preset] by name) or
-// from a [Config] of your own:
+// Build one from a preset or from a [Config] of your own. The presets ([Presets] names
+// them, [Preset] finds one by name) are real machines, [PresetH100], [PresetH200],
+// [PresetHGX8] (eight H200s on NVSwitches, which agrees with a recorded host of four),
+// [PresetMNNVL] (a multi-node NVLink tray with an IMEX channel), [PresetOldGPU] (a K80 on
+// R470: no VMM) and [PresetWorkstation] (an RTX A6000), and such machines broken one way
+// each: [PresetHGX8FabricManagerDown], [PresetHGX8Degraded], [PresetMNNVLNoChannel],
+// [PresetH200NoNVML]:
 //
 //	s, err := sim.New(sim.PresetH200())
 //

@@ -11,6 +11,16 @@
 //
 // so errors.Is(err, cu.ERROR_INVALID_VALUE) and cu.ResultOf(err) work.
 //
+// # Where to start
+//
+// Open a backend ([CUDA], or sim.New for a machine without a GPU), make a [Manager] with
+// [New], and create, reserve and map as the package example does. Most programs want a
+// building block instead of raw mappings: vmm/buffer grows one range of addresses without
+// copying, vmm/sparse commits the pages of a large array on first use, vmm/peer shares
+// memory between GPUs, vmm/ipc and vmm/ipc/pidfd between processes. vmm/vmmtest checks a
+// Backend against the driver's recorded results. docs/benchmarks.md has what the calls
+// cost on H100 and H200 GPUs next to C and cgo.
+//
 // # Errors
 //
 // Every package of cuvmm reports failures as an [*Error] (package, operation, arguments,

@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // manifest is what the tests read of a sample Job or DaemonSet.
@@ -154,4 +154,31 @@ func TestDeployPair(t *testing.T) {
 	assert.Equal(t, ":"+port, listen.pair.listen)
 	assert.Equal(t, exporterHost+":"+port, connect.pair.connect)
 	assert.Equal(t, listen.pair.secretFile, connect.pair.secretFile)
+}
+
+// TestDockerfile: the image's last stage is a glibc base (the driver vmmprobe loads is a
+// glibc library: the README's "Containers"), and the binary is built for the target
+// platform without cgo.
+func TestDockerfile(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "Dockerfile"))
+	require.NoError(t, err)
+	var froms []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "FROM" {
+			froms = append(froms, f[len(f)-1])
+			if f[len(f)-2] == "AS" {
+				froms[len(froms)-1] = f[len(f)-3]
+			}
+		}
+	}
+	require.NotEmpty(t, froms)
+	final := froms[len(froms)-1]
+	glibc := false
+	for _, base := range []string{"gcr.io/distroless/base-debian12", "gcr.io/distroless/base-nossl-debian12", "debian:12-slim", "ubuntu:24.04"} {
+		glibc = glibc || final == base || strings.HasPrefix(final, base+":") || strings.HasPrefix(final, base+"@")
+	}
+	assert.True(t, glibc, "the image's base %q has glibc", final)
+	for _, want := range []string{"CGO_ENABLED=0", "GOOS=$TARGETOS", "GOARCH=$TARGETARCH", "./cmd/vmmprobe", "--platform=$BUILDPLATFORM"} {
+		assert.Contains(t, string(data), want)
+	}
 }
