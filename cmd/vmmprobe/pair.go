@@ -337,7 +337,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	offer := &pairMsg{Node: r.rep.Local, Seed: seed}
 	if err != nil {
 		r.createFailed(err, dev)
-		offer.Cause, offer.Detail = r.rep.Cause, "the exporter: "+r.rep.Diagnosis
+		offer.Cause, offer.Detail = r.rep.Cause, peerView(r.rep.Diagnosis)
 		_ = r.sess.send(offer)
 		return
 	}
@@ -360,7 +360,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 		}
 	}
 	if res.Cause != "" {
-		r.fail(res.Cause, "the importer: "+res.Detail, remedyFor(res.Cause), nil)
+		r.fail(res.Cause, res.Detail, remedyFor(res.Cause), nil)
 		return
 	}
 	got := make([]byte, pairWrite)
@@ -370,7 +370,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	}
 	verdict := &pairMsg{Node: r.rep.Local}
 	if err != nil {
-		r.fail(causeMismatch, "the importer's write does not read back here", "", err)
+		r.fail(causeMismatch, "the importer's write does not read back in the exporter (this process)", "", err)
 		verdict.Cause, verdict.Detail = causeMismatch, "the exporter read back other bytes than the importer wrote"
 	} else {
 		r.succeed()
@@ -413,7 +413,7 @@ func (r *pairRun) importFrom(addr string, dev int) {
 	}
 	res := &pairMsg{Node: r.rep.Local, Steps: map[string]uint32{}}
 	if err := r.use(offer, dev, res); err != nil {
-		res.Cause, res.Detail = r.rep.Cause, r.rep.Diagnosis
+		res.Cause, res.Detail = r.rep.Cause, peerView(r.rep.Diagnosis)
 	}
 	for _, s := range r.rep.Steps {
 		if s.Step == "import" || s.Step == "map" || s.Step == "check" || s.Step == "write" {
@@ -491,9 +491,9 @@ func (r *pairRun) use(offer *pairMsg, dev int, res *pairMsg) error {
 	}
 	switch {
 	case errors.Is(err, errMismatch):
-		r.fail(causeMismatch, "the imported memory does not hold the exporter's bytes", "", err)
+		r.fail(causeMismatch, "the memory the importer imported does not hold the exporter's bytes", "", err)
 	case err != nil:
-		r.fail(causeFailed, fmt.Sprintf("the imported %s could not be mapped or copied on device %d", units.Size(fh.Size), dev), "", err)
+		r.fail(causeFailed, fmt.Sprintf("the importer (this process) could not map or copy the imported %s on device %d", units.Size(fh.Size), dev), "", err)
 	}
 	return err
 }
@@ -507,7 +507,7 @@ func (r *pairRun) importFailed(err error) {
 	case l.Host == p.Host:
 		r.fail(causeFailed, "the driver refused the import of memory exported on this same host", "", err)
 	case !l.Daemon || !p.Daemon:
-		side := "on this node (the importer)"
+		side := "on the importer's node"
 		if l.Daemon {
 			side = "on the exporter's node"
 		} else if !p.Daemon {
@@ -520,6 +520,9 @@ func (r *pairRun) importFailed(err error) {
 		r.fail(causeDomain, "the driver refused the import across nodes although both run nvidia-imex: their daemons do not form one IMEX domain", remedyFor(causeDomain), err)
 	}
 }
+
+// peerView is a diagnosis of this side as the peer prints it.
+func peerView(diagnosis string) string { return strings.ReplaceAll(diagnosis, " (this process)", "") }
 
 func remedyFor(cause string) string {
 	switch cause {

@@ -100,7 +100,7 @@ func TestPairOnSim(t *testing.T) {
 		{name: "exporter-without-channel", exporter: "mnnvl-no-channel", imp: "mnnvl", code: exitCheckFailed, cause: causeNoChannel,
 			exporterDiagnose: "the exporter (this process) cannot create fabric memory on device 0: it has no IMEX channel"},
 		{name: "importer-without-channel", exporter: "mnnvl", imp: "mnnvl-no-channel", code: exitCheckFailed, cause: causeNoChannel,
-			exporterDiagnose: "the importer: the importer (this process) has no IMEX channel, so the driver refuses fabric imports"},
+			exporterDiagnose: "the importer has no IMEX channel, so the driver refuses fabric imports"},
 		{name: "wrong-secret", exporter: "mnnvl", imp: "mnnvl", importerSecret: "not the secret, but long enough", code: exitCheckFailed, cause: causeSecret},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -259,7 +259,7 @@ func TestPairVerdicts(t *testing.T) {
 	}{
 		{"importer without channel", node("h1", false, true, a), node("h2", true, true, a), causeNoChannel, "the importer (this process) has no IMEX channel"},
 		{"same host", node("h1", true, false, ""), node("h1", true, false, ""), causeFailed, "memory exported on this same host"},
-		{"no daemon here", node("h1", true, false, a), node("h2", true, true, a), causeNoDaemon, "not running on this node (the importer)"},
+		{"no daemon here", node("h1", true, false, a), node("h2", true, true, a), causeNoDaemon, "not running on the importer's node"},
 		{"no daemon there", node("h1", true, true, a), node("h2", true, false, a), causeNoDaemon, "not running on the exporter's node"},
 		{"no daemon anywhere", node("h1", true, false, a), node("h2", true, false, a), causeNoDaemon, "not running on either node"},
 		{"other clique", node("h1", true, true, a), node("h2", true, true, b), causeDomain, "different NVLink cliques"},
@@ -303,4 +303,49 @@ func TestPairUsage(t *testing.T) {
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.stderr, "--secret-file PATH or $"+envPairSecret)
 	assert.NotContains(t, strings.ToLower(r.stderr), "correct horse")
+}
+
+// TestPairGolden: the table each side prints, for each verdict sim can stage, against
+// testdata/pair-NAME-ROLE.golden (go test -update rewrites them); the times of the steps and
+// the port are replaced by placeholders.
+func TestPairGolden(t *testing.T) {
+	sec := secretFile(t, testSecret)
+	other := secretFile(t, "another secret, of the same length")
+	times := regexp.MustCompile(`\b(\d+(\.\d+)?)(ns|µs|ms|s)\b`)
+	port := regexp.MustCompile(`127\.0\.0\.1:\d+`)
+	norm := func(s string) string { return port.ReplaceAllString(times.ReplaceAllString(s, "T"), "127.0.0.1:PORT") }
+	for _, tc := range []struct {
+		name, exporter, importer, importerSecret string
+	}{
+		{"ok", "mnnvl", "mnnvl", sec},
+		{"exporter-without-channel", "mnnvl-no-channel", "mnnvl", sec},
+		{"importer-without-channel", "mnnvl", "mnnvl-no-channel", sec},
+		{"wrong-secret", "mnnvl", "mnnvl", other},
+	} {
+		addr, done := startExporter(t, "--preset", tc.exporter, "--secret-file", sec)
+		imp := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", tc.importer, "--connect", addr, "--secret-file", tc.importerSecret)
+		exp := <-done
+		for role, o := range map[string]outcome{"importer": imp, "exporter": exp} {
+			golden(t, filepath.Join("testdata", "pair-"+tc.name+"-"+role+".golden"), norm(o.stdout))
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	o := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", "mnnvl", "--connect", addr, "--secret-file", sec, "--timeout", "300ms")
+	got := regexp.MustCompile(`(error\s+).*`).ReplaceAllString(norm(o.stdout), "${1}ERROR")
+	golden(t, filepath.Join("testdata", "pair-unreachable-importer.golden"), got)
+}
+
+// golden compares got with the file, or rewrites the file with -update.
+func golden(t *testing.T, file, got string) {
+	t.Helper()
+	if *update {
+		require.NoError(t, os.WriteFile(file, []byte(got), 0o644))
+		return
+	}
+	want, err := os.ReadFile(file)
+	require.NoError(t, err, "run go test -update to create it")
+	assert.Equal(t, string(want), got, "%s: run go test -update if the change is intended", file)
 }
