@@ -105,6 +105,12 @@ func (p *pairOptions) check(command string, set map[string]bool) error {
 func (p *pairOptions) readSecret(getenv func(string) string) ([]byte, error) {
 	var b []byte
 	if p.secretFile != "" {
+		// Stat first: opening a FIFO would block until a writer comes.
+		if st, err := os.Stat(p.secretFile); err != nil {
+			return nil, fmt.Errorf("--secret-file: %w", err)
+		} else if !st.Mode().IsRegular() {
+			return nil, fmt.Errorf("--secret-file %s: not a regular file", p.secretFile)
+		}
 		f, err := os.Open(p.secretFile)
 		if err != nil {
 			return nil, fmt.Errorf("--secret-file: %w", err)
@@ -125,6 +131,8 @@ func (p *pairOptions) readSecret(getenv func(string) string) ([]byte, error) {
 		return nil, fmt.Errorf("pair needs the shared secret: --secret-file PATH or $%s", envPairSecret)
 	case len(b) < minPairSecret || len(b) > maxPairSecret:
 		return nil, fmt.Errorf("the shared secret has %d bytes: it must have %d to %d", len(b), minPairSecret, maxPairSecret)
+	case strings.HasPrefix(string(b), "replace-me"):
+		return nil, errors.New("the shared secret is the sample's placeholder: make one with openssl rand -hex 32")
 	}
 	return b, nil
 }
@@ -159,11 +167,13 @@ type pairStep struct {
 // pairRun is one run of either side.
 type pairRun struct {
 	rep      pairReport
+	code     int // the exit code when it is not the verdict's (a usage or runtime failure)
 	deadline time.Time
 	secret   []byte
 	m        *vmm.Manager
 	sess     *pairSession
 	conn     net.Conn
+	conns    chan net.Conn // the connection, for runPair to close when the deadline passes
 }
 
 // step runs f as the named step and records how long it took.
@@ -200,36 +210,60 @@ func (r *pairRun) wireFail(what string, err error) {
 }
 
 func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(string)) int {
-	r := &pairRun{deadline: time.Now().Add(opts.pair.timeout), m: vmm.New(sel.b)}
-	r.rep = pairReport{Command: cmdPair, Vmmprobe: programInfo{Version: d.build.Version, Revision: d.build.Revision},
-		Backend: sel.info.Name, Device: opts.pair.device, Steps: []pairStep{}}
-	sys := d.host()
-	if sel.info.Simulated {
-		sys = simSystem(sel.cfg)
-	}
-	r.rep.Local = localPairNode(sel, sys, d)
+	deadline := time.Now().Add(opts.pair.timeout)
 	secret, err := opts.pair.readSecret(os.Getenv)
 	if err != nil {
 		warn(err.Error())
 		return exitUsage
 	}
-	r.secret = secret
+	base := pairReport{Command: cmdPair, Vmmprobe: programInfo{Version: d.build.Version, Revision: d.build.Revision},
+		Backend: sel.info.Name, Device: opts.pair.device, Steps: []pairStep{}, Role: roleImporter, Address: opts.pair.connect}
 	if opts.pair.listen != "" {
-		r.rep.Role, r.rep.Address = roleExporter, opts.pair.listen
-		r.export(opts.pair.listen, opts.pair.device, warn)
-	} else {
-		r.rep.Role, r.rep.Address = roleImporter, opts.pair.connect
-		r.importFrom(opts.pair.connect, opts.pair.device)
+		base.Role, base.Address = roleExporter, opts.pair.listen
 	}
-	if r.conn != nil {
-		r.conn.Close()
+	// The run goes on in a goroutine of its own, so that no step, a driver call or NVML
+	// included, outlives the deadline: when it passes, the verdict is a timeout, the
+	// connection is closed under the run, and what is left of it ends with the process.
+	r := &pairRun{deadline: deadline, m: vmm.New(sel.b), secret: secret, rep: base, conns: make(chan net.Conn, 1)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sys := d.host()
+		if sel.info.Simulated {
+			sys = simSystem(sel.cfg)
+		}
+		r.rep.Local = localPairNode(sel, sys, d)
+		if r.rep.Role == roleExporter {
+			r.export(opts.pair.listen, opts.pair.device, warn)
+		} else {
+			r.importFrom(opts.pair.connect, opts.pair.device)
+		}
+		if r.conn != nil {
+			r.conn.Close()
+		}
+	}()
+	var rep *pairReport
+	var code int
+	select {
+	case <-done:
+		rep, code = &r.rep, r.code
+	case <-time.After(time.Until(deadline) + time.Second):
+		select {
+		case c := <-r.conns:
+			c.Close()
+		default:
+		}
+		rep = &base
+		rep.Cause, rep.Diagnosis = causeTimeout, "a step did not finish within the deadline (--timeout): the driver, NVML or the peer did not answer"
+		rep.Remedy = "raise --timeout, or see what hangs on this node (vmmprobe check)"
+		code = exitCheckFailed
 	}
 	var out []byte
 	if opts.format == formatJSON {
-		out, err = json.MarshalIndent(&r.rep, "", "  ")
+		out, err = json.MarshalIndent(rep, "", "  ")
 		out = append(out, '\n')
 	} else {
-		out = []byte(wrapTable(renderPair(&r.rep), tableWidth))
+		out = []byte(wrapTable(renderPair(rep), tableWidth))
 	}
 	if err == nil {
 		if opts.outputFile != "" {
@@ -242,7 +276,10 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 		warn(err.Error())
 		return exitFailure
 	}
-	if !r.rep.OK {
+	switch {
+	case code != 0:
+		return code
+	case !rep.OK:
 		return exitCheckFailed
 	}
 	return exitOK
@@ -277,22 +314,34 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 		return err
 	}); err != nil {
 		r.fail(causeFailed, "cannot listen on "+addr, "choose a free port this process may bind", err)
+		r.code = exitFailure
 		return
 	}
 	defer ln.Close()
 	warn("pair: listening on " + ln.Addr().String())
-	if err := r.step("connect", func() (err error) {
-		if tl, ok := ln.(*net.TCPListener); ok {
-			_ = tl.SetDeadline(r.deadline)
+	// Connections that do not prove the secret (a port scan, a stray client, a wrong
+	// secret) are closed and the exporter waits on for the importer, until the deadline.
+	_ = ln.(*net.TCPListener).SetDeadline(r.deadline)
+	var last error
+	for r.sess == nil {
+		var c net.Conn
+		err := r.step("connect", func() (err error) {
+			c, err = ln.Accept()
+			return err
+		})
+		if err != nil {
+			if last != nil {
+				r.wireFail("no importer proved the secret; the last connection", last)
+				return
+			}
+			r.fail(causeTimeout, "no importer connected", "start vmmprobe pair --connect on the other side within --timeout", err)
+			return
 		}
-		r.conn, err = ln.Accept()
-		return err
-	}); err != nil {
-		r.fail(causeTimeout, "no importer connected", "start vmmprobe pair --connect on the other side within --timeout", err)
-		return
-	}
-	if !r.authenticate(roleExporter) {
-		return
+		r.conn = c
+		if last = r.authenticate(roleExporter); last != nil {
+			c.Close()
+			r.conn = nil
+		}
 	}
 	// The memory: created, mapped, filled, exported.
 	p := vmm.DeviceProps(dev)
@@ -300,7 +349,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	var mem *vmm.Allocation
 	var va *vmm.Reservation
 	var fh ipc.FabricHandle
-	seed := byte(time.Now().UnixNano()) | 1
+	seed := byte(time.Now().UnixNano()) | 1 // never 0, which the offer's JSON would leave out
 	err := r.step("create", func() error {
 		g, err := r.m.Granularity(p, false)
 		if err != nil {
@@ -364,17 +413,15 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 		return
 	}
 	got := make([]byte, pairWrite)
-	err = r.m.ReadAt(dev, got, va.Base())
-	if err == nil {
-		err = compare(got, pattern.Bytes(seed+1, pairWrite))
-	}
 	verdict := &pairMsg{Node: r.rep.Local}
-	if err != nil {
+	if err := r.m.ReadAt(dev, got, va.Base()); err != nil {
+		r.fail(causeFailed, "the exporter (this process) could not read the importer's write back", "", err)
+	} else if err := compare(got, pattern.Bytes(seed+1, pairWrite)); err != nil {
 		r.fail(causeMismatch, "the importer's write does not read back in the exporter (this process)", "", err)
-		verdict.Cause, verdict.Detail = causeMismatch, "the exporter read back other bytes than the importer wrote"
 	} else {
 		r.succeed()
 	}
+	verdict.Cause, verdict.Detail = r.rep.Cause, peerView(r.rep.Diagnosis)
 	_ = r.sess.send(verdict)
 }
 
@@ -393,9 +440,14 @@ func (r *pairRun) importFrom(addr string, dev int) {
 	if err := r.step("connect", func() error { return r.dial(addr) }); err != nil {
 		r.fail(causeUnreachable, "cannot connect to the exporter at "+addr,
 			"start vmmprobe pair --listen there first; check the address, the port and any network policy between the two", err)
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			r.code = exitUsage
+		}
 		return
 	}
-	if !r.authenticate(roleImporter) {
+	if err := r.authenticate(roleImporter); err != nil {
+		r.wireFail("the handshake with "+addr, err)
 		return
 	}
 	var offer *pairMsg
@@ -421,8 +473,10 @@ func (r *pairRun) importFrom(addr string, dev int) {
 		}
 	}
 	var verdict *pairMsg
+	what := "sending the result to the exporter"
 	err := r.step("confirm", func() (err error) {
 		if err = r.sess.send(res); err == nil && res.Cause == "" {
+			what = "waiting for the exporter's verdict"
 			verdict, err = r.sess.recv()
 		}
 		return err
@@ -430,7 +484,7 @@ func (r *pairRun) importFrom(addr string, dev int) {
 	switch {
 	case res.Cause != "":
 	case err != nil:
-		r.wireFail("waiting for the exporter's verdict", err)
+		r.wireFail(what, err)
 	case verdict.Cause != "":
 		r.fail(verdict.Cause, verdict.Detail, remedyFor(verdict.Cause), nil)
 	default:
@@ -441,14 +495,17 @@ func (r *pairRun) importFrom(addr string, dev int) {
 // use imports the offered memory, maps it, checks it and writes this side's bytes.
 func (r *pairRun) use(offer *pairMsg, dev int, res *pairMsg) error {
 	var fh ipc.FabricHandle
-	if err := fh.UnmarshalText([]byte(offer.Handle)); err != nil || fh.Size == 0 || fh.Size > maxPairSize {
-		err = fmt.Errorf("%w: the offered handle (%d bytes) is not one this side maps", errPairProtocol, fh.Size)
+	err := fh.UnmarshalText([]byte(offer.Handle))
+	if err == nil && (fh.Size == 0 || fh.Size > maxPairSize) {
+		err = fmt.Errorf("the offered handle names %s, and the importer maps 1 byte to %s", units.Size(fh.Size), units.Size(maxPairSize))
+	}
+	if err != nil {
 		r.fail(causeProtocol, "the exporter's offer is not a usable fabric handle", "", err)
 		return err
 	}
 	r.rep.SizeBytes = fh.Size
 	var mem *vmm.Allocation
-	err := r.step("import", func() (err error) {
+	err = r.step("import", func() (err error) {
 		mem, err = fh.Import(r.m)
 		return err
 	})
@@ -498,10 +555,16 @@ func (r *pairRun) use(offer *pairMsg, dev int, res *pairMsg) error {
 	return err
 }
 
-// importFailed names why the driver refused the import, from both nodes' facts.
+// importFailed names why the driver refused the import, from both nodes' facts: a refusal
+// (NOT_SUPPORTED, NOT_PERMITTED, as the recorded driver refuses a fabric handle it cannot
+// resolve) is the IMEX setup's; anything else (out of memory, a size that is not the
+// allocation's) is a failure of its own.
 func (r *pairRun) importFailed(err error) {
 	l, p := r.rep.Local, *r.rep.Remote
+	refused := errors.Is(err, cu.ERROR_NOT_SUPPORTED) || errors.Is(err, cu.ERROR_NOT_PERMITTED)
 	switch {
+	case !refused:
+		r.fail(causeFailed, "the importer (this process) could not import the fabric handle", "", err)
 	case !l.Channel:
 		r.fail(causeNoChannel, "the importer (this process) has no IMEX channel, so the driver refuses fabric imports", remedyFor(causeNoChannel), err)
 	case l.Host == p.Host:
@@ -561,18 +624,19 @@ func (r *pairRun) dial(addr string) error {
 	}
 }
 
-// authenticate runs the handshake under the deadline.
-func (r *pairRun) authenticate(role string) bool {
+// authenticate runs the handshake under the deadline; the session is set when the peer
+// proved the secret.
+func (r *pairRun) authenticate(role string) error {
+	select { // only the latest connection is runPair's to close
+	case <-r.conns:
+	default:
+	}
+	r.conns <- r.conn
 	_ = r.conn.SetDeadline(r.deadline)
-	err := r.step("auth", func() (err error) {
+	return r.step("auth", func() (err error) {
 		r.sess, err = handshake(r.conn, r.secret, role)
 		return err
 	})
-	if err != nil {
-		r.wireFail("the handshake with "+r.conn.RemoteAddr().String(), err)
-		return false
-	}
-	return true
 }
 
 // peer records what the authenticated peer says of its node.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -105,7 +106,7 @@ func TestPairOnSim(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fdsBefore := openFDCount(t)
-			addr, done := startExporter(t, "--preset", tc.exporter, "--secret-file", sec, "-o", "json")
+			addr, done := startExporter(t, "--preset", tc.exporter, "--secret-file", sec, "-o", "json", "--timeout", "2s")
 			isec := sec
 			if tc.importerSecret != "" {
 				isec = secretFile(t, tc.importerSecret)
@@ -269,7 +270,12 @@ func TestPairVerdicts(t *testing.T) {
 			r := &pairRun{deadline: time.Now().Add(time.Minute)}
 			r.rep.Local = tc.local
 			r.peer(tc.remote)
-			r.importFailed(io.ErrUnexpectedEOF)
+			r.importFailed(&cu.Error{Op: "cuMemImportFromShareableHandle", Err: cu.ERROR_OUT_OF_MEMORY})
+			assert.Equal(t, causeFailed, r.rep.Cause, "out of memory is no IMEX problem")
+			r = &pairRun{deadline: time.Now().Add(time.Minute)}
+			r.rep.Local = tc.local
+			r.peer(tc.remote)
+			r.importFailed(&cu.Error{Op: "cuMemImportFromShareableHandle", Err: cu.ERROR_NOT_SUPPORTED})
 			assert.Equal(t, tc.cause, r.rep.Cause)
 			assert.Contains(t, r.rep.Diagnosis, tc.diag)
 			assert.False(t, r.rep.OK)
@@ -306,14 +312,18 @@ func TestPairUsage(t *testing.T) {
 }
 
 // TestPairGolden: the table each side prints, for each verdict sim can stage, against
-// testdata/pair-NAME-ROLE.golden (go test -update rewrites them); the times of the steps and
-// the port are replaced by placeholders.
+// testdata/pair-NAME-ROLE.golden (go test -update rewrites them), each line unwrapped, with
+// the times of the steps and the port replaced by placeholders.
 func TestPairGolden(t *testing.T) {
 	sec := secretFile(t, testSecret)
 	other := secretFile(t, "another secret, of the same length")
 	times := regexp.MustCompile(`\b(\d+(\.\d+)?)(ns|µs|ms|s)\b`)
 	port := regexp.MustCompile(`127\.0\.0\.1:\d+`)
-	norm := func(s string) string { return port.ReplaceAllString(times.ReplaceAllString(s, "T"), "127.0.0.1:PORT") }
+	// Lines are joined first: how a line wraps depends on the widths of the times.
+	cont := regexp.MustCompile(`\n {27,}`)
+	norm := func(s string) string {
+		return port.ReplaceAllString(times.ReplaceAllString(cont.ReplaceAllString(s, " "), "T"), "127.0.0.1:PORT")
+	}
 	for _, tc := range []struct {
 		name, exporter, importer, importerSecret string
 	}{
@@ -322,7 +332,7 @@ func TestPairGolden(t *testing.T) {
 		{"importer-without-channel", "mnnvl", "mnnvl-no-channel", sec},
 		{"wrong-secret", "mnnvl", "mnnvl", other},
 	} {
-		addr, done := startExporter(t, "--preset", tc.exporter, "--secret-file", sec)
+		addr, done := startExporter(t, "--preset", tc.exporter, "--secret-file", sec, "--timeout", "2s")
 		imp := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", tc.importer, "--connect", addr, "--secret-file", tc.importerSecret)
 		exp := <-done
 		for role, o := range map[string]outcome{"importer": imp, "exporter": exp} {
@@ -349,3 +359,44 @@ func golden(t *testing.T, file, got string) {
 	require.NoError(t, err, "run go test -update to create it")
 	assert.Equal(t, string(want), got, "%s: run go test -update if the change is intended", file)
 }
+
+// TestPairExporterOutlastsStrangers: a connection that does not prove the secret (a port
+// scan, a wrong secret) is closed and the exporter waits on for the importer; a refusal
+// frame anywhere but in place of a proof is a protocol error, not a refused secret.
+func TestPairExporterOutlastsStrangers(t *testing.T) {
+	sec := secretFile(t, testSecret)
+	addr, done := startExporter(t, "--preset", "mnnvl", "--secret-file", sec, "-o", "json")
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	c.Close() // a port scan
+	c, err = net.Dial("tcp", addr)
+	require.NoError(t, err)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_, err = handshake(c, []byte("a secret that is not the one"), roleImporter)
+	require.ErrorIs(t, err, errRefusedSecret)
+	c.Close()
+	imp := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", "mnnvl", "--connect", addr, "--secret-file", sec, "-o", "json")
+	exp := <-done
+	require.Equal(t, exitOK, imp.code, imp.stdout)
+	require.Equal(t, exitOK, exp.code, exp.stdout)
+
+	// A man in the middle that lets the handshake through and then refuses.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := handshake(c, []byte(testSecret), roleExporter); err == nil {
+			_ = writeFrame(c, kindRefuse, nil)
+		}
+		_, _ = io.Copy(io.Discard, c)
+	}()
+	o := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", "mnnvl", "--connect", ln.Addr().String(), "--secret-file", sec, "-o", "json", "--timeout", "2s")
+	assert.Equal(t, causeProtocol, pairJSON(t, o).Cause)
+}
+

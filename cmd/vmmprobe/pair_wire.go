@@ -16,9 +16,10 @@ import (
 
 // The wire of vmmprobe pair, over one TCP connection. Every message is a frame: "VMPR", the
 // version, the kind, the payload's length (big-endian uint16, at most maxPairPayload) and
-// the payload. Each side first sends a hello (a random nonce) and then a proof that it
-// holds the shared secret (an HMAC of both nonces and its role); nothing else is sent
-// until the peer's proof checked out, and a peer whose proof is wrong gets a bare refusal.
+// the payload. Each side first sends a hello (a random nonce). Then the importer proves it
+// holds the shared secret (an HMAC of both nonces and its role), and only once that proof
+// checked out does the exporter send its own: a peer that connects to an exporter without
+// the secret gets a bare refusal and nothing it could test guesses of the secret against.
 // Everything after the proofs is JSON sealed with AES-256-GCM under a key derived from the
 // secret and both nonces, so a fabric handle, a capability, is neither handed to a peer
 // that has not proved itself nor readable on the network.
@@ -82,13 +83,14 @@ func readFrame(r io.Reader) (kind byte, payload []byte, err error) {
 	return kind, payload, nil
 }
 
-// expect reads a frame of kind want; a refusal is errRefusedSecret.
+// expect reads a frame of kind want; a refusal in place of a proof, the one place a peer
+// may refuse, is errRefusedSecret.
 func expect(r io.Reader, want byte, size int) ([]byte, error) {
 	kind, p, err := readFrame(r)
 	switch {
 	case err != nil:
 		return nil, err
-	case kind == kindRefuse:
+	case kind == kindRefuse && want == kindProof && len(p) == 0:
 		return nil, fmt.Errorf("%w by the peer", errRefusedSecret)
 	case kind != want || (size >= 0 && len(p) != size):
 		return nil, fmt.Errorf("%w: a message of kind %d and %d bytes where kind %d was due", errPairProtocol, kind, len(p), want)
@@ -100,12 +102,13 @@ func expect(r io.Reader, want byte, size int) ([]byte, error) {
 type pairSession struct {
 	rw        io.ReadWriter
 	aead      cipher.AEAD
-	role      string
+	out, in   byte   // the first byte of the GCM nonces this side seals and opens with
 	sent, got uint64 // sequence numbers of sealed messages, per direction
 }
 
-// handshake exchanges hellos and proofs over rw as role; it returns a session only when
-// the peer proved the secret, and sends the peer a refusal when it did not.
+// handshake exchanges hellos and proofs over rw as role, the importer's proof first; it
+// returns a session only when the peer proved the secret, and sends the peer a refusal
+// when it did not.
 func handshake(rw io.ReadWriter, secret []byte, role string) (*pairSession, error) {
 	var mine [pairNonceSize]byte
 	if _, err := rand.Read(mine[:]); err != nil {
@@ -119,30 +122,46 @@ func handshake(rw io.ReadWriter, secret []byte, role string) (*pairSession, erro
 		return nil, err
 	}
 	exp, imp := mine[:], theirs
-	peer := roleImporter
 	if role == roleImporter {
-		exp, imp, peer = theirs, mine[:], roleExporter
+		exp, imp = theirs, mine[:]
 	}
-	if err := writeFrame(rw, kindProof, pairMAC(secret, "proof "+role, exp, imp)); err != nil {
-		return nil, err
+	prove := func(who string) error { return writeFrame(rw, kindProof, pairMAC(secret, "proof "+who, exp, imp)) }
+	check := func(who string) error {
+		proof, err := expect(rw, kindProof, sha256.Size)
+		if err != nil {
+			return err
+		}
+		if !hmac.Equal(proof, pairMAC(secret, "proof "+who, exp, imp)) {
+			_ = writeFrame(rw, kindRefuse, nil)
+			return fmt.Errorf("%w: the peer's proof is wrong", errRefusedSecret)
+		}
+		return nil
 	}
-	proof, err := expect(rw, kindProof, sha256.Size)
-	if err != nil {
-		return nil, err
-	}
-	if !hmac.Equal(proof, pairMAC(secret, "proof "+peer, exp, imp)) {
-		_ = writeFrame(rw, kindRefuse, nil)
-		return nil, fmt.Errorf("%w: the peer's proof is wrong", errRefusedSecret)
+	s := &pairSession{rw: rw, out: 0, in: 1}
+	if role == roleImporter {
+		if err := prove(roleImporter); err != nil {
+			return nil, err
+		}
+		if err := check(roleExporter); err != nil {
+			return nil, err
+		}
+		s.out, s.in = 1, 0
+	} else {
+		if err := check(roleImporter); err != nil {
+			return nil, err
+		}
+		if err := prove(roleExporter); err != nil {
+			return nil, err
+		}
 	}
 	block, err := aes.NewCipher(pairMAC(secret, "key", exp, imp))
 	if err != nil {
 		return nil, err
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
+	if s.aead, err = cipher.NewGCM(block); err != nil {
 		return nil, err
 	}
-	return &pairSession{rw: rw, aead: aead, role: role}, nil
+	return s, nil
 }
 
 // pairMAC is HMAC-SHA256(secret, "vmmprobe pair v1 " + label, exporter's nonce, importer's).
@@ -154,13 +173,12 @@ func pairMAC(secret []byte, label string, exp, imp []byte) []byte {
 	return m.Sum(nil)
 }
 
-// nonce is the GCM nonce of message seq sent by role: each direction has its own space, so
-// a message cannot be reflected back to its sender or replayed out of order.
-func (s *pairSession) nonce(role string, seq uint64) []byte {
+// nonce is the GCM nonce of message seq of the direction whose first byte is dir: each
+// direction has its own space, so a message cannot be reflected back to its sender or
+// replayed out of order.
+func (s *pairSession) nonce(dir byte, seq uint64) []byte {
 	n := make([]byte, s.aead.NonceSize())
-	if role == roleImporter {
-		n[0] = 1
-	}
+	n[0] = dir
 	binary.BigEndian.PutUint64(n[len(n)-8:], seq)
 	return n
 }
@@ -170,7 +188,7 @@ func (s *pairSession) send(m *pairMsg) error {
 	if err != nil {
 		return err
 	}
-	sealed := s.aead.Seal(nil, s.nonce(s.role, s.sent), plain, nil)
+	sealed := s.aead.Seal(nil, s.nonce(s.out, s.sent), plain, nil)
 	s.sent++
 	return writeFrame(s.rw, kindSealed, sealed)
 }
@@ -180,11 +198,7 @@ func (s *pairSession) recv() (*pairMsg, error) {
 	if err != nil {
 		return nil, err
 	}
-	peer := roleImporter
-	if s.role == roleImporter {
-		peer = roleExporter
-	}
-	plain, err := s.aead.Open(nil, s.nonce(peer, s.got), sealed, nil)
+	plain, err := s.aead.Open(nil, s.nonce(s.in, s.got), sealed, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: a sealed message does not open", errPairProtocol)
 	}
@@ -193,13 +207,17 @@ func (s *pairSession) recv() (*pairMsg, error) {
 }
 
 // decodePairMsg decodes a message strictly: unknown fields, trailing data and values out
-// of range are errPairProtocol.
+// of range are errPairProtocol. (Field names match case-insensitively, as encoding/json
+// matches them; only an authenticated peer reaches this decoder.)
 func decodePairMsg(b []byte) (*pairMsg, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	var m pairMsg
-	if err := d.Decode(&m); err != nil || d.More() {
+	if err := d.Decode(&m); err != nil {
 		return nil, fmt.Errorf("%w: %v", errPairProtocol, err)
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%w: data after the message", errPairProtocol)
 	}
 	if err := m.valid(); err != nil {
 		return nil, fmt.Errorf("%w: %v", errPairProtocol, err)
