@@ -89,6 +89,10 @@ func TestGoldenFilesAreAllUsed(t *testing.T) {
 			used[gc.cmd+"-"+p+"."+gc.format+".golden"] = true
 		}
 	}
+	for _, pc := range pairGoldenCases {
+		used["pair-"+pc.name+"-importer.golden"], used["pair-"+pc.name+"-exporter.golden"] = true, true
+	}
+	used["pair-unreachable-importer.golden"] = true
 	files, err := filepath.Glob(filepath.Join("testdata", "*.golden"))
 	require.NoError(t, err)
 	for _, f := range files {

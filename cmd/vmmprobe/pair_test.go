@@ -311,6 +311,18 @@ func TestPairUsage(t *testing.T) {
 	assert.NotContains(t, strings.ToLower(r.stderr), "correct horse")
 }
 
+// pairGoldenCases are the verdicts TestPairGolden stages, each side's table a golden file;
+// pair-unreachable-importer.golden is the importer's alone.
+var pairGoldenCases = []struct {
+	name, exporter, importer string
+	wrongSecret              bool
+}{
+	{"ok", "mnnvl", "mnnvl", false},
+	{"exporter-without-channel", "mnnvl-no-channel", "mnnvl", false},
+	{"importer-without-channel", "mnnvl", "mnnvl-no-channel", false},
+	{"wrong-secret", "mnnvl", "mnnvl", true},
+}
+
 // TestPairGolden: the table each side prints, for each verdict sim can stage, against
 // testdata/pair-NAME-ROLE.golden (go test -update rewrites them), each line unwrapped, with
 // the times of the steps and the port replaced by placeholders.
@@ -324,16 +336,13 @@ func TestPairGolden(t *testing.T) {
 	norm := func(s string) string {
 		return port.ReplaceAllString(times.ReplaceAllString(cont.ReplaceAllString(s, " "), "T"), "127.0.0.1:PORT")
 	}
-	for _, tc := range []struct {
-		name, exporter, importer, importerSecret string
-	}{
-		{"ok", "mnnvl", "mnnvl", sec},
-		{"exporter-without-channel", "mnnvl-no-channel", "mnnvl", sec},
-		{"importer-without-channel", "mnnvl", "mnnvl-no-channel", sec},
-		{"wrong-secret", "mnnvl", "mnnvl", other},
-	} {
+	for _, tc := range pairGoldenCases {
+		isec := sec
+		if tc.wrongSecret {
+			isec = other
+		}
 		addr, done := startExporter(t, "--preset", tc.exporter, "--secret-file", sec, "--timeout", "2s")
-		imp := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", tc.importer, "--connect", addr, "--secret-file", tc.importerSecret)
+		imp := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", tc.importer, "--connect", addr, "--secret-file", isec)
 		exp := <-done
 		for role, o := range map[string]outcome{"importer": imp, "exporter": exp} {
 			golden(t, filepath.Join("testdata", "pair-"+tc.name+"-"+role+".golden"), norm(o.stdout))
