@@ -144,3 +144,14 @@ func (s *Sim) enter(o Op) *failure {
 	s.faults[o] = fs
 	return hit
 }
+
+// MemInfo is cuMemGetInfo: device ordinal's capacity and what of it no allocation holds.
+func (s *Sim) MemInfo(ordinal int) (free, total uint64, err error) {
+	if ordinal < 0 || ordinal >= len(s.cfg.Devices) {
+		return 0, 0, fail(cu.ERROR_INVALID_DEVICE, "no such device").wrap("cuMemGetInfo", "device %d", ordinal)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.devMem[ordinal]
+	return c.limit - min(c.committed, c.limit), c.limit, nil
+}

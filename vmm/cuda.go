@@ -108,3 +108,12 @@ func (*cudaBackend) LiveHandles() int {
 	n, _ := cu.LiveHandles()
 	return n
 }
+
+// MemInfo is cuMemGetInfo in device ordinal's primary context.
+func (b *cudaBackend) MemInfo(ordinal int) (free, total uint64, err error) {
+	c, err := b.ctx(ordinal)
+	if err != nil {
+		return 0, 0, err
+	}
+	return c.MemGetInfo()
+}

@@ -101,3 +101,23 @@ func (m *Manager) Fill(dev int, dst cu.DevicePtr, v byte, n uint64) error {
 	}
 	return nil
 }
+
+// memInfoer is a Backend that can say how much of a device's memory is free: the real
+// driver (cuMemGetInfo, in the device's primary context) and the simulator.
+type memInfoer interface {
+	MemInfo(ordinal int) (free, total uint64, err error)
+}
+
+// MemInfo returns the free and total memory of device dev, or an error matching
+// ErrUnsupported for a Backend that cannot tell.
+func (m *Manager) MemInfo(dev int) (free, total uint64, err error) {
+	if !m.usable() {
+		return 0, 0, opErr(errNoBackend, "memory info", "device %d", dev)
+	}
+	mi, ok := m.b.(memInfoer)
+	if !ok {
+		return 0, 0, opErr(ErrUnsupported, "memory info", "device %d (backend %s)", dev, m.b.Name())
+	}
+	free, total, err = mi.MemInfo(dev)
+	return free, total, opErr(err, "memory info", "device %d", dev)
+}

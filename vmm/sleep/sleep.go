@@ -1,0 +1,552 @@
+package sleep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
+	"github.com/cuvmm/cuvmm/vmm"
+)
+
+// Mode is how a tag sleeps.
+type Mode int
+
+const (
+	// Offload copies the memory to host memory and releases the device memory; Wake
+	// creates it again, maps it at the same addresses and copies the bytes back. Nothing
+	// may touch the range while it sleeps.
+	Offload Mode = iota + 1
+	// Park copies the memory to host memory and maps that at the same addresses for the
+	// device, then releases the device memory: device code that reads or writes the range
+	// while it sleeps works, at the speed of the host link. Wake moves it back.
+	Park
+	// Discard releases the device memory; Wake gives fresh memory that reads zero.
+	Discard
+)
+
+func (m Mode) String() string {
+	switch m {
+	case Offload:
+		return "offload"
+	case Park:
+		return "park"
+	case Discard:
+		return "discard"
+	}
+	return fmt.Sprintf("Mode(%d)", int(m))
+}
+
+// State is where one chunk's bytes are.
+type State int
+
+const (
+	Resident  State = iota // in device memory, mapped
+	Offloaded              // in host memory; nothing mapped at its addresses
+	Parked                 // in host memory, mapped at its addresses for the device
+	Discarded              // nowhere; Wake makes zeros
+)
+
+func (s State) String() string {
+	return [...]string{"resident", "offloaded", "parked", "discarded"}[s]
+}
+
+// ErrAsleep is what a read or write of memory that sleeps without a mapping (offloaded or
+// discarded) returns.
+var ErrAsleep = errors.New("asleep: the memory is not mapped until Wake")
+
+// Options configure a Pool.
+type Options struct {
+	// Chunk is the size of each allocation a Region is made of, rounded up to the
+	// granularity of device and host memory; 64 MiB when 0. Larger chunks make fewer
+	// driver calls per GiB (each create, map and release has a fixed cost).
+	Chunk uint64
+	// ReleaseHost releases each chunk's host memory when it wakes; by default it is kept,
+	// so that the next sleep pins nothing on its way (pinning host memory runs at 2-4 GiB/s).
+	ReleaseHost bool
+}
+
+// Pool is memory grouped under tags, each of which can sleep and wake as a whole. All its
+// methods are safe for concurrent use; sleeps, wakes, allocations and closes run one at a
+// time, reads and writes alongside each other.
+type Pool struct {
+	m     *vmm.Manager
+	chunk uint64
+	keep  bool
+
+	mu      sync.RWMutex
+	regions map[string][]*Region
+	closed  bool
+	// pending are the releases the driver refused, retried by each sleep, wake and close.
+	pending vmm.Pending
+}
+
+// Region is a range of device addresses of one tag, made of chunks; its addresses never
+// change, whatever the tag's sleep.
+type Region struct {
+	p      *Pool
+	tag    string
+	dev    int
+	size   uint64
+	r      *vmm.Reservation // the addresses
+	stage  *vmm.Reservation // where the chunks' host memory is mapped for the copies
+	chunks []*chunk
+	closed bool
+}
+
+type chunk struct {
+	off, size uint64
+	state     State
+	dev       *vmm.Allocation // device memory, while resident
+	host      *vmm.Allocation // host memory, mapped in the region's stage, once prepared
+}
+
+// New returns a Pool over m.
+func New(m *vmm.Manager, opts Options) *Pool {
+	c := opts.Chunk
+	if c == 0 {
+		c = 64 << 20
+	}
+	return &Pool{m: m, chunk: c, keep: !opts.ReleaseHost, regions: map[string][]*Region{}}
+}
+
+func fail(op, args string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &vmm.Error{Pkg: "sleep", Op: op, Args: args, Err: err}
+}
+
+// Alloc makes a region of size bytes of device dev's memory under tag, mapped read-write
+// for dev.
+func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
+	args := fmt.Sprintf("%s on device %d for tag %q", units.Size(size), dev, tag)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, fail("alloc", args, vmm.ErrClosed)
+	}
+	if size == 0 {
+		return nil, fail("alloc", args, fmt.Errorf("%w: an empty region", vmm.ErrInvalid))
+	}
+	g, err := p.granularity(dev)
+	if err != nil {
+		return nil, fail("alloc", args, err)
+	}
+	csize := (p.chunk + g - 1) / g * g
+	size = (size + g - 1) / g * g
+	var pending vmm.Pending
+	tx := p.m.Begin(&pending)
+	r, err := tx.Reserve(size)
+	if err != nil {
+		return nil, fail("alloc", args, tx.Rollback(err))
+	}
+	reg := &Region{p: p, tag: tag, dev: dev, size: size, r: r}
+	var mems []*vmm.Allocation
+	for off := uint64(0); off < size; off += csize {
+		n := min(csize, size-off)
+		a, err := tx.Create(n, vmm.DeviceProps(dev))
+		if err != nil {
+			return nil, fail("alloc", args, tx.Rollback(err))
+		}
+		mems = append(mems, a)
+		reg.chunks = append(reg.chunks, &chunk{off: off, size: n, dev: a})
+	}
+	if _, err := tx.MapAll(r, 0, vmm.ReadWrite(dev), mems...); err != nil {
+		return nil, fail("alloc", args, tx.Rollback(err))
+	}
+	tx.Commit()
+	p.regions[tag] = append(p.regions[tag], reg)
+	return reg, nil
+}
+
+// granularity is the larger of the device's and the host's minimum granularity: a chunk
+// is made of either.
+func (p *Pool) granularity(dev int) (uint64, error) {
+	gd, err := p.m.Granularity(vmm.DeviceProps(dev), false)
+	if err != nil {
+		return 0, err
+	}
+	gh, err := p.m.Granularity(vmm.Props{Location: vmm.OnHost()}, false)
+	if err != nil {
+		return 0, err
+	}
+	return max(gd, gh), nil
+}
+
+// Base is the region's first address.
+func (r *Region) Base() cu.DevicePtr { return r.r.Base() }
+
+// Size is the region's size.
+func (r *Region) Size() uint64 { return r.size }
+
+// Tag is the tag the region sleeps and wakes with.
+func (r *Region) Tag() string { return r.tag }
+
+// ReadAt copies from the region at off into p, from the region's device; it fails with
+// ErrAsleep while a chunk it touches has no mapping (offloaded or discarded). Parked
+// memory is read through the host link.
+func (r *Region) ReadAt(p []byte, off int64) (int, error) { return r.copyAt("read", p, off) }
+
+// WriteAt copies p into the region at off, as ReadAt.
+func (r *Region) WriteAt(p []byte, off int64) (int, error) { return r.copyAt("write", p, off) }
+
+func (r *Region) copyAt(op string, b []byte, off int64) (int, error) {
+	args := fmt.Sprintf("%s at +%d of tag %q", units.Size(uint64(len(b))), off, r.tag)
+	r.p.mu.RLock()
+	defer r.p.mu.RUnlock()
+	if r.closed {
+		return 0, fail(op, args, vmm.ErrClosed)
+	}
+	if off < 0 || uint64(off)+uint64(len(b)) > r.size {
+		return 0, fail(op, args, vmm.ErrOutOfRange)
+	}
+	for _, c := range r.chunks {
+		if c.off < uint64(off)+uint64(len(b)) && uint64(off) < c.off+c.size && (c.state == Offloaded || c.state == Discarded) {
+			return 0, fail(op, args, fmt.Errorf("%w (chunk at +%d is %v)", ErrAsleep, c.off, c.state))
+		}
+	}
+	v := r.r.From(r.dev)
+	if op == "read" {
+		return v.ReadAt(b, off)
+	}
+	return v.WriteAt(b, off)
+}
+
+// States counts the bytes of tag in each state.
+func (p *Pool) States(tag string) map[State]uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	s := map[State]uint64{}
+	for _, r := range p.regions[tag] {
+		for _, c := range r.chunks {
+			s[c.state] += c.size
+		}
+	}
+	return s
+}
+
+// Prepare makes the host memory of every chunk of tag that has none, and maps it for the
+// copies, so that a later Offload or Park pins nothing on its way (creating host memory
+// pins it, at 2-4 GiB/s on an H200: an order of magnitude slower than the copy).
+func (p *Pool) Prepare(tag string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fail("prepare", fmt.Sprintf("tag %q", tag), vmm.ErrClosed)
+	}
+	for _, r := range p.regions[tag] {
+		for _, c := range r.chunks {
+			if err := r.prepare(c); err != nil {
+				return fail("prepare", fmt.Sprintf("tag %q", tag), err)
+			}
+		}
+	}
+	return nil
+}
+
+// prepare gives c host memory mapped at its place in the region's stage, readable and
+// writable by the region's device.
+func (r *Region) prepare(c *chunk) error {
+	if c.host != nil {
+		return nil
+	}
+	if r.stage == nil {
+		s, err := r.p.m.Reserve(r.size)
+		if err != nil {
+			return err
+		}
+		r.stage = s
+	}
+	h, err := r.p.m.Create(c.size, vmm.Props{Location: vmm.OnHost()})
+	if err != nil {
+		return err
+	}
+	mp, err := r.stage.Map(c.off, h)
+	if err == nil {
+		if err = mp.SetAccess(vmm.ReadWrite(r.dev)...); err != nil {
+			err = errors.Join(err, mp.Close())
+		}
+	}
+	if err != nil {
+		return errors.Join(err, h.Close())
+	}
+	c.host = h
+	return nil
+}
+
+func (r *Region) addr(c *chunk) cu.DevicePtr   { return r.r.Base() + cu.DevicePtr(c.off) }
+func (r *Region) staged(c *chunk) cu.DevicePtr { return r.stage.Base() + cu.DevicePtr(c.off) }
+
+// work is one chunk of one region, passed from one stage of a pipeline to the next.
+type work struct {
+	r *Region
+	c *chunk
+}
+
+// Sleep puts every chunk of tag that is resident to sleep in mode; chunks already asleep
+// stay as they are, so sleeping twice is sleeping once. The copies of one chunk overlap the
+// release of the one before. On an error (the context's too) the chunks done so far
+// sleep and the others stay resident: the tag is consistent, and Sleep can be called again.
+func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
+	args := fmt.Sprintf("tag %q, %v", tag, mode)
+	if mode < Offload || mode > Discard {
+		return fail("sleep", args, fmt.Errorf("%w: mode %d", vmm.ErrInvalid, int(mode)))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fail("sleep", args, vmm.ErrClosed)
+	}
+	_ = p.pending.Retry() // what the driver refuses again stays listed; Close reports it
+	var todo []work
+	for _, r := range p.regions[tag] {
+		for _, c := range r.chunks {
+			if c.state == Resident {
+				todo = append(todo, work{r, c})
+			}
+		}
+	}
+	copyOut := func(w work) error {
+		if mode == Discard {
+			return nil
+		}
+		if err := w.r.prepare(w.c); err != nil {
+			return err
+		}
+		return p.m.Copy(w.r.dev, w.r.staged(w.c), w.r.addr(w.c), w.c.size)
+	}
+	release := func(w work) error {
+		if err := w.r.r.Unmap(w.c.off, w.c.size); err != nil {
+			return err
+		}
+		w.c.state = map[Mode]State{Offload: Offloaded, Park: Parked, Discard: Discarded}[mode]
+		var err error
+		if mode == Park {
+			if err = w.r.park(w.c); err != nil {
+				w.c.state = Offloaded // the bytes are in host memory all the same
+			}
+		}
+		err = errors.Join(err, p.pending.Do("release of a chunk's device memory", w.c.dev.Close))
+		w.c.dev = nil
+		return err
+	}
+	return fail("sleep", args, pipeline(ctx, todo, copyOut, release))
+}
+
+// Wake brings every chunk of tag that sleeps back to device memory at its addresses;
+// resident chunks stay as they are, so waking twice is waking once. The creation and
+// mapping of one chunk overlap the copy of the one before. When the device has not the
+// memory, Wake fails with an error saying how much the tag needs and how much is free;
+// the chunks not yet woken still sleep with their bytes, and Wake can be retried.
+func (p *Pool) Wake(ctx context.Context, tag string) error {
+	args := fmt.Sprintf("tag %q", tag)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fail("wake", args, vmm.ErrClosed)
+	}
+	_ = p.pending.Retry()
+	var todo []work
+	var need uint64
+	for _, r := range p.regions[tag] {
+		for _, c := range r.chunks {
+			if c.state != Resident {
+				todo = append(todo, work{r, c})
+				need += c.size
+			}
+		}
+	}
+	// create makes and maps the chunk's device memory (a parked chunk's host mapping
+	// goes first); its bytes are still to copy.
+	parked := map[*chunk]bool{}
+	create := func(w work) error {
+		if w.c.dev != nil {
+			return nil // mapped by a wake that did not finish
+		}
+		a, err := p.m.Create(w.c.size, vmm.DeviceProps(w.r.dev))
+		if err != nil {
+			if errors.Is(err, cu.ERROR_OUT_OF_MEMORY) {
+				have := "unknown free memory"
+				if free, _, ferr := p.m.MemInfo(w.r.dev); ferr == nil {
+					have = units.Size(free) + " free"
+				}
+				return &vmm.Error{Pkg: "sleep", Op: "create", Args: fmt.Sprintf("%s (the tag needs %s more on device %d, which has %s)",
+					units.Size(w.c.size), units.Size(need), w.r.dev, have), Err: err}
+			}
+			return err
+		}
+		if w.c.state == Parked {
+			if err := w.r.r.Unmap(w.c.off, w.c.size); err != nil {
+				return errors.Join(err, a.Close())
+			}
+			parked[w.c] = true
+			w.c.state = Offloaded // the host memory holds the bytes until the copy
+		}
+		mp, err := w.r.r.Map(w.c.off, a)
+		if err == nil {
+			if err = mp.SetAccess(vmm.ReadWrite(w.r.dev)...); err != nil {
+				err = errors.Join(err, mp.Close())
+			}
+		}
+		if err != nil {
+			return errors.Join(err, p.pending.Do("release of a chunk's device memory", a.Close), w.r.repark(w.c, parked[w.c]))
+		}
+		w.c.dev = a
+		need -= w.c.size
+		return nil
+	}
+	fill := func(w work) error {
+		var err error
+		if w.c.state == Discarded {
+			err = p.m.Fill(w.r.dev, w.r.addr(w.c), 0, w.c.size)
+		} else {
+			err = p.m.Copy(w.r.dev, w.r.addr(w.c), w.r.staged(w.c), w.c.size)
+		}
+		if err != nil {
+			return err
+		}
+		w.c.state = Resident
+		if !p.keep && w.c.host != nil {
+			err = w.r.dropHost(w.c)
+		}
+		return err
+	}
+	err := pipeline(ctx, todo, create, fill)
+	// A chunk mapped but not filled goes back to sleep as it slept: its device memory is
+	// released again, and its bytes are where they were.
+	for _, w := range todo {
+		if w.c.state == Resident || w.c.dev == nil {
+			continue
+		}
+		if uerr := w.r.r.Unmap(w.c.off, w.c.size); uerr != nil {
+			err = errors.Join(err, uerr) // still mapped: the next wake fills it, or Close unmaps it
+			continue
+		}
+		err = errors.Join(err, p.pending.Do("release of a chunk's device memory", w.c.dev.Close), w.r.repark(w.c, parked[w.c]))
+		w.c.dev = nil
+	}
+	return fail("wake", args, err)
+}
+
+// repark maps c's host memory back at its addresses when c was parked before a wake that
+// did not finish.
+func (r *Region) repark(c *chunk, was bool) error {
+	if !was {
+		return nil
+	}
+	if err := r.park(c); err != nil {
+		return err
+	}
+	c.state = Parked
+	return nil
+}
+
+// park maps c's host memory at its addresses for the region's device.
+func (r *Region) park(c *chunk) error {
+	mp, err := r.r.Map(c.off, c.host)
+	if err == nil {
+		if err = mp.SetAccess(vmm.ReadWrite(r.dev)...); err != nil {
+			err = errors.Join(err, mp.Close())
+		}
+	}
+	return err
+}
+
+// dropHost releases c's host memory.
+func (r *Region) dropHost(c *chunk) error {
+	err := r.stage.Unmap(c.off, c.size)
+	err = errors.Join(err, r.p.pending.Do("release of a chunk's host memory", c.host.Close))
+	c.host = nil
+	return err
+}
+
+// pipeline runs first on each item, in order, and second on each item first finished
+// with, in a goroutine of its own, so that the two overlap; it stops at the first error or
+// when ctx is done, and waits for both before it returns.
+func pipeline(ctx context.Context, items []work, first, second func(work) error) error {
+	ch := make(chan work, 1)
+	errc := make(chan error, 1)
+	go func() {
+		var err error
+		for w := range ch {
+			if err == nil {
+				err = second(w)
+			}
+		}
+		errc <- err
+	}()
+	var err error
+	for _, w := range items {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		if err = first(w); err != nil {
+			break
+		}
+		ch <- w
+	}
+	close(ch)
+	return errors.Join(err, <-errc)
+}
+
+// Close releases the region's memory, device and host, and its addresses, in whatever
+// state its chunks are. It is idempotent.
+func (r *Region) Close() error {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	err := r.closeLocked()
+	rs := r.p.regions[r.tag]
+	for i, x := range rs {
+		if x == r {
+			r.p.regions[r.tag] = append(rs[:i:i], rs[i+1:]...)
+			break
+		}
+	}
+	if len(r.p.regions[r.tag]) == 0 {
+		delete(r.p.regions, r.tag)
+	}
+	return err
+}
+
+func (r *Region) closeLocked() error {
+	if r.closed {
+		return nil
+	}
+	var err error
+	for _, c := range r.chunks {
+		if c.state == Resident || c.state == Parked || c.dev != nil {
+			err = errors.Join(err, r.r.Unmap(c.off, c.size))
+		}
+		if c.dev != nil {
+			err = errors.Join(err, r.p.pending.Do("release of a chunk's device memory", c.dev.Close))
+			c.dev = nil
+		}
+		if c.host != nil {
+			err = errors.Join(err, r.dropHost(c))
+		}
+	}
+	if r.stage != nil {
+		err = errors.Join(err, r.stage.Close())
+	}
+	err = errors.Join(err, r.r.Close())
+	r.closed = err == nil
+	return fail("close", fmt.Sprintf("%s of tag %q", units.Size(r.size), r.tag), err)
+}
+
+// Close closes every region of every tag. It is idempotent.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var err error
+	for tag, rs := range p.regions {
+		for _, r := range rs {
+			err = errors.Join(err, r.closeLocked())
+		}
+		delete(p.regions, tag)
+	}
+	p.closed = true
+	return errors.Join(err, p.pending.Retry())
+}
