@@ -408,4 +408,3 @@ func TestPairExporterOutlastsStrangers(t *testing.T) {
 	o := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", "mnnvl", "--connect", ln.Addr().String(), "--secret-file", sec, "-o", "json", "--timeout", "2s")
 	assert.Equal(t, causeProtocol, pairJSON(t, o).Cause)
 }
-

@@ -267,7 +267,9 @@ type hostMem struct {
 
 func (h *hostMem) Base() cu.DevicePtr { return h.r.Base() }
 
-func (h *hostMem) close() error { return errors.Join(h.r.Unmap(0, h.r.Size()), h.a.Close(), h.r.Close()) }
+func (h *hostMem) close() error {
+	return errors.Join(h.r.Unmap(0, h.r.Size()), h.a.Close(), h.r.Close())
+}
 
 func hostRange(m *vmm.Manager, size uint64) (*hostMem, error) {
 	r, err := m.Reserve(size)
