@@ -50,6 +50,9 @@ const (
 )
 
 func (s State) String() string {
+	if s < Resident || s > Discarded {
+		return fmt.Sprintf("State(%d)", int(s))
+	}
 	return [...]string{"resident", "offloaded", "parked", "discarded"}[s]
 }
 
@@ -101,6 +104,18 @@ type chunk struct {
 	state     State
 	dev       *vmm.Allocation // device memory, while resident
 	host      *vmm.Allocation // host memory, mapped in the region's stage, once prepared
+	unparked  bool            // a wake took its host mapping away and has not filled it yet
+}
+
+// asleep names what a chunk's state is for after a sleep in mode.
+func asleep(mode Mode) State {
+	switch mode {
+	case Park:
+		return Parked
+	case Discard:
+		return Discarded
+	}
+	return Offloaded
 }
 
 // New returns a Pool over m.
@@ -110,6 +125,23 @@ func New(m *vmm.Manager, opts Options) *Pool {
 		c = 64 << 20
 	}
 	return &Pool{m: m, chunk: c, keep: !opts.ReleaseHost, regions: map[string][]*Region{}}
+}
+
+var errNoPool = fmt.Errorf("%w: a nil Pool or Region (make them with New and Alloc)", vmm.ErrInvalid)
+
+func (p *Pool) usable() bool { return p != nil && p.m != nil }
+
+// regionsOf is tag's regions, or an error for a tag with none (a typo would otherwise
+// make every call a silent no-op); the caller holds p.mu.
+func (p *Pool) regionsOf(tag string) ([]*Region, error) {
+	if p.closed {
+		return nil, vmm.ErrClosed
+	}
+	rs := p.regions[tag]
+	if len(rs) == 0 {
+		return nil, fmt.Errorf("%w: no region has tag %q", vmm.ErrInvalid, tag)
+	}
+	return rs, nil
 }
 
 func fail(op, args string, err error) error {
@@ -123,6 +155,9 @@ func fail(op, args string, err error) error {
 // for dev.
 func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
 	args := fmt.Sprintf("%s on device %d for tag %q", units.Size(size), dev, tag)
+	if !p.usable() {
+		return nil, fail("alloc", args, errNoPool)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -135,10 +170,13 @@ func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
 	if err != nil {
 		return nil, fail("alloc", args, err)
 	}
+	if size > 1<<62 || p.chunk > 1<<62 {
+		return nil, fail("alloc", args, fmt.Errorf("%w: the region or its chunks are over 4 EiB", vmm.ErrTooLarge))
+	}
 	csize := (p.chunk + g - 1) / g * g
 	size = (size + g - 1) / g * g
-	var pending vmm.Pending
-	tx := p.m.Begin(&pending)
+	_ = p.pending.Retry()
+	tx := p.m.Begin(&p.pending)
 	r, err := tx.Reserve(size)
 	if err != nil {
 		return nil, fail("alloc", args, tx.Rollback(err))
@@ -176,14 +214,29 @@ func (p *Pool) granularity(dev int) (uint64, error) {
 	return max(gd, gh), nil
 }
 
-// Base is the region's first address.
-func (r *Region) Base() cu.DevicePtr { return r.r.Base() }
+// Base is the region's first address (0 for a nil Region).
+func (r *Region) Base() cu.DevicePtr {
+	if r == nil || r.r == nil {
+		return 0
+	}
+	return r.r.Base()
+}
 
-// Size is the region's size.
-func (r *Region) Size() uint64 { return r.size }
+// Size is the region's size (0 for a nil Region).
+func (r *Region) Size() uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.size
+}
 
 // Tag is the tag the region sleeps and wakes with.
-func (r *Region) Tag() string { return r.tag }
+func (r *Region) Tag() string {
+	if r == nil {
+		return ""
+	}
+	return r.tag
+}
 
 // ReadAt copies from the region at off into p, from the region's device; it fails with
 // ErrAsleep while a chunk it touches has no mapping (offloaded or discarded). Parked
@@ -194,7 +247,10 @@ func (r *Region) ReadAt(p []byte, off int64) (int, error) { return r.copyAt("rea
 func (r *Region) WriteAt(p []byte, off int64) (int, error) { return r.copyAt("write", p, off) }
 
 func (r *Region) copyAt(op string, b []byte, off int64) (int, error) {
-	args := fmt.Sprintf("%s at +%d of tag %q", units.Size(uint64(len(b))), off, r.tag)
+	if r == nil || r.p == nil {
+		return 0, fail(op, "", errNoPool)
+	}
+	args := fmt.Sprintf("%s at %v+%d (tag %q)", units.Size(uint64(len(b))), r.Base(), off, r.tag)
 	r.p.mu.RLock()
 	defer r.p.mu.RUnlock()
 	if r.closed {
@@ -205,7 +261,7 @@ func (r *Region) copyAt(op string, b []byte, off int64) (int, error) {
 	}
 	for _, c := range r.chunks {
 		if c.off < uint64(off)+uint64(len(b)) && uint64(off) < c.off+c.size && (c.state == Offloaded || c.state == Discarded) {
-			return 0, fail(op, args, fmt.Errorf("%w (chunk at +%d is %v)", ErrAsleep, c.off, c.state))
+			return 0, fail(op, args, fmt.Errorf("%w (the chunk at +%s is %v)", ErrAsleep, units.Size(c.off), c.state))
 		}
 	}
 	v := r.r.From(r.dev)
@@ -217,6 +273,9 @@ func (r *Region) copyAt(op string, b []byte, off int64) (int, error) {
 
 // States counts the bytes of tag in each state.
 func (p *Pool) States(tag string) map[State]uint64 {
+	if !p.usable() {
+		return nil
+	}
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	s := map[State]uint64{}
@@ -232,12 +291,17 @@ func (p *Pool) States(tag string) map[State]uint64 {
 // copies, so that a later Offload or Park pins nothing on its way (creating host memory
 // pins it, at 2-4 GiB/s on an H200: an order of magnitude slower than the copy).
 func (p *Pool) Prepare(tag string) error {
+	if !p.usable() {
+		return fail("prepare", fmt.Sprintf("tag %q", tag), errNoPool)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return fail("prepare", fmt.Sprintf("tag %q", tag), vmm.ErrClosed)
+	rs, err := p.regionsOf(tag)
+	if err != nil {
+		return fail("prepare", fmt.Sprintf("tag %q", tag), err)
 	}
-	for _, r := range p.regions[tag] {
+	_ = p.pending.Retry()
+	for _, r := range rs {
 		for _, c := range r.chunks {
 			if err := r.prepare(c); err != nil {
 				return fail("prepare", fmt.Sprintf("tag %q", tag), err)
@@ -264,16 +328,27 @@ func (r *Region) prepare(c *chunk) error {
 	if err != nil {
 		return err
 	}
-	mp, err := r.stage.Map(c.off, h)
-	if err == nil {
-		if err = mp.SetAccess(vmm.ReadWrite(r.dev)...); err != nil {
-			err = errors.Join(err, mp.Close())
-		}
-	}
-	if err != nil {
-		return errors.Join(err, h.Close())
+	if err := mapAt(r.stage, c.off, h, r.dev); err != nil {
+		return errors.Join(err, r.p.pending.Do("release of a chunk's host memory", h.Close))
 	}
 	c.host = h
+	return nil
+}
+
+// mapAt maps a at offset off of r, readable and writable by dev. It first unmaps whatever
+// an earlier call whose undo the driver refused left there (nothing, usually: then no
+// driver call), and undoes its own map when the access fails, so that a retry starts clean.
+func mapAt(r *vmm.Reservation, off uint64, a *vmm.Allocation, dev int) error {
+	if err := r.Unmap(off, a.Size()); err != nil {
+		return err
+	}
+	mp, err := r.Map(off, a)
+	if err != nil {
+		return err
+	}
+	if err := mp.SetAccess(vmm.ReadWrite(dev)...); err != nil {
+		return errors.Join(err, r.Unmap(off, a.Size()))
+	}
 	return nil
 }
 
@@ -287,30 +362,35 @@ type work struct {
 }
 
 // Sleep puts every chunk of tag that is resident to sleep in mode; chunks already asleep
-// stay as they are, so sleeping twice is sleeping once. The copies of one chunk overlap the
-// release of the one before. On an error (the context's too) the chunks done so far
-// sleep and the others stay resident: the tag is consistent, and Sleep can be called again.
+// stay as they are (but an offloaded chunk asked to park is parked: its range becomes
+// usable), so sleeping twice is sleeping once. The copy of one chunk overlaps the release
+// of the one before. On an error (the context's too) the chunks done so far sleep and the
+// others stay resident: the tag is consistent, and Sleep can be called again.
 func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 	args := fmt.Sprintf("tag %q, %v", tag, mode)
+	if !p.usable() {
+		return fail("sleep", args, errNoPool)
+	}
 	if mode < Offload || mode > Discard {
 		return fail("sleep", args, fmt.Errorf("%w: mode %d", vmm.ErrInvalid, int(mode)))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return fail("sleep", args, vmm.ErrClosed)
+	rs, err := p.regionsOf(tag)
+	if err != nil {
+		return fail("sleep", args, err)
 	}
 	_ = p.pending.Retry() // what the driver refuses again stays listed; Close reports it
 	var todo []work
-	for _, r := range p.regions[tag] {
+	for _, r := range rs {
 		for _, c := range r.chunks {
-			if c.state == Resident {
+			if c.state == Resident || (mode == Park && c.state == Offloaded) {
 				todo = append(todo, work{r, c})
 			}
 		}
 	}
 	copyOut := func(w work) error {
-		if mode == Discard {
+		if mode == Discard || w.c.state != Resident {
 			return nil
 		}
 		if err := w.r.prepare(w.c); err != nil {
@@ -319,10 +399,17 @@ func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 		return p.m.Copy(w.r.dev, w.r.staged(w.c), w.r.addr(w.c), w.c.size)
 	}
 	release := func(w work) error {
+		if w.c.state == Offloaded { // asked to park
+			if err := w.r.park(w.c); err != nil {
+				return err
+			}
+			w.c.state = Parked
+			return nil
+		}
 		if err := w.r.r.Unmap(w.c.off, w.c.size); err != nil {
 			return err
 		}
-		w.c.state = map[Mode]State{Offload: Offloaded, Park: Parked, Discard: Discarded}[mode]
+		w.c.state = asleep(mode)
 		var err error
 		if mode == Park {
 			if err = w.r.park(w.c); err != nil {
@@ -338,30 +425,33 @@ func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 
 // Wake brings every chunk of tag that sleeps back to device memory at its addresses;
 // resident chunks stay as they are, so waking twice is waking once. The creation and
-// mapping of one chunk overlap the copy of the one before. When the device has not the
-// memory, Wake fails with an error saying how much the tag needs and how much is free;
-// the chunks not yet woken still sleep with their bytes, and Wake can be retried.
+// mapping of one chunk overlap the copy of the one before. When a device has not the
+// memory, Wake fails with an error saying how much the tag needs there and how much is
+// free; the chunks not yet woken still sleep with their bytes, and Wake can be retried.
 func (p *Pool) Wake(ctx context.Context, tag string) error {
 	args := fmt.Sprintf("tag %q", tag)
+	if !p.usable() {
+		return fail("wake", args, errNoPool)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return fail("wake", args, vmm.ErrClosed)
+	rs, err := p.regionsOf(tag)
+	if err != nil {
+		return fail("wake", args, err)
 	}
 	_ = p.pending.Retry()
 	var todo []work
-	var need uint64
-	for _, r := range p.regions[tag] {
+	need := map[int]uint64{} // by device
+	for _, r := range rs {
 		for _, c := range r.chunks {
 			if c.state != Resident {
 				todo = append(todo, work{r, c})
-				need += c.size
+				need[r.dev] += c.size
 			}
 		}
 	}
 	// create makes and maps the chunk's device memory (a parked chunk's host mapping
 	// goes first); its bytes are still to copy.
-	parked := map[*chunk]bool{}
 	create := func(w work) error {
 		if w.c.dev != nil {
 			return nil // mapped by a wake that did not finish
@@ -373,29 +463,23 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 				if free, _, ferr := p.m.MemInfo(w.r.dev); ferr == nil {
 					have = units.Size(free) + " free"
 				}
-				return &vmm.Error{Pkg: "sleep", Op: "create", Args: fmt.Sprintf("%s (the tag needs %s more on device %d, which has %s)",
-					units.Size(w.c.size), units.Size(need), w.r.dev, have), Err: err}
+				return &vmm.Error{Pkg: "sleep", Op: "need", Args: fmt.Sprintf("%s more on device %d, which has %s",
+					units.Size(need[w.r.dev]), w.r.dev, have), Err: err}
 			}
 			return err
 		}
 		if w.c.state == Parked {
 			if err := w.r.r.Unmap(w.c.off, w.c.size); err != nil {
-				return errors.Join(err, a.Close())
+				return errors.Join(err, p.pending.Do("release of a chunk's device memory", a.Close))
 			}
-			parked[w.c] = true
+			w.c.unparked = true
 			w.c.state = Offloaded // the host memory holds the bytes until the copy
 		}
-		mp, err := w.r.r.Map(w.c.off, a)
-		if err == nil {
-			if err = mp.SetAccess(vmm.ReadWrite(w.r.dev)...); err != nil {
-				err = errors.Join(err, mp.Close())
-			}
-		}
-		if err != nil {
-			return errors.Join(err, p.pending.Do("release of a chunk's device memory", a.Close), w.r.repark(w.c, parked[w.c]))
+		if err := mapAt(w.r.r, w.c.off, a, w.r.dev); err != nil {
+			return errors.Join(err, p.pending.Do("release of a chunk's device memory", a.Close), w.r.repark(w.c))
 		}
 		w.c.dev = a
-		need -= w.c.size
+		need[w.r.dev] -= w.c.size
 		return nil
 	}
 	fill := func(w work) error {
@@ -408,13 +492,13 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 		if err != nil {
 			return err
 		}
-		w.c.state = Resident
+		w.c.state, w.c.unparked = Resident, false
 		if !p.keep && w.c.host != nil {
 			err = w.r.dropHost(w.c)
 		}
 		return err
 	}
-	err := pipeline(ctx, todo, create, fill)
+	err = pipeline(ctx, todo, create, fill)
 	// A chunk mapped but not filled goes back to sleep as it slept: its device memory is
 	// released again, and its bytes are where they were.
 	for _, w := range todo {
@@ -425,7 +509,7 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 			err = errors.Join(err, uerr) // still mapped: the next wake fills it, or Close unmaps it
 			continue
 		}
-		err = errors.Join(err, p.pending.Do("release of a chunk's device memory", w.c.dev.Close), w.r.repark(w.c, parked[w.c]))
+		err = errors.Join(err, p.pending.Do("release of a chunk's device memory", w.c.dev.Close), w.r.repark(w.c))
 		w.c.dev = nil
 	}
 	return fail("wake", args, err)
@@ -433,32 +517,26 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 
 // repark maps c's host memory back at its addresses when c was parked before a wake that
 // did not finish.
-func (r *Region) repark(c *chunk, was bool) error {
-	if !was {
+func (r *Region) repark(c *chunk) error {
+	if !c.unparked {
 		return nil
 	}
 	if err := r.park(c); err != nil {
-		return err
+		return err // offloaded, then: the bytes are in host memory
 	}
-	c.state = Parked
+	c.state, c.unparked = Parked, false
 	return nil
 }
 
 // park maps c's host memory at its addresses for the region's device.
-func (r *Region) park(c *chunk) error {
-	mp, err := r.r.Map(c.off, c.host)
-	if err == nil {
-		if err = mp.SetAccess(vmm.ReadWrite(r.dev)...); err != nil {
-			err = errors.Join(err, mp.Close())
-		}
-	}
-	return err
-}
+func (r *Region) park(c *chunk) error { return mapAt(r.r, c.off, c.host, r.dev) }
 
-// dropHost releases c's host memory.
+// dropHost releases c's host memory; it stays c's while its stage mapping does.
 func (r *Region) dropHost(c *chunk) error {
-	err := r.stage.Unmap(c.off, c.size)
-	err = errors.Join(err, r.p.pending.Do("release of a chunk's host memory", c.host.Close))
+	if err := r.stage.Unmap(c.off, c.size); err != nil {
+		return err
+	}
+	err := r.p.pending.Do("release of a chunk's host memory", c.host.Close)
 	c.host = nil
 	return err
 }
@@ -469,35 +547,54 @@ func (r *Region) dropHost(c *chunk) error {
 func pipeline(ctx context.Context, items []work, first, second func(work) error) error {
 	ch := make(chan work, 1)
 	errc := make(chan error, 1)
+	stop := make(chan struct{}) // closed when second fails: first stops too
 	go func() {
 		var err error
 		for w := range ch {
 			if err == nil {
-				err = second(w)
+				if err = second(w); err != nil {
+					close(stop)
+				}
 			}
 		}
 		errc <- err
 	}()
 	var err error
+loop:
 	for _, w := range items {
+		select {
+		case <-stop:
+			break loop
+		default:
+		}
 		if err = ctx.Err(); err != nil {
 			break
 		}
 		if err = first(w); err != nil {
 			break
 		}
-		ch <- w
+		select {
+		case ch <- w:
+		case <-stop:
+			break loop
+		}
 	}
 	close(ch)
 	return errors.Join(err, <-errc)
 }
 
 // Close releases the region's memory, device and host, and its addresses, in whatever
-// state its chunks are. It is idempotent.
+// state its chunks are. It is idempotent; after a failure (a release the driver refused) it
+// can be called again, and goes on from where it stopped.
 func (r *Region) Close() error {
+	if r == nil || r.p == nil {
+		return fail("close", "", errNoPool)
+	}
 	r.p.mu.Lock()
 	defer r.p.mu.Unlock()
-	err := r.closeLocked()
+	if err := r.closeLocked(); err != nil {
+		return err
+	}
 	rs := r.p.regions[r.tag]
 	for i, x := range rs {
 		if x == r {
@@ -508,45 +605,93 @@ func (r *Region) Close() error {
 	if len(r.p.regions[r.tag]) == 0 {
 		delete(r.p.regions, r.tag)
 	}
-	return err
+	return nil
 }
 
+// closeLocked undoes the region step by step, each step recorded as it succeeds, so that
+// a second call after a failure goes on where the first stopped.
 func (r *Region) closeLocked() error {
 	if r.closed {
 		return nil
 	}
-	var err error
+	args := fmt.Sprintf("%s at %v (tag %q)", units.Size(r.size), r.Base(), r.tag)
 	for _, c := range r.chunks {
 		if c.state == Resident || c.state == Parked || c.dev != nil {
-			err = errors.Join(err, r.r.Unmap(c.off, c.size))
+			if err := r.r.Unmap(c.off, c.size); err != nil {
+				return fail("close", args, err)
+			}
+			c.state = Discarded // nothing mapped, nothing kept
 		}
 		if c.dev != nil {
-			err = errors.Join(err, r.p.pending.Do("release of a chunk's device memory", c.dev.Close))
+			_ = r.p.pending.Do("release of a chunk's device memory", c.dev.Close)
 			c.dev = nil
 		}
 		if c.host != nil {
-			err = errors.Join(err, r.dropHost(c))
+			if err := r.dropHost(c); err != nil {
+				return fail("close", args, err)
+			}
 		}
 	}
 	if r.stage != nil {
-		err = errors.Join(err, r.stage.Close())
+		if err := r.stage.Close(); err != nil {
+			return fail("close", args, err)
+		}
+		r.stage = nil
 	}
-	err = errors.Join(err, r.r.Close())
-	r.closed = err == nil
-	return fail("close", fmt.Sprintf("%s of tag %q", units.Size(r.size), r.tag), err)
+	if err := r.r.Close(); err != nil {
+		return fail("close", args, err)
+	}
+	r.closed = true
+	return nil
 }
 
-// Close closes every region of every tag. It is idempotent.
-func (p *Pool) Close() error {
+// ReleaseHost releases the host memory of tag's resident chunks, which Prepare made and
+// every sleep keeps for the next one.
+func (p *Pool) ReleaseHost(tag string) error {
+	if !p.usable() {
+		return fail("release host", fmt.Sprintf("tag %q", tag), errNoPool)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	rs, err := p.regionsOf(tag)
+	if err != nil {
+		return fail("release host", fmt.Sprintf("tag %q", tag), err)
+	}
+	for _, r := range rs {
+		for _, c := range r.chunks {
+			if c.state == Resident && c.host != nil {
+				if err := r.dropHost(c); err != nil {
+					return fail("release host", fmt.Sprintf("tag %q", tag), err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Close closes every region of every tag. It is idempotent; what the driver refused stays
+// for the next Close.
+func (p *Pool) Close() error {
+	if !p.usable() {
+		return fail("close", "pool", errNoPool)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
 	var err error
 	for tag, rs := range p.regions {
+		var left []*Region
 		for _, r := range rs {
-			err = errors.Join(err, r.closeLocked())
+			if cerr := r.closeLocked(); cerr != nil {
+				err = errors.Join(err, cerr)
+				left = append(left, r)
+			}
 		}
-		delete(p.regions, tag)
+		if len(left) == 0 {
+			delete(p.regions, tag)
+		} else {
+			p.regions[tag] = left
+		}
 	}
-	p.closed = true
 	return errors.Join(err, p.pending.Retry())
 }

@@ -187,7 +187,7 @@ func TestWakeOutOfMemory(t *testing.T) {
 			require.NoError(t, s.SetCapacity(0, used+6*mib)) // room for one chunk and a half
 			err := p.Wake(ctx, "engine")
 			require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
-			assert.Contains(t, err.Error(), "the tag needs 6MiB more on device 0, which has 2MiB free")
+			assert.Contains(t, err.Error(), "need 6MiB more on device 0, which has 2MiB free")
 			st := p.States("engine")
 			assert.Equal(t, uint64(4*mib), st[sleep.Resident], "what fitted woke")
 			require.NoError(t, s.SetCapacity(0, 141<<30))
