@@ -197,7 +197,10 @@ func TestRegressZeroValues(t *testing.T) {
 	try("huge Chunk", func() {
 		s, _ := sim.New(sim.PresetH200())
 		done := make(chan error, 1)
-		go func() { _, err := sleep.New(vmm.New(s), sleep.Options{Chunk: ^uint64(0)}).Alloc("t", 4*mib, 0); done <- err }()
+		go func() {
+			_, err := sleep.New(vmm.New(s), sleep.Options{Chunk: ^uint64(0)}).Alloc("t", 4*mib, 0)
+			done <- err
+		}()
 		select {
 		case err := <-done:
 			t.Log(err)
