@@ -152,16 +152,15 @@ func (c *Cache) pagesFor(tokens int) int {
 // there and Ensure makes no driver call; otherwise it waits for the committer, or commits
 // them itself (Stats counts both).
 func (c *Cache) Ensure(slot, tokens int) error {
-	args := fmt.Sprintf("slot %d, %d tokens", slot, tokens)
 	if slot < 0 || slot >= c.g.Slots || tokens < 0 || tokens > c.g.MaxTokens {
-		return fail("ensure", args, vmm.ErrOutOfRange)
+		return fail("ensure", ensureArgs(slot, tokens), vmm.ErrOutOfRange)
 	}
 	need := int64(c.pagesFor(tokens))
 	s := &c.slots[slot]
 	s.tokens.Store(int64(tokens))
 	s.active.Store(true)
 	if c.closed.Load() {
-		return fail("ensure", args, vmm.ErrClosed)
+		return fail("ensure", ensureArgs(slot, tokens), vmm.ErrClosed)
 	}
 	if !s.trimming.Load() || s.floor.Load() >= need {
 		if m := s.mapped.Load(); m >= need {
@@ -171,6 +170,7 @@ func (c *Cache) Ensure(slot, tokens int) error {
 			return nil
 		}
 	}
+	args := ensureArgs(slot, tokens)
 	// The slow path: pages missing, or a trim of the slot under way (one that read the
 	// tokens before this Ensure stored them may be unmapping pages it needs).
 	c.mu.Lock()
@@ -204,6 +204,10 @@ func (c *Cache) Ensure(slot, tokens int) error {
 	}
 	return nil
 }
+
+// ensureArgs describes an Ensure call in its errors (made only for an error or the slow
+// path: the fast path formats nothing).
+func ensureArgs(slot, tokens int) string { return fmt.Sprintf("slot %d, %d tokens", slot, tokens) }
 
 // Release ends slot's request. Its pages stay mapped for the next request of the slot
 // (deferred reclamation: no unmap and map between requests); Trim gives them back.
