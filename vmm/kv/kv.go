@@ -215,6 +215,7 @@ func (c *Cache) Release(slot int) {
 	if slot >= 0 && slot < len(c.slots) {
 		c.slots[slot].active.Store(false)
 		c.slots[slot].tokens.Store(0)
+		c.kick() // the committer trims the slot to what it keeps ahead
 	}
 }
 
@@ -312,7 +313,10 @@ func (c *Cache) kick() {
 // in each free slot, under the limit, one page index at a time.
 func (c *Cache) committer() {
 	defer close(c.done)
-	tick := time.NewTicker(time.Millisecond)
+	// Woken by Ensure when a slot comes within Ahead of its mapped pages, and by Release;
+	// the tick only retries what failed. Polling the slots more often would pull their
+	// cache lines away from the step path, which writes them every step.
+	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		c.mu.Lock()
