@@ -1,4 +1,5 @@
-// Command plot draws the growth series that bench/grow writes (-csv) as an SVG: cumulative
+// Command plot draws the growth series that bench/grow writes (-csv) as an SVG (with
+// -bars, horizontal bars of a CSV of group,label,value instead, as docs/sleep.svg): cumulative
 // growth time (ms) against buffer size (GiB), one line per strategy, one panel per run
 // (total and step). The time axis is logarithmic when the times span more than two decades
 // (-log auto), since the strategies differ by orders of magnitude.
@@ -35,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	title := fs.String("title", "Growing one device buffer: time against size", "the plot's `title`")
 	subtitle := fs.String("subtitle", "", "a second line under the title (`text`), e.g. the machine")
 	logMode := fs.String("log", "auto", "logarithmic time axis: `auto` (when the times span more than two decades), on or off")
+	bars := fs.String("bars", "", "draw horizontal bars instead, from a CSV of group,label,value, the values in `unit`")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -60,12 +62,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		r, name = f, *in
 	}
-	panels, err := readSeries(r)
-	if err != nil {
-		fmt.Fprintf(stderr, "plot: %s: %v\n", name, err)
-		return 1
+	var svg []byte
+	if *bars != "" {
+		groups, err := readBars(r)
+		if err != nil {
+			fmt.Fprintf(stderr, "plot: %s: %v\n", name, err)
+			return 1
+		}
+		svg = renderBars(groups, *title, *subtitle, *bars)
+	} else {
+		panels, err := readSeries(r)
+		if err != nil {
+			fmt.Fprintf(stderr, "plot: %s: %v\n", name, err)
+			return 1
+		}
+		svg = render(panels, *title, *subtitle, *logMode)
 	}
-	svg := render(panels, *title, *subtitle, *logMode)
 	if *out == "" {
 		if _, err := stdout.Write(svg); err != nil {
 			fmt.Fprintf(stderr, "plot: %v\n", err)
