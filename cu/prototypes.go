@@ -198,6 +198,15 @@ package cu
 // looking at the handle, with an error matching ERROR_NOT_SUPPORTED and
 // loader.ErrNotSupported.
 
+// Checkpoint and restore of a whole CUDA process (checkpoint.go), CUDA 12.8+: a driver
+// without them fails these calls with loader.ErrNotSupported.
+//cu cuCheckpointProcessGetRestoreThreadId(pid int32, out tid int32) v12080
+//cu cuCheckpointProcessGetState(pid int32, out state ProcessState) v12080
+//cu cuCheckpointProcessLock(pid int32, args *checkpointLockArgs) v12080
+//cu cuCheckpointProcessCheckpoint(pid int32, args *checkpointArgs) v12080
+//cu cuCheckpointProcessRestore(pid int32, args *checkpointRestoreArgs) v12080
+//cu cuCheckpointProcessUnlock(pid int32, args *checkpointArgs) v12080
+
 // Modules and kernel launch (module.go). cuLaunchKernel's eleven parameters go through
 // purego.SyscallN; its pointers are to pinned heap memory the caller keeps alive.
 //cu cuModuleLoadData(out module uintptr, image unsafe.Pointer) v2000

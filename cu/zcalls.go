@@ -967,6 +967,120 @@ func cuMulticastBindAddr_v2(mc MemHandle, dev Device, mcOffset uint64, ptr Devic
 	return
 }
 
+// cuCheckpointProcessGetRestoreThreadId calls cuCheckpointProcessGetRestoreThreadId(pid, &tid).
+func cuCheckpointProcessGetRestoreThreadId(pid int32) (tid int32, err error) {
+	addr, err := procCheckpointProcessGetRestoreThreadId.Addr()
+	if err != nil {
+		err = symbolErr(err)
+		return
+	}
+	var f frame
+	f.fn = addr
+	f.a[0] = uintptr(pid)
+	f.ref(1, 0)
+	if r := f.invoke(); uint32(r) != 0 {
+		err = Result(int32(uint32(r)))
+		return
+	}
+	tid = *(*int32)(unsafe.Pointer(&f.scratch[0]))
+	return
+}
+
+// cuCheckpointProcessGetState calls cuCheckpointProcessGetState(pid, &state).
+func cuCheckpointProcessGetState(pid int32) (state ProcessState, err error) {
+	addr, err := procCheckpointProcessGetState.Addr()
+	if err != nil {
+		err = symbolErr(err)
+		return
+	}
+	var f frame
+	f.fn = addr
+	f.a[0] = uintptr(pid)
+	f.ref(1, 0)
+	if r := f.invoke(); uint32(r) != 0 {
+		err = Result(int32(uint32(r)))
+		return
+	}
+	state = *(*ProcessState)(unsafe.Pointer(&f.scratch[0]))
+	return
+}
+
+// cuCheckpointProcessLock calls cuCheckpointProcessLock(pid, args).
+func cuCheckpointProcessLock(pid int32, args *checkpointLockArgs) (err error) {
+	addr, err := procCheckpointProcessLock.Addr()
+	if err != nil {
+		err = symbolErr(err)
+		return
+	}
+	var f frame
+	f.fn = addr
+	f.a[0] = uintptr(pid)
+	*(*checkpointLockArgs)(unsafe.Pointer(&f.scratch[0])) = *args
+	f.ref(1, 0)
+	if r := f.invoke(); uint32(r) != 0 {
+		err = Result(int32(uint32(r)))
+		return
+	}
+	return
+}
+
+// cuCheckpointProcessCheckpoint calls cuCheckpointProcessCheckpoint(pid, args).
+func cuCheckpointProcessCheckpoint(pid int32, args *checkpointArgs) (err error) {
+	addr, err := procCheckpointProcessCheckpoint.Addr()
+	if err != nil {
+		err = symbolErr(err)
+		return
+	}
+	var f frame
+	f.fn = addr
+	f.a[0] = uintptr(pid)
+	*(*checkpointArgs)(unsafe.Pointer(&f.scratch[0])) = *args
+	f.ref(1, 0)
+	if r := f.invoke(); uint32(r) != 0 {
+		err = Result(int32(uint32(r)))
+		return
+	}
+	return
+}
+
+// cuCheckpointProcessRestore calls cuCheckpointProcessRestore(pid, args).
+func cuCheckpointProcessRestore(pid int32, args *checkpointRestoreArgs) (err error) {
+	addr, err := procCheckpointProcessRestore.Addr()
+	if err != nil {
+		err = symbolErr(err)
+		return
+	}
+	var f frame
+	f.fn = addr
+	f.a[0] = uintptr(pid)
+	*(*checkpointRestoreArgs)(unsafe.Pointer(&f.scratch[0])) = *args
+	f.ref(1, 0)
+	if r := f.invoke(); uint32(r) != 0 {
+		err = Result(int32(uint32(r)))
+		return
+	}
+	return
+}
+
+// cuCheckpointProcessUnlock calls cuCheckpointProcessUnlock(pid, args).
+func cuCheckpointProcessUnlock(pid int32, args *checkpointArgs) (err error) {
+	addr, err := procCheckpointProcessUnlock.Addr()
+	if err != nil {
+		err = symbolErr(err)
+		return
+	}
+	var f frame
+	f.fn = addr
+	f.a[0] = uintptr(pid)
+	*(*checkpointArgs)(unsafe.Pointer(&f.scratch[0])) = *args
+	f.ref(1, 0)
+	if r := f.invoke(); uint32(r) != 0 {
+		err = Result(int32(uint32(r)))
+		return
+	}
+	return
+}
+
 // cuModuleLoadData calls cuModuleLoadData(&module, image) through callKeep.
 func cuModuleLoadData(image unsafe.Pointer) (module uintptr, err error) {
 	keep0 := new(uintptr)

@@ -61,7 +61,9 @@ var (
 	funcDeclRE  = regexp.MustCompile(`(?s)\bCUDAAPI\s+(\w+)\s*\((.*)\)\s*$`)
 	exportMapRE = regexp.MustCompile(`^(\w+)\s*$|^__CUDA_API_PT(?:DS|SZ)\(\s*(\w+)\s*\)$`)
 	wordRE      = regexp.MustCompile(`[A-Za-z_]\w*`)
-	arrayRE     = regexp.MustCompile(`^(.*?)\s*\[\s*(\w+)\s*\]$`)
+	arrayRE     = regexp.MustCompile(`^(.*?)\s*\[\s*([^\[\]]+?)\s*\]$`)
+	bracketsRE  = regexp.MustCompile(`\[[^\[\]]*\]`)
+	sizeofRE    = regexp.MustCompile(`^sizeof\s*\(\s*(.+?)\s*\)$`)
 )
 
 // parseCHeader reads the declarations of src.
@@ -298,7 +300,7 @@ func (h *cHeader) parseMembers(body string, union bool) (*cStruct, error) {
 			}
 			continue
 		}
-		if strings.ContainsAny(m, "():") {
+		if strings.ContainsAny(bracketsRE.ReplaceAllString(m, "[]"), "():") { // sizeof in a length is fine
 			return nil, fmt.Errorf("cannot read member %q", m)
 		}
 		// "type a, *b, c[4]": the type is what precedes the first declarator, which is the
@@ -333,7 +335,7 @@ func (h *cHeader) member(typ, d string) (cMember, error) {
 	}
 	mem := cMember{typ: strings.TrimSpace(typ), name: d}
 	if m := arrayRE.FindStringSubmatch(d); m != nil {
-		n, err := h.intValue(m[2])
+		n, err := h.lenValue(m[2])
 		if err != nil {
 			return cMember{}, fmt.Errorf("member %s: %w", d, err)
 		}
@@ -343,6 +345,67 @@ func (h *cHeader) member(typ, d string) (cMember, error) {
 		return cMember{}, fmt.Errorf("cannot read member %q", d)
 	}
 	return mem, nil
+}
+
+// lenValue is the value of an array length: integer literals, macros that expand to one,
+// and sizeof(T), added and subtracted (CUcheckpointRestoreArgs's reserved is
+// "52 - sizeof(CUcheckpointGpuPair *)").
+func (h *cHeader) lenValue(s string) (int, error) {
+	total, sign := 0, 1
+	for _, term := range splitTerms(s) {
+		switch term {
+		case "-":
+			sign = -1
+			continue
+		case "+":
+			sign = 1
+			continue
+		}
+		var v int
+		if m := sizeofRE.FindStringSubmatch(term); m != nil {
+			sh, err := h.shape(m[1])
+			if err != nil {
+				return 0, fmt.Errorf("array length %q: %w", s, err)
+			}
+			v = sh.size
+		} else {
+			n, err := h.intValue(term)
+			if err != nil {
+				return 0, err
+			}
+			v = n
+		}
+		total += sign * v
+		sign = 1
+	}
+	if total < 0 {
+		return 0, fmt.Errorf("array length %q is negative", s)
+	}
+	return total, nil
+}
+
+// splitTerms splits an array length at its top-level + and -.
+func splitTerms(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, r := range s {
+		switch {
+		case r == '(':
+			depth++
+		case r == ')':
+			depth--
+		case (r == '+' || r == '-') && depth == 0:
+			if t := strings.TrimSpace(s[start:i]); t != "" {
+				out = append(out, t)
+			}
+			out = append(out, string(r))
+			start = i + 1
+		}
+	}
+	if t := strings.TrimSpace(s[start:]); t != "" {
+		out = append(out, t)
+	}
+	return out
 }
 
 // intValue is the value of an integer literal or of a macro that expands to one.
@@ -392,6 +455,9 @@ var cBuiltins = map[string]int{
 	"size_t": 8, "float": 4, "double": 8,
 	"int8_t": 1, "uint8_t": 1, "int16_t": 2, "uint16_t": 2, "int32_t": 4, "uint32_t": 4,
 	"int64_t": 8, "uint64_t": 8, "uintptr_t": 8,
+	// cuda.h's cuuint64_t under _WIN32, which comes first in the header (preprocessor
+	// branches are not followed): the same size on every 64-bit ABI.
+	"__int64": 8, "unsigned __int64": 8,
 }
 
 var errLongSize = errors.New(`"long" differs between LP64 and LLP64`)

@@ -1,0 +1,159 @@
+// Package checkpoint drives the CUDA driver's checkpoint and restore of another process
+// (cuCheckpointProcess*, CUDA 12.8+): lock it, copy its GPU memory, VMM memory included, into
+// host memory and release its GPU resources, bring them back (onto other GPUs of the host
+// if asked), and unlock it. Each call is checked against the state the driver reports for
+// the process before it, and its error names the process, the call and that state.
+//
+// The driver is the real one (CUDA) or any Driver, such as a transcript of recorded answers
+// in tests; For gives the one a vmm.Backend has, and for the simulator one that says
+// checkpoint needs the real driver (it matches loader.ErrNotSupported).
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/loader"
+	"github.com/cuvmm/cuvmm/vmm"
+)
+
+// Driver is the driver's checkpoint API for one process id at a time.
+type Driver interface {
+	State(pid int) (cu.ProcessState, error)
+	Lock(pid int, timeout time.Duration) error
+	Checkpoint(pid int) error
+	Restore(pid int, pairs []cu.GPUPair) error
+	Unlock(pid int) error
+}
+
+// CUDA is the real driver's API (package cu).
+type CUDA struct{}
+
+func (CUDA) State(pid int) (cu.ProcessState, error)    { return cu.CheckpointProcessState(pid) }
+func (CUDA) Lock(pid int, timeout time.Duration) error { return cu.CheckpointProcessLock(pid, timeout) }
+func (CUDA) Checkpoint(pid int) error                  { return cu.CheckpointProcessCheckpoint(pid) }
+func (CUDA) Restore(pid int, pairs []cu.GPUPair) error {
+	return cu.CheckpointProcessRestore(pid, pairs)
+}
+func (CUDA) Unlock(pid int) error { return cu.CheckpointProcessUnlock(pid) }
+
+// unsupported is the driver of a backend without checkpoint.
+type unsupported struct{ backend string }
+
+func (u unsupported) err() error {
+	return fmt.Errorf("%w: checkpoint and restore need the real CUDA driver (cuCheckpointProcess*, CUDA 12.8+); backend %s has none", loader.ErrNotSupported, u.backend)
+}
+func (u unsupported) State(int) (cu.ProcessState, error) { return 0, u.err() }
+func (u unsupported) Lock(int, time.Duration) error      { return u.err() }
+func (u unsupported) Checkpoint(int) error               { return u.err() }
+func (u unsupported) Restore(int, []cu.GPUPair) error    { return u.err() }
+func (u unsupported) Unlock(int) error                   { return u.err() }
+
+// For is the checkpoint driver of backend b: the real driver's for vmm.CUDA, one whose
+// every call fails with loader.ErrNotSupported for any other (the simulator).
+func For(b vmm.Backend) Driver {
+	if b != nil && b.Name() == "cuda" {
+		return CUDA{}
+	}
+	name := "nil"
+	if b != nil {
+		name = b.Name()
+	}
+	return unsupported{backend: name}
+}
+
+// ErrState is a call made in a state that does not allow it (locking a process that is
+// not running, ...); the error says which state the process was in.
+var ErrState = errors.New("not allowed in this state")
+
+// Error is a failed call on a process: which, in which state.
+type Error struct {
+	Pid   int
+	Op    string          // "lock", "checkpoint", "restore", "unlock", "state"
+	State cu.ProcessState // the state before the call (as the driver reported it)
+	Known bool            // State is known
+	Err   error
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("checkpoint: %s pid %d", e.Op, e.Pid)
+	if e.Known {
+		s += " (" + e.State.String() + ")"
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Process is a CUDA process to checkpoint and restore.
+type Process struct {
+	pid int
+	d   Driver
+}
+
+// New returns process pid through driver d.
+func New(d Driver, pid int) (*Process, error) {
+	if d == nil || pid <= 0 {
+		return nil, &Error{Pid: pid, Op: "new", Err: fmt.Errorf("%w: a driver and a process id above 0", vmm.ErrInvalid)}
+	}
+	return &Process{pid: pid, d: d}, nil
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.pid }
+
+// State is the process's state as the driver reports it.
+func (p *Process) State() (cu.ProcessState, error) {
+	s, err := p.d.State(p.pid)
+	if err != nil {
+		return 0, &Error{Pid: p.pid, Op: "state", Err: err}
+	}
+	return s, nil
+}
+
+// step runs one transition: from the state want, through call, to the state after.
+func (p *Process) step(op string, want, after cu.ProcessState, call func() error) error {
+	s, err := p.d.State(p.pid)
+	if err != nil {
+		return &Error{Pid: p.pid, Op: op, Err: err}
+	}
+	if s != want {
+		return &Error{Pid: p.pid, Op: op, State: s, Known: true, Err: fmt.Errorf("%w: it must be %v", ErrState, want)}
+	}
+	if err := call(); err != nil {
+		return &Error{Pid: p.pid, Op: op, State: s, Known: true, Err: err}
+	}
+	got, err := p.d.State(p.pid)
+	if err != nil {
+		return &Error{Pid: p.pid, Op: op, State: s, Known: true, Err: fmt.Errorf("the call succeeded, its state after is unknown: %w", err)}
+	}
+	if got != after {
+		return &Error{Pid: p.pid, Op: op, State: s, Known: true, Err: fmt.Errorf("the driver reports %v after it, not %v", got, after)}
+	}
+	return nil
+}
+
+// Lock blocks the process's further CUDA calls, waiting at most timeout for those in
+// flight (0: no limit); it must be running, and stays running after a timeout.
+func (p *Process) Lock(timeout time.Duration) error {
+	return p.step("lock", cu.PROCESS_STATE_RUNNING, cu.PROCESS_STATE_LOCKED, func() error { return p.d.Lock(p.pid, timeout) })
+}
+
+// Checkpoint copies the locked process's GPU memory into host memory and releases its GPU
+// resources.
+func (p *Process) Checkpoint() error {
+	return p.step("checkpoint", cu.PROCESS_STATE_LOCKED, cu.PROCESS_STATE_CHECKPOINTED, func() error { return p.d.Checkpoint(p.pid) })
+}
+
+// Restore brings the checkpointed process's GPU memory back, onto the GPUs pairs name
+// (every GPU it used then) or its own; it is locked afterwards.
+func (p *Process) Restore(pairs ...cu.GPUPair) error {
+	return p.step("restore", cu.PROCESS_STATE_CHECKPOINTED, cu.PROCESS_STATE_LOCKED, func() error { return p.d.Restore(p.pid, pairs) })
+}
+
+// Unlock lets the locked process make CUDA calls again.
+func (p *Process) Unlock() error {
+	return p.step("unlock", cu.PROCESS_STATE_LOCKED, cu.PROCESS_STATE_RUNNING, func() error { return p.d.Unlock(p.pid) })
+}

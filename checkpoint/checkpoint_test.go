@@ -1,0 +1,155 @@
+package checkpoint_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cuvmm/cuvmm/checkpoint"
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/loader"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fake is the driver's state machine as recorded on an H200 (driver 580, 2026-11-28:
+// TestGPUCheckpointRestore's transcript): lock from running, checkpoint from locked,
+// restore from checkpointed (to locked), unlock from locked; each of unlock and checkpoint
+// while running, lock and restore while locked, unlock and checkpoint while checkpointed
+// returned CUDA_ERROR_ILLEGAL_STATE, and the state of a process that does not exist (or no
+// longer) CUDA_ERROR_OPERATING_SYSTEM. calls records what reached it.
+type fake struct {
+	state   cu.ProcessState
+	calls   []string
+	timeout bool // the next lock times out (CUDA_ERROR_NOT_READY), leaving it running
+	// lieAfter names a call after which State reports failed, whatever the state.
+	lieAfter string
+}
+
+func (f *fake) State(pid int) (cu.ProcessState, error) {
+	if pid > 1<<22 { // above Linux's largest pid: no such process
+		return 0, &cu.Error{Op: "cuCheckpointProcessGetState", Err: cu.ERROR_OPERATING_SYSTEM}
+	}
+	if n := len(f.calls); n > 0 && f.calls[n-1] == f.lieAfter {
+		return cu.PROCESS_STATE_FAILED, nil
+	}
+	return f.state, nil
+}
+
+func (f *fake) move(call string, from, to cu.ProcessState) error {
+	f.calls = append(f.calls, call)
+	if f.state != from {
+		return &cu.Error{Op: call, Err: cu.ERROR_ILLEGAL_STATE}
+	}
+	f.state = to
+	return nil
+}
+
+func (f *fake) Lock(_ int, _ time.Duration) error {
+	if f.timeout {
+		f.calls = append(f.calls, "lock")
+		return &cu.Error{Op: "cuCheckpointProcessLock", Err: cu.ERROR_NOT_READY}
+	}
+	return f.move("lock", cu.PROCESS_STATE_RUNNING, cu.PROCESS_STATE_LOCKED)
+}
+func (f *fake) Checkpoint(int) error {
+	return f.move("checkpoint", cu.PROCESS_STATE_LOCKED, cu.PROCESS_STATE_CHECKPOINTED)
+}
+func (f *fake) Restore(int, []cu.GPUPair) error {
+	return f.move("restore", cu.PROCESS_STATE_CHECKPOINTED, cu.PROCESS_STATE_LOCKED)
+}
+func (f *fake) Unlock(int) error {
+	return f.move("unlock", cu.PROCESS_STATE_LOCKED, cu.PROCESS_STATE_RUNNING)
+}
+
+// TestNoSuchProcess: the driver's answer for a process that is not there comes back with
+// the process named, its state unknown.
+func TestNoSuchProcess(t *testing.T) {
+	p, err := checkpoint.New(&fake{}, 1<<23)
+	require.NoError(t, err)
+	err = p.Lock(time.Second)
+	require.ErrorIs(t, err, cu.ERROR_OPERATING_SYSTEM)
+	assert.Equal(t, "checkpoint: lock pid 8388608: cu: cuCheckpointProcessGetState: CUDA_ERROR_OPERATING_SYSTEM: an OS call failed", err.Error())
+}
+
+func TestCycle(t *testing.T) {
+	f := &fake{}
+	p, err := checkpoint.New(f, 4242)
+	require.NoError(t, err)
+	require.NoError(t, p.Lock(time.Second))
+	require.NoError(t, p.Checkpoint())
+	require.NoError(t, p.Restore())
+	require.NoError(t, p.Unlock())
+	assert.Equal(t, []string{"lock", "checkpoint", "restore", "unlock"}, f.calls)
+	s, err := p.State()
+	require.NoError(t, err)
+	assert.Equal(t, cu.PROCESS_STATE_RUNNING, s)
+}
+
+// TestWrongStateNeverReachesTheDriver: each call from a state that does not allow it fails
+// with ErrState, naming the process and its state, and the driver is not asked.
+func TestWrongStateNeverReachesTheDriver(t *testing.T) {
+	for _, tc := range []struct {
+		state cu.ProcessState
+		call  func(*checkpoint.Process) error
+		op    string
+	}{
+		{cu.PROCESS_STATE_LOCKED, func(p *checkpoint.Process) error { return p.Lock(0) }, "lock"},
+		{cu.PROCESS_STATE_RUNNING, (*checkpoint.Process).Checkpoint, "checkpoint"},
+		{cu.PROCESS_STATE_LOCKED, func(p *checkpoint.Process) error { return p.Restore() }, "restore"},
+		{cu.PROCESS_STATE_CHECKPOINTED, (*checkpoint.Process).Unlock, "unlock"},
+		{cu.PROCESS_STATE_FAILED, (*checkpoint.Process).Unlock, "unlock"},
+	} {
+		f := &fake{state: tc.state}
+		p, err := checkpoint.New(f, 77)
+		require.NoError(t, err)
+		err = tc.call(p)
+		require.ErrorIs(t, err, checkpoint.ErrState, tc.op)
+		var ce *checkpoint.Error
+		require.True(t, errors.As(err, &ce))
+		assert.Equal(t, 77, ce.Pid)
+		assert.Equal(t, tc.state, ce.State)
+		assert.Contains(t, err.Error(), "pid 77 ("+tc.state.String()+")")
+		assert.Empty(t, f.calls, "%s reached the driver", tc.op)
+	}
+}
+
+// TestLockTimeout: the driver's NOT_READY comes back as the error, the process running.
+func TestLockTimeout(t *testing.T) {
+	f := &fake{timeout: true}
+	p, _ := checkpoint.New(f, 9)
+	err := p.Lock(10 * time.Millisecond)
+	require.ErrorIs(t, err, cu.ERROR_NOT_READY)
+	s, _ := p.State()
+	assert.Equal(t, cu.PROCESS_STATE_RUNNING, s)
+}
+
+// TestStateAfterIsChecked: a driver that reports another state after a call that
+// succeeded is an error.
+func TestStateAfterIsChecked(t *testing.T) {
+	f := &fake{lieAfter: "restore"}
+	p, _ := checkpoint.New(f, 9)
+	require.NoError(t, p.Lock(0))
+	require.NoError(t, p.Checkpoint())
+	err := p.Restore()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "checkpoint: restore pid 9 (checkpointed): the driver reports failed after it, not locked")
+}
+
+// TestSimSaysItNeedsTheDriver: on the simulator every call says checkpoint needs the real
+// driver.
+func TestSimSaysItNeedsTheDriver(t *testing.T) {
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	p, err := checkpoint.New(checkpoint.For(s), 123)
+	require.NoError(t, err)
+	err = p.Lock(time.Second)
+	require.ErrorIs(t, err, loader.ErrNotSupported)
+	assert.Contains(t, err.Error(), "checkpoint and restore need the real CUDA driver")
+	assert.Contains(t, err.Error(), "backend sim")
+	_, err = checkpoint.New(nil, 1)
+	require.Error(t, err)
+	_, err = checkpoint.New(checkpoint.CUDA{}, 0)
+	require.Error(t, err)
+}
