@@ -7,54 +7,14 @@ import (
 	"math"
 	"testing"
 
+	"github.com/cuvmm/cuvmm/internal/kernels"
 	"github.com/stretchr/testify/require"
 )
 
-// testPTX has two kernels: vadd (c[i] = a[i] + b[i] on float32, i < n) and scalars, which
+// testPTX has two kernels: vadd (internal/kernels: c[i] = a[i] + b[i] on float32, i < n) and scalars, which
 // stores one parameter of every kind Launch takes, so that the marshalling is checked by
 // the driver and the GPU, not only by reading our own memory back.
-const testPTX = `
-.version 7.0
-.target sm_50
-.address_size 64
-
-.visible .entry vadd(
-	.param .u64 vadd_param_a,
-	.param .u64 vadd_param_b,
-	.param .u64 vadd_param_c,
-	.param .u32 vadd_param_n
-)
-{
-	.reg .pred %p<2>;
-	.reg .f32 %f<4>;
-	.reg .b32 %r<6>;
-	.reg .b64 %rd<11>;
-
-	ld.param.u64 %rd1, [vadd_param_a];
-	ld.param.u64 %rd2, [vadd_param_b];
-	ld.param.u64 %rd3, [vadd_param_c];
-	ld.param.u32 %r2, [vadd_param_n];
-	mov.u32 %r3, %ctaid.x;
-	mov.u32 %r4, %ntid.x;
-	mov.u32 %r5, %tid.x;
-	mad.lo.s32 %r1, %r3, %r4, %r5;
-	setp.ge.u32 %p1, %r1, %r2;
-	@%p1 bra DONE;
-	cvta.to.global.u64 %rd4, %rd1;
-	cvta.to.global.u64 %rd5, %rd2;
-	cvta.to.global.u64 %rd6, %rd3;
-	mul.wide.u32 %rd7, %r1, 4;
-	add.s64 %rd8, %rd4, %rd7;
-	add.s64 %rd9, %rd5, %rd7;
-	add.s64 %rd10, %rd6, %rd7;
-	ld.global.f32 %f1, [%rd8];
-	ld.global.f32 %f2, [%rd9];
-	add.f32 %f3, %f1, %f2;
-	st.global.f32 [%rd10], %f3;
-DONE:
-	ret;
-}
-
+const testPTX = kernels.VAdd + `
 .visible .entry scalars(
 	.param .u64 scalars_param_out,
 	.param .u32 scalars_param_u32,
