@@ -25,6 +25,9 @@
 // Options.Limit caps the device memory held (the committer stops there; Ensure trims, then
 // fails with vmm.ErrTooLarge).
 //
-// A Cache is safe for concurrent use: Ensure of different slots, the committer, Trim, Stats
-// and Close. Close stops the committer and releases everything.
+// A Cache is safe for concurrent use: Ensure and Release of different slots, the
+// committer, Trim, Stats and Close; one slot is one request's, so its Ensure and Release
+// calls come from one goroutine at a time (nothing checks that: a slot's state is atomic).
+// Ensure with fewer tokens than before shrinks the slot: Trim may then give back the pages
+// past them. Close stops the committer and releases everything.
 package kv

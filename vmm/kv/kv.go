@@ -164,7 +164,7 @@ func (c *Cache) Ensure(slot, tokens int) error {
 	}
 	if !s.trimming.Load() || s.floor.Load() >= need {
 		if m := s.mapped.Load(); m >= need {
-			if m-need < int64(c.ahead) {
+			if m < min(need+int64(c.ahead), int64(c.slotSz/c.page)) {
 				c.kick() // the committer tops the slot up
 			}
 			return nil
@@ -195,8 +195,12 @@ func (c *Cache) Ensure(slot, tokens int) error {
 			continue
 		}
 		n := int(need - s.mapped.Load())
-		if err := c.reserveRoom(n, slot); err != nil {
+		dropped, err := c.reserveRoom(n, slot)
+		if err != nil {
 			return fail("ensure", args, err)
+		}
+		if dropped {
+			continue // the slots changed meanwhile: look again
 		}
 		if err := c.commitLocked(slot, n, true); err != nil {
 			return fail("ensure", args, err)
@@ -211,12 +215,14 @@ func ensureArgs(slot, tokens int) string { return fmt.Sprintf("slot %d, %d token
 
 // Release ends slot's request. Its pages stay mapped for the next request of the slot
 // (deferred reclamation: no unmap and map between requests); Trim gives them back.
-func (c *Cache) Release(slot int) {
-	if slot >= 0 && slot < len(c.slots) {
-		c.slots[slot].active.Store(false)
-		c.slots[slot].tokens.Store(0)
-		c.kick() // the committer trims the slot to what it keeps ahead
+func (c *Cache) Release(slot int) error {
+	if slot < 0 || slot >= len(c.slots) {
+		return fail("release", fmt.Sprintf("slot %d", slot), vmm.ErrOutOfRange)
 	}
+	c.slots[slot].active.Store(false)
+	c.slots[slot].tokens.Store(0)
+	c.kick() // the committer trims the slot to what it keeps ahead
+	return nil
 }
 
 // inUse is the pages slot s's tokens touch (none when it is free).
@@ -232,15 +238,17 @@ func (c *Cache) bytesPerIndex() uint64 { return c.page * uint64(c.g.Planes) }
 
 // reserveRoom makes room under the limit for n page indices of slot, trimming what no
 // slot uses; the caller holds c.mu.
-func (c *Cache) reserveRoom(n, slot int) error {
+// It reports whether it trimmed, which drops c.mu: the caller must then look at the slots
+// again before it commits.
+func (c *Cache) reserveRoom(n, slot int) (dropped bool, err error) {
 	if c.limit == 0 || c.stats.Bytes+uint64(n)*c.bytesPerIndex() <= c.limit {
-		return nil
+		return false, nil
 	}
-	c.trimLocked(slot)
+	_ = c.trimLocked(slot)
 	if c.stats.Bytes+uint64(n)*c.bytesPerIndex() > c.limit {
-		return fmt.Errorf("%w: %d more pages in %d planes would pass the limit of %s (%s held)", vmm.ErrTooLarge, n, c.g.Planes, units.Size(c.limit), units.Size(c.stats.Bytes))
+		return true, fmt.Errorf("%w: %d more pages in %d planes would pass the limit of %s (%s held)", vmm.ErrTooLarge, n, c.g.Planes, units.Size(c.limit), units.Size(c.stats.Bytes))
 	}
-	return nil
+	return true, nil
 }
 
 // commitLocked commits pages mapped..mapped+n-1 of slot in every plane, as one
@@ -250,12 +258,23 @@ func (c *Cache) reserveRoom(n, slot int) error {
 func (c *Cache) commitLocked(slot, n int, step bool) error {
 	s := &c.slots[slot]
 	first := int(s.mapped.Load())
+	if s.busy.Load() || n <= 0 || uint64(first+n)*c.page > c.slotSz {
+		return fmt.Errorf("kv: internal: commit of %d pages from %d of slot %d (busy %v)", n, first, slot, s.busy.Load())
+	}
 	s.busy.Store(true)
 	c.mu.Unlock()
+	_ = c.pending.Retry()
 	tx := c.m.Begin(&c.pending)
 	var made []*vmm.Allocation
 	err := func() error {
 		off := uint64(slot)*c.slotSz + uint64(first)*c.page
+		for _, r := range c.planes {
+			// What a trim or a rollback the driver refused in part left mapped there goes
+			// first (nothing, usually: then no driver call).
+			if err := r.Unmap(off, uint64(n)*c.page); err != nil {
+				return err
+			}
+		}
 		for _, r := range c.planes {
 			allocs := make([]*vmm.Allocation, n)
 			for i := range allocs {
@@ -323,11 +342,16 @@ func (c *Cache) committer() {
 		for !c.closed.Load() {
 			slot, n := c.nextWork()
 			if n == 0 {
+				c.behind = nil // nothing is behind any more, whoever caught up
 				c.trimFreeLocked()
 				break
 			}
-			if err := c.reserveRoom(1, slot); err != nil {
+			dropped, err := c.reserveRoom(1, slot)
+			if err != nil {
 				break
+			}
+			if dropped {
+				continue
 			}
 			c.behind = c.commitLocked(slot, 1, false)
 			if c.behind != nil {
@@ -456,19 +480,16 @@ func (c *Cache) trimSlotLocked(i, want int) error {
 		err = errors.Join(err, r.Unmap(off, uint64(n)*c.page))
 	}
 	c.mu.Lock()
-	if err == nil {
-		s.mapped.Store(int64(want))
-	}
+	// Even when some planes refused: their pages are no longer whole, so none of them is
+	// counted; the next commit of the range, or Close, unmaps what stays.
+	s.mapped.Store(int64(want))
 	s.trimming.Store(false)
 	s.busy.Store(false)
 	c.cond.Broadcast()
-	if err != nil {
-		return err // the pages stay counted: a later Trim or Close unmaps them again
-	}
 	c.stats.Pages -= n
 	c.stats.Trimmed += n
 	c.stats.Bytes -= uint64(n) * c.bytesPerIndex()
-	return nil
+	return err
 }
 
 // Stats reports what the cache holds and did.
@@ -500,6 +521,9 @@ func (c *Cache) Close() error {
 		c.slots[i].active.Store(false)
 	}
 	err := c.trimLocked(-1)
+	for _, r := range c.planes { // what partial trims left (no driver call where nothing is)
+		err = errors.Join(err, r.Unmap(0, r.Size()))
+	}
 	return fail("close", "", errors.Join(err, c.freePlanes(), c.pending.Retry()))
 }
 
@@ -508,6 +532,5 @@ func (c *Cache) freePlanes() error {
 	for _, r := range c.planes {
 		err = errors.Join(err, r.Close())
 	}
-	c.planes = nil
 	return err
 }
