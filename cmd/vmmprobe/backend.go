@@ -27,6 +27,14 @@ type opened struct {
 	initErr error
 }
 
+// backend is the opened backend, nil for none.
+func (o *opened) backend() vmm.Backend {
+	if o == nil {
+		return nil
+	}
+	return o.b
+}
+
 // openError is a backend that could not be opened, with the exit code it means.
 type openError struct {
 	code int

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,10 @@ const (
 	cmdEnv    = "env"
 	cmdReady  = "ready"
 	cmdPair   = "pair"
+	// Checkpoint and restore of another process, by pid (checkpoint.go).
+	cmdCheckpointCheck = "checkpoint-check"
+	cmdCheckpoint      = "checkpoint"
+	cmdRestore         = "restore"
 )
 
 // Output formats of -o.
@@ -36,6 +41,9 @@ var formats = map[string][]string{
 	cmdEnv:    {formatShell, formatJSON},
 	cmdReady:  {formatTable, formatJSON},
 	cmdPair:   {formatTable, formatJSON},
+	cmdCheckpointCheck: {formatTable, formatJSON},
+	cmdCheckpoint:      {formatTable, formatJSON},
+	cmdRestore:         {formatTable, formatJSON},
 }
 
 // defaultOnceTTL is how long the labels of a single run stay valid (--label-ttl), and
@@ -60,6 +68,7 @@ type options struct {
 	quiet       bool
 	gfdClique   bool
 	pair        pairOptions
+	pid         int // checkpoint-check, checkpoint, restore
 }
 
 // parseArgs parses the command line; code is -1 to go on, or the exit code to return.
@@ -115,7 +124,7 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 	}
 	if rest := fs.Args(); len(rest) > 0 {
 		switch rest[0] {
-		case cmdCheck, cmdReport, cmdEnv, cmdReady, cmdPair:
+		case cmdCheck, cmdReport, cmdEnv, cmdReady, cmdPair, cmdCheckpointCheck, cmdCheckpoint, cmdRestore:
 			opts.command, explicit = rest[0], rest[0]
 		case "help":
 			if len(rest) > 1 && isCommand(rest[1]) {
@@ -138,9 +147,24 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 		if _, code := parse(rest[1:]); code >= 0 {
 			return opts, code
 		}
+		if takesPid(opts.command) {
+			if fs.NArg() == 0 {
+				return usage("%s needs the process id: vmmprobe %s PID", opts.command, opts.command)
+			}
+			pid, err := strconv.Atoi(fs.Arg(0))
+			if err != nil || pid <= 0 {
+				return usage("%s %q: not a process id", opts.command, fs.Arg(0))
+			}
+			opts.pid = pid
+			if _, code := parse(fs.Args()[1:]); code >= 0 { // flags after the pid
+				return opts, code
+			}
+		}
 		if fs.NArg() > 0 {
 			return usage("unexpected argument %q", fs.Arg(0))
 		}
+	} else if takesPid(opts.command) {
+		return usage("%s needs the process id", opts.command)
 	}
 	if opts.showVersion {
 		return opts, -1

@@ -32,6 +32,14 @@ exports, each with its reason`},
 or another: --listen ADDR on the exporting side, --connect ADDR on the importing one, both
 holding the secret of --secret-file (or $VMMPROBE_PAIR_SECRET); exit 0 when the import was
 verified both ways, 5 when not, with the cause named`},
+	{cmdCheckpointCheck, `PID: what would stop the driver from checkpointing process PID, as far as /proc
+shows: whether it runs, whether it is a CUDA process and which GPUs it has open, whether it
+is stopped, whether it holds dma-bufs (memory shared with a NIC or another process); each
+hazard with its remedy. Exit 0 when none is found, 5 when one is`},
+	{cmdCheckpoint, `PID: lock process PID (waiting at most --timeout for its CUDA calls) and checkpoint
+its GPU memory, VMM memory included, into host memory, releasing its GPUs; refused when
+checkpoint-check finds a hazard. Each step's time is reported`},
+	{cmdRestore, `PID: restore checkpointed process PID's GPU memory onto its GPUs and unlock it`},
 	{cmdCompletion, `print a completion script for bash, zsh or fish
 (vmmprobe completion bash > /etc/bash_completion.d/vmmprobe)`},
 }
@@ -64,7 +72,7 @@ var flagCommands = map[string][]string{
 	"listen":              {cmdPair},
 	"connect":             {cmdPair},
 	"secret-file":         {cmdPair},
-	"timeout":             {cmdPair},
+	"timeout":             {cmdPair, cmdCheckpoint},
 	"device":              {cmdPair},
 }
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"time"
 
@@ -45,6 +46,8 @@ type deps struct {
 	signals func() (stop <-chan struct{}, release func())
 	// ticker ticks every d (time.NewTicker; tests tick by hand).
 	ticker func(d time.Duration) (tick <-chan time.Time, stop func())
+	// root is the machine's file system, whose /proc the checkpoint preflight reads.
+	root fs.FS
 }
 
 func defaultDeps() deps {
@@ -58,6 +61,7 @@ func defaultDeps() deps {
 			t := time.NewTicker(d)
 			return t.C, t.Stop
 		},
+		root: os.DirFS("/"),
 	}
 }
 
@@ -81,7 +85,10 @@ func run(args []string, stdout, stderr io.Writer, d deps) int {
 		}
 		return exitOK
 	}
-	sel, err := open(d.open, opts.backend, opts.format == formatTable && opts.command != cmdReady && opts.command != cmdPair)
+	if opts.command == cmdCheckpointCheck { // /proc only: no driver needed
+		return runCheckpoint(nil, opts, d, stdout, warn)
+	}
+	sel, err := open(d.open, opts.backend, opts.format == formatTable && opts.command != cmdReady && opts.command != cmdPair && !takesPid(opts.command))
 	if err != nil {
 		var oe *openError
 		code := exitNoDriver
@@ -107,6 +114,9 @@ func run(args []string, stdout, stderr io.Writer, d deps) int {
 	}
 	if opts.command == cmdPair {
 		return runPair(sel, opts, d, stdout, warn)
+	}
+	if takesPid(opts.command) {
+		return runCheckpoint(sel, opts, d, stdout, warn)
 	}
 	doc, code := probe(sel, opts, d, warn)
 	if doc == nil {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -79,7 +81,20 @@ func testDeps(o backend.Opener) deps {
 		build:   buildinfo.Info{Version: "test", GoVersion: "go1.99", GOOS: "plan9", GOARCH: "mips"},
 		signals: func() (<-chan struct{}, func()) { return make(chan struct{}), func() {} },
 		ticker:  func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
+		root:    testProc,
 	}
+}
+
+// testProc is the /proc the checkpoint commands read in tests: process 500 a CUDA process
+// with GPU 0 open, 600 one that holds a dma-buf.
+var testProc = fstest.MapFS{
+	"proc/500/stat": {Data: []byte("500 (server) S 1 500 ...")},
+	"proc/500/maps": {Data: []byte("x /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")},
+	"proc/500/fd/3": {Data: []byte("/dev/nvidiactl"), Mode: fs.ModeSymlink},
+	"proc/500/fd/4": {Data: []byte("/dev/nvidia0"), Mode: fs.ModeSymlink},
+	"proc/600/stat": {Data: []byte("600 (trainer) S 1 600 ...")},
+	"proc/600/maps": {Data: []byte("x /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")},
+	"proc/600/fd/3": {Data: []byte("anon_inode:dmabuf"), Mode: fs.ModeSymlink},
 }
 
 type outcome struct {

@@ -1,0 +1,103 @@
+package checkpoint
+
+import (
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Report is what a preflight sees of a process from outside it, through /proc.
+type Report struct {
+	Pid   int    `json:"pid"`
+	Comm  string `json:"comm,omitempty"`
+	State string `json:"state,omitempty"` // /proc/PID/stat's state letter: R, S, D, T, t, Z, ...
+	// CUDA says whether libcuda is mapped in the process.
+	CUDA bool `json:"cuda"`
+	// GPUs are the minors of the /dev/nvidiaN files the process has open.
+	GPUs []int `json:"gpus"`
+	// Control counts its /dev/nvidiactl descriptors: the driver's own, and one more for
+	// each VMM allocation it exported as a POSIX descriptor and still holds (the driver
+	// opens every export on /dev/nvidiactl), which cannot be told apart from outside.
+	Control int `json:"nvidiactl_fds"`
+	// DmaBufs counts its dma-buf descriptors: memory shared with a NIC or another process.
+	DmaBufs int `json:"dma_buf_fds"`
+	// Hazards are what would make a checkpoint fail or lose something, each with its
+	// remedy; none for a process that can be checkpointed as far as can be told.
+	Hazards []Hazard `json:"hazards"`
+}
+
+// Hazard is one reason a checkpoint may fail, and what to do about it.
+type Hazard struct {
+	What   string `json:"what"`
+	Remedy string `json:"remedy"`
+}
+
+var nvidiaMinorRE = regexp.MustCompile(`^/dev/nvidia(\d+)$`)
+
+// Preflight looks at process pid in fsys, the machine's root (os.DirFS("/") in
+// production): whether it exists and runs, whether it is a CUDA process, which GPUs it has
+// open, and whether it holds descriptors that share GPU memory. It reads only.
+func Preflight(fsys fs.FS, pid int) Report {
+	r := Report{Pid: pid, GPUs: []int{}, Hazards: []Hazard{}}
+	dir := path.Join("proc", strconv.Itoa(pid))
+	stat, err := fs.ReadFile(fsys, path.Join(dir, "stat"))
+	if err != nil {
+		r.Hazards = append(r.Hazards, Hazard{"no process " + strconv.Itoa(pid) + " (" + err.Error() + ")", "name a running process; in a container, share the host's pid namespace (hostPID)"})
+		return r
+	}
+	// "pid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ')'.
+	s := string(stat)
+	if i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')'); i >= 0 && j > i {
+		r.Comm = s[i+1 : j]
+		if f := strings.Fields(s[j+1:]); len(f) > 0 {
+			r.State = f[0]
+		}
+	}
+	switch r.State {
+	case "T", "t":
+		r.Hazards = append(r.Hazards, Hazard{"the process is stopped (SIGSTOP or a tracer): its CUDA calls cannot finish, so a lock waits for them until its timeout", "continue it (kill -CONT " + strconv.Itoa(pid) + ") and stop it again after the checkpoint if you must"})
+	case "Z", "X":
+		r.Hazards = append(r.Hazards, Hazard{"the process has exited", "name a running process"})
+	}
+	if maps, err := fs.ReadFile(fsys, path.Join(dir, "maps")); err == nil {
+		r.CUDA = strings.Contains(string(maps), "/libcuda.so")
+	}
+	if !r.CUDA {
+		r.Hazards = append(r.Hazards, Hazard{"libcuda is not mapped in the process: it is no CUDA process (or /proc/PID/maps cannot be read from here)", "name the process that uses the GPU; reading another user's maps needs the same user or root"})
+	}
+	ents, err := fs.ReadDir(fsys, path.Join(dir, "fd"))
+	if err != nil {
+		r.Hazards = append(r.Hazards, Hazard{"its descriptors cannot be read (" + err.Error() + ")", "run as the process's user or root"})
+		return r
+	}
+	gpus := map[int]bool{}
+	for _, e := range ents {
+		target, err := fs.ReadLink(fsys, path.Join(dir, "fd", e.Name()))
+		if err != nil {
+			continue
+		}
+		switch {
+		case target == "/dev/nvidiactl":
+			r.Control++
+		case strings.HasPrefix(target, "anon_inode:dmabuf") || strings.HasPrefix(target, "/dmabuf:"):
+			r.DmaBufs++
+		default:
+			if m := nvidiaMinorRE.FindStringSubmatch(target); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				gpus[n] = true
+			}
+		}
+	}
+	for g := range gpus {
+		r.GPUs = append(r.GPUs, g)
+	}
+	sort.Ints(r.GPUs)
+	if r.DmaBufs > 0 {
+		r.Hazards = append(r.Hazards, Hazard{strconv.Itoa(r.DmaBufs) + " dma-buf descriptor(s) open: GPU memory shared with a NIC or another process, which the checkpoint cannot take along",
+			"deregister the memory from the NIC and close the dma-bufs before the checkpoint"})
+	}
+	return r
+}

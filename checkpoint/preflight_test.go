@@ -1,0 +1,66 @@
+package checkpoint_test
+
+import (
+	"io/fs"
+	"testing"
+	"testing/fstest"
+
+	"github.com/cuvmm/cuvmm/checkpoint"
+	"github.com/stretchr/testify/assert"
+)
+
+func link(target string) *fstest.MapFile {
+	return &fstest.MapFile{Data: []byte(target), Mode: fs.ModeSymlink | 0o777}
+}
+
+// node is a /proc with a CUDA process 100 (two GPUs, a dma-buf), a stopped one 200, a
+// process without CUDA 300.
+func node() fstest.MapFS {
+	return fstest.MapFS{
+		"proc/100/stat": {Data: []byte("100 (python3 (worker)) S 1 100 ...")},
+		"proc/100/maps": {Data: []byte("7f00-7f10 r-xp 0 08:01 42 /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04\n")},
+		"proc/100/fd/0": link("/dev/null"),
+		"proc/100/fd/3": link("/dev/nvidiactl"),
+		"proc/100/fd/4": link("/dev/nvidia0"),
+		"proc/100/fd/5": link("/dev/nvidia3"),
+		"proc/100/fd/6": link("/dev/nvidiactl"),
+		"proc/100/fd/7": link("anon_inode:dmabuf"),
+		"proc/100/fd/8": link("/dev/nvidia-uvm"),
+		"proc/200/stat": {Data: []byte("200 (trainer) T 1 200 ...")},
+		"proc/200/maps": {Data: []byte("x /usr/lib64/libcuda.so.1\n")},
+		"proc/200/fd/3": link("/dev/nvidia1"),
+		"proc/300/stat": {Data: []byte("300 (bash) S 1 300 ...")},
+		"proc/300/maps": {Data: []byte("x /usr/lib/libc.so.6\n")},
+		"proc/300/fd/0": link("/dev/pts/0"),
+	}
+}
+
+func TestPreflight(t *testing.T) {
+	r := checkpoint.Preflight(node(), 100)
+	assert.Equal(t, "python3 (worker)", r.Comm)
+	assert.Equal(t, "S", r.State)
+	assert.True(t, r.CUDA)
+	assert.Equal(t, []int{0, 3}, r.GPUs)
+	assert.Equal(t, 2, r.Control)
+	assert.Equal(t, 1, r.DmaBufs)
+	if assert.Len(t, r.Hazards, 1) {
+		assert.Contains(t, r.Hazards[0].What, "1 dma-buf descriptor(s) open")
+	}
+
+	r = checkpoint.Preflight(node(), 200)
+	if assert.Len(t, r.Hazards, 1) {
+		assert.Contains(t, r.Hazards[0].What, "stopped")
+		assert.Contains(t, r.Hazards[0].Remedy, "kill -CONT 200")
+	}
+
+	r = checkpoint.Preflight(node(), 300)
+	assert.False(t, r.CUDA)
+	if assert.Len(t, r.Hazards, 1) {
+		assert.Contains(t, r.Hazards[0].What, "no CUDA process")
+	}
+
+	r = checkpoint.Preflight(node(), 400)
+	if assert.Len(t, r.Hazards, 1) {
+		assert.Contains(t, r.Hazards[0].What, "no process 400")
+	}
+}
