@@ -36,11 +36,11 @@ const (
 
 // formats are the formats each command writes, its default first.
 var formats = map[string][]string{
-	cmdReport: {formatTable, formatJSON, formatLabels, formatPrometheus},
-	cmdCheck:  {formatTable, formatJSON, formatLabels, formatPrometheus},
-	cmdEnv:    {formatShell, formatJSON},
-	cmdReady:  {formatTable, formatJSON},
-	cmdPair:   {formatTable, formatJSON},
+	cmdReport:          {formatTable, formatJSON, formatLabels, formatPrometheus},
+	cmdCheck:           {formatTable, formatJSON, formatLabels, formatPrometheus},
+	cmdEnv:             {formatShell, formatJSON},
+	cmdReady:           {formatTable, formatJSON},
+	cmdPair:            {formatTable, formatJSON},
 	cmdCheckpointCheck: {formatTable, formatJSON},
 	cmdCheckpoint:      {formatTable, formatJSON},
 	cmdRestore:         {formatTable, formatJSON},
