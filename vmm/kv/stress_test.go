@@ -81,13 +81,15 @@ func TestStress(t *testing.T) {
 				}
 			}()
 			wg.Wait()
+			// The committer may be in the middle of a commit: let it settle before the
+			// accounts are compared.
+			if r := c.Ready(); r != nil {
+				note("ready: " + r.Error())
+			}
 			st := c.Stats()
 			sst := s.Stats()
 			t.Logf("stats %+v sim committed %d", st, sst.Committed[0])
 			assert.Equal(t, st.Bytes, sst.Committed[0], "Bytes drift")
-			if r := c.Ready(); r != nil {
-				note("ready: " + r.Error())
-			}
 			for k, v := range errs {
 				t.Logf("%6d %s", v, k)
 			}
