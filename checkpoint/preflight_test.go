@@ -64,3 +64,23 @@ func TestPreflight(t *testing.T) {
 		assert.Contains(t, r.Hazards[0].What, "no process 400")
 	}
 }
+
+// FuzzPreflight: what another process controls of its /proc files (its name, in stat and
+// in its descriptors' links) never makes the preflight panic, and a report always names the
+// process.
+func FuzzPreflight(f *testing.F) {
+	f.Add([]byte("100 (python3 (worker)) S 1 100"), "anon_inode:dmabuf", []byte("x /libcuda.so"))
+	f.Add([]byte("100 ()) T"), "/dev/nvidia99999999999999999999", []byte(""))
+	f.Add([]byte(")("), "/dev/nvidia-1", []byte("\x00"))
+	f.Fuzz(func(t *testing.T, stat []byte, target string, maps []byte) {
+		fsys := fstest.MapFS{
+			"proc/1/stat": {Data: stat},
+			"proc/1/maps": {Data: maps},
+			"proc/1/fd/3": link(target),
+		}
+		r := checkpoint.Preflight(fsys, 1)
+		if r.Pid != 1 || r.Hazards == nil || r.GPUs == nil {
+			t.Fatalf("%+v", r)
+		}
+	})
+}
