@@ -86,8 +86,9 @@ func Preflight(fsys fs.FS, pid int) Report {
 			r.DmaBufs++
 		default:
 			if m := nvidiaMinorRE.FindStringSubmatch(target); m != nil {
-				n, _ := strconv.Atoi(m[1])
-				gpus[n] = true
+				if n, err := strconv.Atoi(m[1]); err == nil {
+					gpus[n] = true
+				}
 			}
 		}
 	}
