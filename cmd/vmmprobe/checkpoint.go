@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -72,22 +71,7 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 		rep.Error = err.Error()
 		rep.Diagnosis = "failed"
 	}
-	err = nil
-	var out []byte
-	if opts.format == formatJSON {
-		out, err = json.MarshalIndent(&rep, "", "  ")
-		out = append(out, '\n')
-	} else {
-		out = []byte(wrapTable(renderCheckpoint(&rep), tableWidth))
-	}
-	if err == nil {
-		if opts.outputFile != "" {
-			err = writeOutput(opts.outputFile, out)
-		} else {
-			_, err = stdout.Write(out)
-		}
-	}
-	if err != nil {
+	if err := writeReport(opts, stdout, &rep, func() string { return renderCheckpoint(&rep) }); err != nil {
 		warn(err.Error())
 		return exitFailure
 	}

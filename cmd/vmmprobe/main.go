@@ -10,6 +10,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -207,6 +208,11 @@ func emit(doc *document, opts options, d deps, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return deliver(opts, stdout, out)
+}
+
+// deliver writes out to --output-file, or to stdout.
+func deliver(opts options, stdout io.Writer, out []byte) error {
 	if opts.outputFile != "" {
 		return writeOutput(opts.outputFile, out)
 	}
@@ -214,4 +220,17 @@ func emit(doc *document, opts options, d deps, stdout io.Writer) error {
 		return fmt.Errorf("standard output: %w", err)
 	}
 	return nil
+}
+
+// writeReport writes the report of pair or the checkpoint commands: v as indented JSON
+// with -o json, else table() wrapped for the terminal.
+func writeReport(opts options, stdout io.Writer, v any, table func() string) error {
+	if opts.format != formatJSON {
+		return deliver(opts, stdout, []byte(wrapTable(table(), tableWidth)))
+	}
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return deliver(opts, stdout, append(out, '\n'))
 }

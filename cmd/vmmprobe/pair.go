@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -259,21 +258,7 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 		rep.Remedy = "raise --timeout, or see what hangs on this node (vmmprobe check)"
 		code = exitCheckFailed
 	}
-	var out []byte
-	if opts.format == formatJSON {
-		out, err = json.MarshalIndent(rep, "", "  ")
-		out = append(out, '\n')
-	} else {
-		out = []byte(wrapTable(renderPair(rep), tableWidth))
-	}
-	if err == nil {
-		if opts.outputFile != "" {
-			err = writeOutput(opts.outputFile, out)
-		} else {
-			_, err = stdout.Write(out)
-		}
-	}
-	if err != nil {
+	if err := writeReport(opts, stdout, rep, func() string { return renderPair(rep) }); err != nil {
 		warn(err.Error())
 		return exitFailure
 	}
