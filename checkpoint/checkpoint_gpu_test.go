@@ -4,12 +4,15 @@ package checkpoint_test
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,8 +28,8 @@ import (
 const envChild = "CUVMM_CHECKPOINT_CHILD"
 
 func TestMain(m *testing.M) {
-	if os.Getenv(envChild) != "" {
-		if err := child(os.Getenv(envChild)); err != nil {
+	if spec := os.Getenv(envChild); spec != "" {
+		if err := child(spec); err != nil {
 			fmt.Println("child:", err)
 			os.Exit(1)
 		}
@@ -35,90 +38,101 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-const chunk = 64 << 20
+// kid is a child process holding VMM memory (see child), driven line by line.
+type kid struct {
+	t   testing.TB
+	cmd *exec.Cmd
+	in  io.Writer
+	out *bufio.Reader
+	// ready is the rest of the child's "ready" line.
+	ready string
+}
 
-// child holds GiB gibibytes of VMM memory in one reservation of 64 MiB chunks, chunk i
-// filled with byte i+1; it says "ready", waits for a line, then checks every byte and says
-// "ok" or what differs.
-func child(gibs string) error {
-	n, err := strconv.Atoi(gibs)
-	if err != nil {
-		return err
-	}
+func startKid(t testing.TB, spec string) *kid {
+	t.Helper()
+	cmd := reexec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envChild+"="+spec)
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	k := &kid{t: t, cmd: cmd, in: in, out: bufio.NewReader(out)}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := k.out.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "ready"), "the child says %q", line)
+	k.ready = strings.TrimSpace(strings.TrimPrefix(line, "ready"))
+	return k
+}
+
+func (k *kid) pid() int { return k.cmd.Process.Pid }
+
+// ask sends a command and returns the child's answer.
+func (k *kid) ask(cmd string) string {
+	k.t.Helper()
+	_, err := io.WriteString(k.in, cmd+"\n")
+	require.NoError(k.t, err)
+	line, err := k.out.ReadString('\n')
+	require.NoError(k.t, err, "the child's answer to %s", cmd)
+	return strings.TrimSpace(line)
+}
+
+func cudaOrSkip(t testing.TB) *vmm.Manager {
+	t.Helper()
 	b, err := vmm.CUDA()
-	if err != nil {
-		return err
+	if errors.Is(err, loader.ErrNoDriver) {
+		t.Skip("no CUDA driver")
 	}
-	m := vmm.New(b)
-	size := uint64(n) << 30
-	r, err := m.Reserve(size)
-	if err != nil {
-		return err
+	require.NoError(t, err)
+	return vmm.New(b)
+}
+
+func gibsFromEnv(def string) string {
+	if v := os.Getenv("CUVMM_CHECKPOINT_GIB"); v != "" {
+		return v
 	}
-	for off := uint64(0); off < size; off += chunk {
-		a, err := m.Create(chunk, vmm.DeviceProps(0))
-		if err != nil {
-			return err
-		}
-		mp, err := r.Map(off, a)
-		if err != nil {
-			return err
-		}
-		if err := mp.SetAccess(vmm.ReadWrite(0)...); err != nil {
-			return err
-		}
-		if err := m.Fill(0, r.Base()+cu.DevicePtr(off), byte(off/chunk+1), chunk); err != nil {
-			return err
-		}
-	}
-	fmt.Println("ready")
-	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
-		return err
-	}
-	buf := make([]byte, chunk)
-	for off := uint64(0); off < size; off += chunk {
-		if err := m.ReadAt(0, buf, r.Base()+cu.DevicePtr(off)); err != nil {
-			return err
-		}
-		if want := byte(off/chunk + 1); bytes.Count(buf, []byte{want}) != chunk {
-			fmt.Printf("chunk at +%d: not all %#x\n", off, want)
-			return nil
+	return def
+}
+
+// transcript logs what the driver answered, for the recordings the fake driver replays.
+func transcript(t testing.TB, what string, err error) { t.Logf("transcript: %s: %v", what, err) }
+
+func preflight(t testing.TB, pid int, when string) checkpoint.Report {
+	r := checkpoint.Preflight(os.DirFS("/"), pid)
+	t.Logf("preflight %s: state %s, CUDA %v, GPUs %v, nvidiactl %d, dma-bufs %d, hazards %v", when, r.State, r.CUDA, r.GPUs, r.Control, r.DmaBufs, r.Hazards)
+	return r
+}
+
+// rss is the resident memory of process pid (VmRSS), in bytes.
+func rss(t testing.TB, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			require.NoError(t, err)
+			return kb << 10
 		}
 	}
-	fmt.Println("ok")
-	return nil
+	t.Fatal("no VmRSS")
+	return 0
 }
 
 // TestGPUCheckpointRestore: a child holding CUVMM_CHECKPOINT_GIB GiB (16 by default) of VMM
 // memory is locked, checkpointed (its device memory given back), restored and unlocked, and
-// reads every byte back. Each call's time is logged, and what the driver answers to calls
-// in states that do not allow them.
+// reads every byte back. Each call's time is logged, what the driver answers to calls in
+// states that do not allow them, and what the preflight sees in each state.
 func TestGPUCheckpointRestore(t *testing.T) {
-	if _, err := vmm.CUDA(); errors.Is(err, loader.ErrNoDriver) {
-		t.Skip("no CUDA driver")
-	}
-	gibs := "16"
-	if v := os.Getenv("CUVMM_CHECKPOINT_GIB"); v != "" {
-		gibs = v
-	}
-	cmd := reexec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"="+gibs)
-	stdin, err := cmd.StdinPipe()
-	require.NoError(t, err)
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(t, cmd.Start())
-	defer cmd.Process.Kill()
-	out := bufio.NewReader(stdout)
-	line, err := out.ReadString('\n')
-	require.NoError(t, err)
-	require.Equal(t, "ready\n", line)
-	pid := cmd.Process.Pid
-
-	b, err := vmm.CUDA()
-	require.NoError(t, err)
-	m := vmm.New(b)
+	m := cudaOrSkip(t)
+	gibs := gibsFromEnv("16")
+	k := startKid(t, "vmm:"+gibs)
+	pid := k.pid()
 	free0, _, err := m.MemInfo(0)
 	require.NoError(t, err)
 	p, err := checkpoint.New(checkpoint.CUDA{}, pid)
@@ -128,34 +142,301 @@ func TestGPUCheckpointRestore(t *testing.T) {
 		require.NoError(t, f(), what)
 		t.Logf("%s: %v", what, time.Since(t0))
 	}
-	transcript := func(what string, err error) { t.Logf("transcript: %s: %v", what, err) }
+	r := preflight(t, pid, "running")
+	assert.Empty(t, r.Hazards, "a clean CUDA process")
+	assert.True(t, r.CUDA)
+	assert.NotEmpty(t, r.GPUs)
 	s, err := p.State()
-	transcript("state of a running CUDA process", err)
+	transcript(t, "state of a running CUDA process", err)
 	assert.Equal(t, cu.PROCESS_STATE_RUNNING, s)
 	_, err = cu.CheckpointProcessState(os.Getpid() + 1000000)
-	transcript("state of no process", err)
-	transcript("unlock while running", cu.CheckpointProcessUnlock(pid))
-	transcript("checkpoint while running", cu.CheckpointProcessCheckpoint(pid))
+	transcript(t, "state of no process", err)
+	transcript(t, "unlock while running", cu.CheckpointProcessUnlock(pid))
+	transcript(t, "checkpoint while running", cu.CheckpointProcessCheckpoint(pid))
 	timed("lock", func() error { return p.Lock(10 * time.Second) })
-	transcript("lock while locked", cu.CheckpointProcessLock(pid, time.Second))
-	transcript("restore while locked", cu.CheckpointProcessRestore(pid, nil))
+	preflight(t, pid, "locked")
+	transcript(t, "lock while locked", cu.CheckpointProcessLock(pid, time.Second))
+	transcript(t, "restore while locked", cu.CheckpointProcessRestore(pid, nil))
+	rss0 := rss(t, pid)
 	timed("checkpoint "+gibs+" GiB", p.Checkpoint)
+	t.Logf("the child's resident memory rose by %d MiB", (rss(t, pid)-rss0)>>20)
+	preflight(t, pid, "checkpointed")
 	free1, _, err := m.MemInfo(0)
 	require.NoError(t, err)
 	t.Logf("free device memory rose by %d bytes while checkpointed", int64(free1)-int64(free0))
 	assert.GreaterOrEqual(t, int64(free1)-int64(free0), int64(mustAtoi(gibs))<<30, "the child's memory is given back")
-	transcript("unlock while checkpointed", cu.CheckpointProcessUnlock(pid))
-	transcript("checkpoint while checkpointed", cu.CheckpointProcessCheckpoint(pid))
+	transcript(t, "unlock while checkpointed", cu.CheckpointProcessUnlock(pid))
+	transcript(t, "checkpoint while checkpointed", cu.CheckpointProcessCheckpoint(pid))
 	timed("restore", func() error { return p.Restore() })
 	timed("unlock", p.Unlock)
-	_, err = stdin.Write([]byte("check\n"))
-	require.NoError(t, err)
-	line, err = out.ReadString('\n')
-	require.NoError(t, err)
-	assert.Equal(t, "ok\n", line, "the child reads every byte back")
-	require.NoError(t, cmd.Wait())
+	assert.Equal(t, "ok", k.ask("check"), "the child reads every byte back")
+	k.ask("quit")
+	require.NoError(t, k.cmd.Wait())
 	_, err = cu.CheckpointProcessState(pid)
-	transcript("state of the exited child", err)
+	transcript(t, "state of the exited child", err)
+}
+
+// TestGPULockTimeout: a lock waits for the CUDA calls in flight: with a kernel running
+// 4 s under a synchronize, a lock with a 1 s timeout fails and leaves the process running,
+// and one after the kernel locks. Then what a stopped process (SIGSTOP) does to a lock is
+// recorded, and the preflight names that hazard.
+func TestGPULockTimeout(t *testing.T) {
+	cudaOrSkip(t)
+	k := startKid(t, "vmm:1")
+	pid := k.pid()
+	p, err := checkpoint.New(checkpoint.CUDA{}, pid)
+	require.NoError(t, err)
+	_, err = io.WriteString(k.in, "spin 4000\n")
+	require.NoError(t, err)
+	time.Sleep(500 * time.Millisecond) // the kernel is launched and waited for
+	t0 := time.Now()
+	err = p.Lock(time.Second)
+	t.Logf("transcript: lock during a 4 s kernel, timeout 1s: %v after %v", err, time.Since(t0))
+	require.Error(t, err, "the lock times out")
+	s, err := p.State()
+	require.NoError(t, err)
+	assert.Equal(t, cu.PROCESS_STATE_RUNNING, s, "a lock that timed out leaves it running")
+	line, err := k.out.ReadString('\n')
+	require.NoError(t, err)
+	require.Equal(t, "ok\n", line, "the kernel and its synchronize")
+	require.NoError(t, p.Lock(10*time.Second))
+	require.NoError(t, p.Unlock())
+
+	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+	require.Eventually(t, func() bool { return checkpoint.Preflight(os.DirFS("/"), pid).State == "T" }, 5*time.Second, 10*time.Millisecond)
+	r := preflight(t, pid, "stopped")
+	require.NotEmpty(t, r.Hazards)
+	assert.Contains(t, r.Hazards[0].What, "stopped")
+	t0 = time.Now()
+	err = p.Lock(time.Second)
+	t.Logf("transcript: lock of a stopped process, timeout 1s: %v after %v", err, time.Since(t0))
+	require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
+	if s, _ := p.State(); s == cu.PROCESS_STATE_LOCKED {
+		require.NoError(t, p.Unlock())
+	}
+	assert.Equal(t, "ok", k.ask("check"))
+}
+
+// TestGPURestoreOnOtherGPU: a child on device 0 is checkpointed and restored onto device 1
+// by UUID (the driver's GPU remapping), then reads its data there. What the driver answers
+// to a pair list without every GPU the process saw is recorded.
+func TestGPURestoreOnOtherGPU(t *testing.T) {
+	m := cudaOrSkip(t)
+	n, err := cu.DeviceCount()
+	require.NoError(t, err)
+	if n < 2 {
+		t.Skip("needs two GPUs")
+	}
+	var uuids []cu.UUID
+	for i := range 2 {
+		d, err := cu.DeviceGet(i)
+		require.NoError(t, err)
+		u, err := d.UUID()
+		require.NoError(t, err)
+		uuids = append(uuids, u)
+	}
+	k := startKid(t, "vmm:2")
+	pid := k.pid()
+	require.Equal(t, uuids[0].String(), k.ask("uuid"))
+	p, err := checkpoint.New(checkpoint.CUDA{}, pid)
+	require.NoError(t, err)
+	require.NoError(t, p.Lock(10*time.Second))
+	require.NoError(t, p.Checkpoint())
+	free := func() [2]int64 {
+		var f [2]int64
+		for i := range 2 {
+			v, _, err := m.MemInfo(i)
+			require.NoError(t, err)
+			f[i] = int64(v)
+		}
+		return f
+	}
+	before := free()
+	err = p.Restore(cu.GPUPair{Old: uuids[0], New: uuids[1]})
+	transcript(t, "restore with device 0 -> 1 only", err)
+	if err != nil {
+		s, serr := p.State()
+		transcript(t, "state after it: "+s.String(), serr)
+		err = p.Restore(cu.GPUPair{Old: uuids[0], New: uuids[1]}, cu.GPUPair{Old: uuids[1], New: uuids[0]})
+		transcript(t, "restore with devices 0 <-> 1 swapped", err)
+	}
+	require.NoError(t, err, "the driver restores onto the other GPU")
+	after := free()
+	t.Logf("free memory fell by %d MiB on device 0 and %d MiB on device 1", (before[0]-after[0])>>20, (before[1]-after[1])>>20)
+	assert.Greater(t, before[1]-after[1], int64(2)<<30, "the child's memory is on device 1 now")
+	assert.Less(t, before[0]-after[0], int64(1)<<30, "not on device 0")
+	require.NoError(t, p.Unlock())
+	assert.Equal(t, "ok", k.ask("check"), "the child reads its data on the other GPU")
+	t.Logf("the child's device 0 is %s after the restore (device 1 is %s)", k.ask("uuid"), uuids[1])
+}
+
+// TestGPURestoreOutOfMemory: a restore onto a GPU whose memory another process took fails;
+// what the driver answers and the state it leaves are recorded, and once the memory is free
+// again the restore works and the child reads its bytes.
+func TestGPURestoreOutOfMemory(t *testing.T) {
+	m := cudaOrSkip(t)
+	k := startKid(t, "vmm:4")
+	p, err := checkpoint.New(checkpoint.CUDA{}, k.pid())
+	require.NoError(t, err)
+	require.NoError(t, p.Lock(10*time.Second))
+	require.NoError(t, p.Checkpoint())
+	free, _, err := m.MemInfo(0)
+	require.NoError(t, err)
+	var filler []*vmm.Allocation
+	defer func() {
+		for _, a := range filler {
+			_ = a.Close()
+		}
+	}()
+	for left := free; left > 2<<30; left -= 1 << 30 { // all but 1-2 GiB
+		a, err := m.Create(1<<30, vmm.DeviceProps(0))
+		if err != nil {
+			break
+		}
+		filler = append(filler, a)
+	}
+	left, _, err := m.MemInfo(0)
+	require.NoError(t, err)
+	t.Logf("filled device 0: %d MiB left of %d", left>>20, free>>20)
+	err = p.Restore()
+	transcript(t, "restore of 4 GiB with the device full", err)
+	require.Error(t, err)
+	s, serr := p.State()
+	transcript(t, "state after it: "+s.String(), serr)
+	for _, a := range filler {
+		require.NoError(t, a.Close())
+	}
+	filler = nil
+	if s == cu.PROCESS_STATE_CHECKPOINTED {
+		require.NoError(t, p.Restore(), "the retry with the memory free")
+	}
+	require.NoError(t, p.Unlock())
+	assert.Equal(t, "ok", k.ask("check"))
+}
+
+// TestGPUCheckpointExporter: a child that exported VMM memory as a POSIX descriptor to a
+// third process (a grandchild that maps it) is locked and checkpointed, then the importer
+// too; the driver's answers are recorded, and whether the two still share the memory
+// afterwards (a write on one side read on the other).
+func TestGPUCheckpointExporter(t *testing.T) {
+	cudaOrSkip(t)
+	k := startKid(t, "export:1")
+	importer, err := strconv.Atoi(k.ready)
+	require.NoError(t, err, "the child names the importer")
+	require.Equal(t, "shared", k.ask("poke 7"), "before any checkpoint")
+	preflight(t, k.pid(), "exporter")
+	preflight(t, importer, "importer")
+	for _, who := range []struct {
+		name string
+		pid  int
+	}{{"exporter", k.pid()}, {"importer", importer}} {
+		p, err := checkpoint.New(checkpoint.CUDA{}, who.pid)
+		require.NoError(t, err)
+		require.NoError(t, p.Lock(10*time.Second))
+		err = p.Checkpoint()
+		transcript(t, "checkpoint of the "+who.name+" of shared memory", err)
+		s, serr := p.State()
+		transcript(t, "its state after: "+s.String(), serr)
+		if err == nil {
+			err = p.Restore()
+			transcript(t, "restore of the "+who.name, err)
+		}
+		if s, _ := p.State(); s == cu.PROCESS_STATE_LOCKED {
+			require.NoError(t, p.Unlock())
+		}
+		ans := k.ask("poke " + strconv.Itoa(int(who.pid%200)+1))
+		t.Logf("transcript: after the %s's checkpoint the two processes: %s", who.name, ans)
+	}
+	assert.Equal(t, "ok", k.ask("check"))
+}
+
+// TestGPUSleepThenCheckpoint: a child with 8 GiB of weights and 8 GiB of KV cache under
+// the sleep package's tags is checkpointed whole, then again after discarding the KV cache;
+// the time and the host memory the checkpoint took are logged for both, and after waking
+// the weights read back and the KV cache reads zero.
+func TestGPUSleepThenCheckpoint(t *testing.T) {
+	cudaOrSkip(t)
+	k := startKid(t, "sleep:8:8")
+	pid := k.pid()
+	p, err := checkpoint.New(checkpoint.CUDA{}, pid)
+	require.NoError(t, err)
+	round := func(what string) {
+		require.NoError(t, p.Lock(10*time.Second))
+		r0 := rss(t, pid)
+		t0 := time.Now()
+		require.NoError(t, p.Checkpoint())
+		ck := time.Since(t0)
+		saved := rss(t, pid) - r0
+		t0 = time.Now()
+		require.NoError(t, p.Restore())
+		rs := time.Since(t0)
+		require.NoError(t, p.Unlock())
+		t.Logf("sleep-first: %s: checkpoint %v, restore %v, host memory taken %d MiB", what, ck, rs, saved>>20)
+	}
+	round("weights 8 GiB + KV 8 GiB, all resident")
+	require.Equal(t, "ok", k.ask("discard"))
+	round("weights 8 GiB, KV discarded first")
+	require.Equal(t, "ok", k.ask("wake"))
+	assert.Equal(t, "ok", k.ask("check"), "the weights read back and the KV cache reads zero")
+}
+
+// BenchmarkGPUCheckpoint: lock, checkpoint, restore and unlock of one child holding
+// CUVMM_CHECKPOINT_GIB GiB (16 by default), alternating CUVMM_CHECKPOINT_REPS times (3)
+// between the C program at CUVMM_CHECKPOINT_C (bench/c/checkpoint.c, the driver's calls
+// alone) and this package (each call checked against the state before and after it);
+// reports the medians and their ratios, and checks every byte at the end.
+func BenchmarkGPUCheckpoint(b *testing.B) {
+	cudaOrSkip(b)
+	cprog := os.Getenv("CUVMM_CHECKPOINT_C")
+	if cprog == "" {
+		b.Skip("CUVMM_CHECKPOINT_C names no C program (bench/c/checkpoint.c)")
+	}
+	reps := 3
+	if v, err := strconv.Atoi(os.Getenv("CUVMM_CHECKPOINT_REPS")); err == nil && v > 0 {
+		reps = v
+	}
+	k := startKid(b, "vmm:"+gibsFromEnv("16"))
+	pid := k.pid()
+	p, err := checkpoint.New(checkpoint.CUDA{}, pid)
+	require.NoError(b, err)
+	steps := []string{"lock", "checkpoint", "restore", "unlock"}
+	c, g := map[string][]float64{}, map[string][]float64{}
+	for range b.N {
+		for range reps {
+			out, err := exec.Command(cprog, strconv.Itoa(pid)).CombinedOutput()
+			require.NoError(b, err, "%s", out)
+			f := strings.Fields(string(out))
+			require.Len(b, f, 9, "%s", out)
+			for i, s := range steps {
+				require.Equal(b, s, f[1+2*i])
+				ns, err := strconv.ParseFloat(f[2+2*i], 64)
+				require.NoError(b, err)
+				c[s] = append(c[s], ns/1e6)
+			}
+			calls := []func() error{func() error { return p.Lock(0) }, p.Checkpoint, func() error { return p.Restore() }, p.Unlock}
+			for i, s := range steps {
+				t0 := time.Now()
+				require.NoError(b, calls[i](), s)
+				g[s] = append(g[s], float64(time.Since(t0).Nanoseconds())/1e6)
+			}
+		}
+	}
+	require.Equal(b, "ok", k.ask("check"), "the child reads every byte back")
+	med := func(v []float64) float64 { v = append([]float64(nil), v...); sort.Float64s(v); return v[len(v)/2] }
+	var ctotal, gtotal float64
+	for _, s := range steps {
+		cm, gm := med(c[s]), med(g[s])
+		ctotal += cm
+		gtotal += gm
+		b.ReportMetric(cm, "c-"+s+"-ms")
+		b.ReportMetric(gm, "go-"+s+"-ms")
+		if s == "checkpoint" || s == "restore" {
+			b.ReportMetric(gm/cm, "go/c-"+s)
+		}
+		b.Logf("%s: C %v ms, Go %v ms", s, c[s], g[s])
+	}
+	b.ReportMetric(gtotal-ctotal, "go-minus-c-lock-to-unlock-ms")
+	b.ReportMetric(med(g["lock"])+med(g["unlock"]), "go-lock+unlock-ms")
 }
 
 func mustAtoi(s string) int {

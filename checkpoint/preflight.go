@@ -16,8 +16,10 @@ type Report struct {
 	State string `json:"state,omitempty"` // /proc/PID/stat's state letter: R, S, D, T, t, Z, ...
 	// CUDA says whether libcuda is mapped in the process.
 	CUDA bool `json:"cuda"`
-	// GPUs are the minors of the /dev/nvidiaN files the process has open.
-	GPUs []int `json:"gpus"`
+	// GPUs are the minors of the /dev/nvidiaN files the process has open, and GPUUUIDs
+	// their UUIDs in the same order, from /proc/driver/nvidia/gpus ("" where not found).
+	GPUs     []int    `json:"gpus"`
+	GPUUUIDs []string `json:"gpu_uuids"`
 	// Control counts its /dev/nvidiactl descriptors: the driver's own, and one more for
 	// each VMM allocation it exported as a POSIX descriptor and still holds (the driver
 	// opens every export on /dev/nvidiactl), which cannot be told apart from outside.
@@ -41,7 +43,7 @@ var nvidiaMinorRE = regexp.MustCompile(`^/dev/nvidia(\d+)$`)
 // production): whether it exists and runs, whether it is a CUDA process, which GPUs it has
 // open, and whether it holds descriptors that share GPU memory. It reads only.
 func Preflight(fsys fs.FS, pid int) Report {
-	r := Report{Pid: pid, GPUs: []int{}, Hazards: []Hazard{}}
+	r := Report{Pid: pid, GPUs: []int{}, GPUUUIDs: []string{}, Hazards: []Hazard{}}
 	dir := path.Join("proc", strconv.Itoa(pid))
 	stat, err := fs.ReadFile(fsys, path.Join(dir, "stat"))
 	if err != nil {
@@ -96,9 +98,43 @@ func Preflight(fsys fs.FS, pid int) Report {
 		r.GPUs = append(r.GPUs, g)
 	}
 	sort.Ints(r.GPUs)
+	uuids := uuidsByMinor(fsys)
+	for _, g := range r.GPUs {
+		r.GPUUUIDs = append(r.GPUUUIDs, uuids[g])
+	}
 	if r.DmaBufs > 0 {
 		r.Hazards = append(r.Hazards, Hazard{strconv.Itoa(r.DmaBufs) + " dma-buf descriptor(s) open: GPU memory shared with a NIC or another process, which the checkpoint cannot take along",
 			"deregister the memory from the NIC and close the dma-bufs before the checkpoint"})
 	}
 	return r
+}
+
+// uuidsByMinor reads each GPU's device minor and UUID from the driver's
+// /proc/driver/nvidia/gpus/*/information ("Device Minor:", "GPU UUID:" lines).
+func uuidsByMinor(fsys fs.FS) map[int]string {
+	m := map[int]string{}
+	dirs, _ := fs.ReadDir(fsys, "proc/driver/nvidia/gpus")
+	for _, d := range dirs {
+		b, err := fs.ReadFile(fsys, path.Join("proc/driver/nvidia/gpus", d.Name(), "information"))
+		if err != nil {
+			continue
+		}
+		minor, uuid := -1, ""
+		for _, l := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(l, ":")
+			switch k, v = strings.TrimSpace(k), strings.TrimSpace(v); {
+			case !ok:
+			case k == "Device Minor":
+				if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+					minor = n
+				}
+			case k == "GPU UUID":
+				uuid = v
+			}
+		}
+		if minor >= 0 && uuid != "" {
+			m[minor] = uuid
+		}
+	}
+	return m
 }

@@ -32,6 +32,10 @@ func node() fstest.MapFS {
 		"proc/300/stat": {Data: []byte("300 (bash) S 1 300 ...")},
 		"proc/300/maps": {Data: []byte("x /usr/lib/libc.so.6\n")},
 		"proc/300/fd/0": link("/dev/pts/0"),
+		// The driver's own view of the GPUs: minor 0 and 3 (minor 2's file has no UUID).
+		"proc/driver/nvidia/gpus/0000:18:00.0/information": {Data: []byte("Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632\nBus Location: \t 0000:18:00.0\nDevice Minor: \t 0\n")},
+		"proc/driver/nvidia/gpus/0000:9a:00.0/information": {Data: []byte("Model: \t\t NVIDIA H200\nDevice Minor: \t 3\nGPU UUID: \t GPU-a1b2c3d4-0000-1111-2222-333344445555\n")},
+		"proc/driver/nvidia/gpus/0000:ab:00.0/information": {Data: []byte("Model: \t\t NVIDIA H200\nDevice Minor: \t 2\n")},
 	}
 }
 
@@ -41,6 +45,7 @@ func TestPreflight(t *testing.T) {
 	assert.Equal(t, "S", r.State)
 	assert.True(t, r.CUDA)
 	assert.Equal(t, []int{0, 3}, r.GPUs)
+	assert.Equal(t, []string{"GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632", "GPU-a1b2c3d4-0000-1111-2222-333344445555"}, r.GPUUUIDs)
 	assert.Equal(t, 2, r.Control)
 	assert.Equal(t, 1, r.DmaBufs)
 	if assert.Len(t, r.Hazards, 1) {
@@ -48,6 +53,7 @@ func TestPreflight(t *testing.T) {
 	}
 
 	r = checkpoint.Preflight(node(), 200)
+	assert.Equal(t, []string{""}, r.GPUUUIDs, "minor 1 has no information file")
 	if assert.Len(t, r.Hazards, 1) {
 		assert.Contains(t, r.Hazards[0].What, "stopped")
 		assert.Contains(t, r.Hazards[0].Remedy, "kill -CONT 200")
@@ -77,9 +83,10 @@ func FuzzPreflight(f *testing.F) {
 			"proc/1/stat": {Data: stat},
 			"proc/1/maps": {Data: maps},
 			"proc/1/fd/3": link(target),
+			"proc/driver/nvidia/gpus/x/information": {Data: append([]byte("Device Minor: "), stat...)},
 		}
 		r := checkpoint.Preflight(fsys, 1)
-		if r.Pid != 1 || r.Hazards == nil || r.GPUs == nil {
+		if r.Pid != 1 || r.Hazards == nil || r.GPUs == nil || len(r.GPUUUIDs) != len(r.GPUs) {
 			t.Fatalf("%+v", r)
 		}
 	})

@@ -3,6 +3,7 @@ package cu
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/loader"
@@ -118,4 +119,17 @@ func TestEveryProcDeclaredOnce(t *testing.T) {
 		require.Greater(t, s.Version, 1000, s.Name)
 	}
 	require.True(t, seen["cuMemCreate"] && seen["cuMulticastCreate"] && seen["cuMemRetainAllocationHandle"])
+}
+
+func TestParseUUID(t *testing.T) {
+	u := UUID{0xd1, 0x2c, 0x5e, 0x03, 0x9a, 0x4b, 0x11, 0xef, 0x80, 0x01, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}
+	for _, s := range []string{u.String(), strings.TrimPrefix(u.String(), "GPU-"), strings.ToUpper(strings.TrimPrefix(u.String(), "GPU-"))} {
+		got, err := ParseUUID(s)
+		require.NoError(t, err, s)
+		require.Equal(t, u, got, s)
+	}
+	for _, bad := range []string{"", "GPU-", "GPU-d12c5e03-9a4b-11ef-8001-aabbccddeef", "GPU-d12c5e03-9a4b-11ef-8001-aabbccddeeffa", "GPU-d12c5e03-9a4b-11ef-8001aabbccddeeff", "GPU-x12c5e03-9a4b-11ef-8001-aabbccddeeff", "MIG-d12c5e03-9a4b-11ef-8001-aabbccddeeff"} {
+		_, err := ParseUUID(bad)
+		require.Error(t, err, bad)
+	}
 }

@@ -2,7 +2,9 @@ package cu
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
+	"strings"
 	"unsafe"
 )
 
@@ -15,6 +17,21 @@ type UUID [16]byte
 // String formats u as nvidia-smi does: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
 func (u UUID) String() string {
 	return fmt.Sprintf("GPU-%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// ParseUUID reads a UUID as String writes it (the "GPU-" prefix optional, hex digits in
+// either case).
+func ParseUUID(s string) (UUID, error) {
+	var u UUID
+	h := strings.TrimPrefix(s, "GPU-")
+	groups := strings.Split(h, "-")
+	if len(groups) != 5 || len(groups[0]) != 8 || len(groups[1]) != 4 || len(groups[2]) != 4 || len(groups[3]) != 4 || len(groups[4]) != 12 {
+		return u, fmt.Errorf("%q is not a GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", s)
+	}
+	if _, err := hex.Decode(u[:], []byte(strings.Join(groups, ""))); err != nil {
+		return UUID{}, fmt.Errorf("%q is not a GPU UUID: %w", s, err)
+	}
+	return u, nil
 }
 
 // DeviceCount returns the number of CUDA devices, initializing the driver if needed.

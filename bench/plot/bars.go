@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -49,8 +50,9 @@ func readBars(r io.Reader) ([]*barGroup, error) {
 }
 
 // renderBars draws each group as a panel of horizontal bars on one scale (the largest
-// value of all), the value written at the end of each bar, unit after it.
-func renderBars(groups []*barGroup, title, subtitle, unit string) []byte {
+// value of all; logarithmic when logScale, from a decade below the smallest), the value
+// written at the end of each bar, unit after it.
+func renderBars(groups []*barGroup, title, subtitle, unit string, logScale bool) []byte {
 	const (
 		labelW, barW, valueW = 260.0, 360.0, 90.0
 		rowH, groupGap       = 22.0, 34.0
@@ -63,6 +65,19 @@ func renderBars(groups []*barGroup, title, subtitle, unit string) []byte {
 	}
 	if top == 0 {
 		top = 1
+	}
+	length := func(v float64) float64 { return barW * v / top }
+	if logScale {
+		low := top
+		for _, g := range groups {
+			for _, v := range g.values {
+				if v > 0 {
+					low = min(low, v)
+				}
+			}
+		}
+		low = math.Pow(10, math.Floor(math.Log10(low))-1)
+		length = func(v float64) float64 { return barW * math.Log10(max(v, low)/low) / math.Log10(top/low) }
 	}
 	h := headerH
 	for _, g := range groups {
@@ -81,7 +96,7 @@ func renderBars(groups []*barGroup, title, subtitle, unit string) []byte {
 		y += groupGap
 		fmt.Fprintf(&b, `<text x="10" y="%.1f" font-weight="bold">%s</text>`+"\n", y-10, esc(g.name))
 		for i, l := range g.labels {
-			bw := barW * g.values[i] / top
+			bw := length(g.values[i])
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end">%s</text>`+"\n", labelW-8, y+rowH*0.7, esc(l))
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n", labelW, y+3, bw, rowH-6, palette[(gi+i)%len(palette)])
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s %s</text>`+"\n", labelW+bw+6, y+rowH*0.7, fmtTick(g.values[i]), esc(unit))

@@ -1,5 +1,6 @@
 // Command plot draws the growth series that bench/grow writes (-csv) as an SVG (with
-// -bars, horizontal bars of a CSV of group,label,value instead, as docs/sleep.svg): cumulative
+// -bars, horizontal bars of a CSV of group,label,value instead, as docs/sleep.svg, on a
+// logarithmic scale only with -log on): cumulative
 // growth time (ms) against buffer size (GiB), one line per strategy, one panel per run
 // (total and step). The time axis is logarithmic when the times span more than two decades
 // (-log auto), since the strategies differ by orders of magnitude.
@@ -69,7 +70,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "plot: %s: %v\n", name, err)
 			return 1
 		}
-		svg = renderBars(groups, *title, *subtitle, *bars)
+		svg = renderBars(groups, *title, *subtitle, *bars, *logMode == "on")
 	} else {
 		panels, err := readSeries(r)
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cuvmm/cuvmm/checkpoint"
+	"github.com/cuvmm/cuvmm/cu"
 )
 
 func takesPid(command string) bool {
@@ -21,6 +23,7 @@ type checkpointReport struct {
 	Process   checkpoint.Report `json:"process"`
 	OK        bool              `json:"ok"`
 	Error     string            `json:"error,omitempty"`
+	Pairs     []string          `json:"gpu_pairs,omitempty"` // restore --to-gpu: OLD=NEW
 	Steps     []pairStep        `json:"steps"`
 	Diagnosis string            `json:"diagnosis"`
 }
@@ -59,9 +62,13 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 		rep.Diagnosis = "checkpointed: its GPU memory is in host memory, its GPUs released; restore it with vmmprobe restore " + strconv.Itoa(opts.pid)
 	case cmdRestore:
 		var p *checkpoint.Process
-		if p, err = checkpoint.New(checkpoint.For(sel.backend()), opts.pid); err == nil {
-			if err = step("restore", func() error { return p.Restore() }); err == nil {
-				err = step("unlock", p.Unlock)
+		var pairs []cu.GPUPair
+		if pairs, err = restorePairs(opts.toGPU, rep.Process); err == nil {
+			rep.Pairs = pairStrings(pairs)
+			if p, err = checkpoint.New(checkpoint.For(sel.backend()), opts.pid); err == nil {
+				if err = step("restore", func() error { return p.Restore(pairs...) }); err == nil {
+					err = step("unlock", p.Unlock)
+				}
 			}
 		}
 		rep.OK = err == nil
@@ -70,6 +77,9 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 	if err != nil {
 		rep.Error = err.Error()
 		rep.Diagnosis = "failed"
+		if errors.Is(err, cu.ERROR_OUT_OF_MEMORY) {
+			rep.Diagnosis = "failed: the GPU lacks the memory the process held; free some, or restore it onto another GPU (--to-gpu)"
+		}
 	}
 	if err := writeReport(opts, stdout, &rep, func() string { return renderCheckpoint(&rep) }); err != nil {
 		warn(err.Error())
@@ -99,6 +109,9 @@ func renderCheckpoint(r *checkpointReport) string {
 	if !r.OK {
 		verdict = "FAILED: " + r.Diagnosis
 	}
+	if len(r.Pairs) > 0 {
+		kvLine(&b, 0, "onto", strings.Join(r.Pairs, ", "))
+	}
 	kvLine(&b, 0, r.Command, verdict)
 	if r.Error != "" {
 		kvLine(&b, 2, "error", oneLine(r.Error))
@@ -111,4 +124,61 @@ func renderCheckpoint(r *checkpointReport) string {
 		kvLine(&b, 0, "steps", strings.Join(steps, ", "))
 	}
 	return b.String()
+}
+
+// parseToGPU reads --to-gpu: one UUID (to), or OLD=NEW pairs separated by commas.
+func parseToGPU(spec string) (to *cu.UUID, pairs []cu.GPUPair, err error) {
+	if spec == "" {
+		return nil, nil, nil
+	}
+	if !strings.Contains(spec, "=") {
+		u, err := cu.ParseUUID(spec)
+		return &u, nil, err
+	}
+	for _, p := range strings.Split(spec, ",") {
+		o, n, ok := strings.Cut(p, "=")
+		if !ok {
+			return nil, nil, fmt.Errorf("%q is not OLD=NEW", p)
+		}
+		old, err := cu.ParseUUID(strings.TrimSpace(o))
+		if err != nil {
+			return nil, nil, err
+		}
+		new, err := cu.ParseUUID(strings.TrimSpace(n))
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, q := range pairs {
+			if q.Old == old {
+				return nil, nil, fmt.Errorf("%v is named twice", old)
+			}
+		}
+		pairs = append(pairs, cu.GPUPair{Old: old, New: new})
+	}
+	return nil, pairs, nil
+}
+
+// restorePairs are the driver's pairs for --to-gpu: as given, or for a single UUID the
+// one GPU the process has open (its preflight) paired with it.
+func restorePairs(spec string, proc checkpoint.Report) ([]cu.GPUPair, error) {
+	to, pairs, err := parseToGPU(spec)
+	if err != nil || to == nil {
+		return pairs, err
+	}
+	if len(proc.GPUUUIDs) != 1 || proc.GPUUUIDs[0] == "" {
+		return nil, fmt.Errorf("--to-gpu %s: the GPU the process used cannot be told from here (it has %d GPU files open); name it: --to-gpu OLD=NEW", to, len(proc.GPUs))
+	}
+	old, err := cu.ParseUUID(proc.GPUUUIDs[0])
+	if err != nil {
+		return nil, err
+	}
+	return []cu.GPUPair{{Old: old, New: *to}}, nil
+}
+
+func pairStrings(pairs []cu.GPUPair) []string {
+	var s []string
+	for _, p := range pairs {
+		s = append(s, p.Old.String()+"="+p.New.String())
+	}
+	return s
 }

@@ -69,6 +69,7 @@ type options struct {
 	gfdClique   bool
 	pair        pairOptions
 	pid         int // checkpoint-check, checkpoint, restore
+	toGPU       string
 }
 
 // parseArgs parses the command line; code is -1 to go on, or the exit code to return.
@@ -100,6 +101,8 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 	fs.BoolVar(&opts.gfdClique, "label-nvidia-clique", false, "-o labels: also write nvidia.com/gpu.clique (the value of cuvmm.io/gpu.clique),\n"+
 		"for nodes where neither GPU feature discovery nor the NVIDIA DRA driver sets it")
 	opts.pair.register(fs)
+	fs.StringVar(&opts.toGPU, "to-gpu", "", "restore: bring the process back on other GPUs: `uuid` (the one GPU it used\n"+
+		"goes there) or OLD=NEW,... naming every GPU it used (UUIDs as nvidia-smi -L prints)")
 	usage := func(format string, a ...any) (options, int) {
 		fmt.Fprintf(stderr, "vmmprobe: "+format+"\n", a...)
 		fmt.Fprintln(stderr, "Run 'vmmprobe --help' for usage.")
@@ -224,6 +227,9 @@ func validateOptions(opts options, set map[string]bool, require string, usage fu
 	}
 	if err := opts.pair.check(opts.command, set); err != nil {
 		return usage("%v", err)
+	}
+	if _, _, err := parseToGPU(opts.toGPU); err != nil {
+		return usage("--to-gpu %q: %v", opts.toGPU, err)
 	}
 	if set["label-ttl"] && opts.format != formatLabels {
 		return usage("--label-ttl applies to -o labels")

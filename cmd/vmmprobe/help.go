@@ -39,7 +39,7 @@ hazard with its remedy. Exit 0 when none is found, 5 when one is`},
 	{cmdCheckpoint, `PID: lock process PID (waiting at most --timeout for its CUDA calls) and checkpoint
 its GPU memory, VMM memory included, into host memory, releasing its GPUs; refused when
 checkpoint-check finds a hazard. Each step's time is reported`},
-	{cmdRestore, `PID: restore checkpointed process PID's GPU memory onto its GPUs and unlock it`},
+	{cmdRestore, `PID: restore checkpointed process PID's GPU memory onto its GPUs (or others: --to-gpu) and unlock it`},
 	{cmdCompletion, `print a completion script for bash, zsh or fish
 (vmmprobe completion bash > /etc/bash_completion.d/vmmprobe)`},
 }
@@ -74,6 +74,7 @@ var flagCommands = map[string][]string{
 	"secret-file":         {cmdPair},
 	"timeout":             {cmdPair, cmdCheckpoint},
 	"device":              {cmdPair},
+	"to-gpu":              {cmdRestore},
 }
 
 func appliesTo(flagName, command string) bool {

@@ -95,6 +95,7 @@ var testProc = fstest.MapFS{
 	"proc/600/stat": {Data: []byte("600 (trainer) S 1 600 ...")},
 	"proc/600/maps": {Data: []byte("x /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")},
 	"proc/600/fd/3": {Data: []byte("anon_inode:dmabuf"), Mode: fs.ModeSymlink},
+	"proc/driver/nvidia/gpus/0000:18:00.0/information": {Data: []byte("Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632\nDevice Minor: \t 0\n")},
 }
 
 type outcome struct {

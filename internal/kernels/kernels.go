@@ -51,3 +51,34 @@ DONE:
 	ret;
 }
 `
+
+// Spin keeps one thread busy until ns nanoseconds of the GPU's global timer have passed: a
+// kernel that is still running when another process asks something of this one (the
+// checkpoint tests' lock timeout).
+//
+//	extern "C" __global__ void spin(unsigned long long ns) {
+//	    unsigned long long t0 = globaltimer();
+//	    while (globaltimer() - t0 < ns) {}
+//	}
+const Spin = `
+.version 7.0
+.target sm_50
+.address_size 64
+
+.visible .entry spin(
+	.param .u64 spin_param_ns
+)
+{
+	.reg .pred %p;
+	.reg .b64 %rd<5>;
+
+	ld.param.u64 %rd1, [spin_param_ns];
+	mov.u64 %rd2, %globaltimer;
+$L_loop:
+	mov.u64 %rd3, %globaltimer;
+	sub.s64 %rd4, %rd3, %rd2;
+	setp.lt.u64 %p, %rd4, %rd1;
+	@%p bra $L_loop;
+	ret;
+}
+`
