@@ -80,9 +80,9 @@ func FuzzPreflight(f *testing.F) {
 	f.Add([]byte(")("), "/dev/nvidia-1", []byte("\x00"))
 	f.Fuzz(func(t *testing.T, stat []byte, target string, maps []byte) {
 		fsys := fstest.MapFS{
-			"proc/1/stat": {Data: stat},
-			"proc/1/maps": {Data: maps},
-			"proc/1/fd/3": link(target),
+			"proc/1/stat":                           {Data: stat},
+			"proc/1/maps":                           {Data: maps},
+			"proc/1/fd/3":                           link(target),
 			"proc/driver/nvidia/gpus/x/information": {Data: append([]byte("Device Minor: "), stat...)},
 		}
 		r := checkpoint.Preflight(fsys, 1)
