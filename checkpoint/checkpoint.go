@@ -12,6 +12,8 @@ package checkpoint
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -64,6 +66,11 @@ func For(b vmm.Backend) Driver {
 	return unsupported{backend: name}
 }
 
+// ErrStopped is a lock refused because the process is stopped (SIGSTOP or a tracer): the
+// driver's lock of a stopped process does not return, whatever its timeout (recorded on an
+// H200, driver 580).
+var ErrStopped = errors.New("the process is stopped")
+
 // ErrState is a call made in a state that does not allow it (locking a process that is
 // not running, ...); the error says which state the process was in.
 var ErrState = errors.New("not allowed in this state")
@@ -89,8 +96,9 @@ func (e *Error) Unwrap() error { return e.Err }
 
 // Process is a CUDA process to checkpoint and restore.
 type Process struct {
-	pid int
-	d   Driver
+	pid  int
+	d    Driver
+	root fs.FS // the machine's root, for /proc
 }
 
 // New returns process pid through driver d.
@@ -98,7 +106,7 @@ func New(d Driver, pid int) (*Process, error) {
 	if d == nil || pid <= 0 {
 		return nil, &Error{Pid: pid, Op: "new", Err: fmt.Errorf("%w: a driver and a process id above 0", vmm.ErrInvalid)}
 	}
-	return &Process{pid: pid, d: d}, nil
+	return &Process{pid: pid, d: d, root: os.DirFS("/")}, nil
 }
 
 // Pid is the process id.
@@ -136,8 +144,12 @@ func (p *Process) step(op string, want, after cu.ProcessState, call func() error
 }
 
 // Lock blocks the process's further CUDA calls, waiting at most timeout for those in
-// flight (0: no limit); it must be running, and stays running after a timeout.
+// flight (0: no limit); it must be running, and stays running after a timeout. A stopped
+// process is refused with ErrStopped, since the driver would never return.
 func (p *Process) Lock(timeout time.Duration) error {
+	if stopped(p.root, p.pid) {
+		return &Error{Pid: p.pid, Op: "lock", Err: fmt.Errorf("%w (SIGSTOP or a tracer): the driver's lock would not return, whatever its timeout; continue it first", ErrStopped)}
+	}
 	return p.step("lock", cu.PROCESS_STATE_RUNNING, cu.PROCESS_STATE_LOCKED, func() error { return p.d.Lock(p.pid, timeout) })
 }
 

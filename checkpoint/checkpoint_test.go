@@ -3,6 +3,7 @@ package checkpoint_test
 import (
 	"errors"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/cuvmm/cuvmm/checkpoint"
@@ -66,7 +67,7 @@ func (f *fake) Unlock(int) error {
 // TestNoSuchProcess: the driver's answer for a process that is not there comes back with
 // the process named, its state unknown.
 func TestNoSuchProcess(t *testing.T) {
-	p, err := checkpoint.New(&fake{}, 1<<23)
+	p, err := newProc(&fake{}, 1<<23)
 	require.NoError(t, err)
 	err = p.Lock(time.Second)
 	require.ErrorIs(t, err, cu.ERROR_OPERATING_SYSTEM)
@@ -75,7 +76,7 @@ func TestNoSuchProcess(t *testing.T) {
 
 func TestCycle(t *testing.T) {
 	f := &fake{}
-	p, err := checkpoint.New(f, 4242)
+	p, err := newProc(f, 4242)
 	require.NoError(t, err)
 	require.NoError(t, p.Lock(time.Second))
 	require.NoError(t, p.Checkpoint())
@@ -102,7 +103,7 @@ func TestWrongStateNeverReachesTheDriver(t *testing.T) {
 		{cu.PROCESS_STATE_FAILED, (*checkpoint.Process).Unlock, "unlock"},
 	} {
 		f := &fake{state: tc.state}
-		p, err := checkpoint.New(f, 77)
+		p, err := newProc(f, 77)
 		require.NoError(t, err)
 		err = tc.call(p)
 		require.ErrorIs(t, err, checkpoint.ErrState, tc.op)
@@ -115,10 +116,33 @@ func TestWrongStateNeverReachesTheDriver(t *testing.T) {
 	}
 }
 
+// newProc is checkpoint.New with a /proc where the process is not stopped (the tests'
+// pids are made up).
+func newProc(d checkpoint.Driver, pid int) (*checkpoint.Process, error) {
+	p, err := checkpoint.New(d, pid)
+	if err == nil {
+		checkpoint.SetRoot(p, fstest.MapFS{})
+	}
+	return p, err
+}
+
+// TestLockStopped: a stopped process is refused before the driver is called, whose lock
+// of a stopped process did not return within 5 minutes with a timeout of 1 s (H200,
+// driver 580).
+func TestLockStopped(t *testing.T) {
+	f := &fake{}
+	p, _ := newProc(f, 200)
+	checkpoint.SetRoot(p, node())
+	err := p.Lock(time.Second)
+	require.ErrorIs(t, err, checkpoint.ErrStopped)
+	assert.Contains(t, err.Error(), "checkpoint: lock pid 200: the process is stopped (SIGSTOP or a tracer)")
+	assert.Empty(t, f.calls)
+}
+
 // TestLockTimeout: the driver's NOT_READY comes back as the error, the process running.
 func TestLockTimeout(t *testing.T) {
 	f := &fake{timeout: true}
-	p, _ := checkpoint.New(f, 9)
+	p, _ := newProc(f, 9)
 	err := p.Lock(10 * time.Millisecond)
 	require.ErrorIs(t, err, cu.ERROR_NOT_READY)
 	s, _ := p.State()
@@ -129,7 +153,7 @@ func TestLockTimeout(t *testing.T) {
 // succeeded is an error.
 func TestStateAfterIsChecked(t *testing.T) {
 	f := &fake{lieAfter: "restore"}
-	p, _ := checkpoint.New(f, 9)
+	p, _ := newProc(f, 9)
 	require.NoError(t, p.Lock(0))
 	require.NoError(t, p.Checkpoint())
 	err := p.Restore()
@@ -142,7 +166,7 @@ func TestStateAfterIsChecked(t *testing.T) {
 func TestSimSaysItNeedsTheDriver(t *testing.T) {
 	s, err := sim.New(sim.PresetH200())
 	require.NoError(t, err)
-	p, err := checkpoint.New(checkpoint.For(s), 123)
+	p, err := newProc(checkpoint.For(s), 123)
 	require.NoError(t, err)
 	err = p.Lock(time.Second)
 	require.ErrorIs(t, err, loader.ErrNotSupported)

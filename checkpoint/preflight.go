@@ -45,22 +45,14 @@ var nvidiaMinorRE = regexp.MustCompile(`^/dev/nvidia(\d+)$`)
 func Preflight(fsys fs.FS, pid int) Report {
 	r := Report{Pid: pid, GPUs: []int{}, GPUUUIDs: []string{}, Hazards: []Hazard{}}
 	dir := path.Join("proc", strconv.Itoa(pid))
-	stat, err := fs.ReadFile(fsys, path.Join(dir, "stat"))
-	if err != nil {
+	var err error
+	if r.Comm, r.State, err = procStat(fsys, pid); err != nil {
 		r.Hazards = append(r.Hazards, Hazard{"no process " + strconv.Itoa(pid) + " (" + err.Error() + ")", "name a running process; in a container, share the host's pid namespace (hostPID)"})
 		return r
 	}
-	// "pid (comm) S ...": comm may hold spaces and parentheses; the state follows the last ')'.
-	s := string(stat)
-	if i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')'); i >= 0 && j > i {
-		r.Comm = s[i+1 : j]
-		if f := strings.Fields(s[j+1:]); len(f) > 0 {
-			r.State = f[0]
-		}
-	}
 	switch r.State {
 	case "T", "t":
-		r.Hazards = append(r.Hazards, Hazard{"the process is stopped (SIGSTOP or a tracer): its CUDA calls cannot finish, so a lock waits for them until its timeout", "continue it (kill -CONT " + strconv.Itoa(pid) + ") and stop it again after the checkpoint if you must"})
+		r.Hazards = append(r.Hazards, Hazard{"the process is stopped (SIGSTOP or a tracer): the driver's lock of a stopped process does not return, whatever its timeout", "continue it (kill -CONT " + strconv.Itoa(pid) + ") before the checkpoint; the lock stops its CUDA calls"})
 	case "Z", "X":
 		r.Hazards = append(r.Hazards, Hazard{"the process has exited", "name a running process"})
 	}
@@ -137,4 +129,27 @@ func uuidsByMinor(fsys fs.FS) map[int]string {
 		}
 	}
 	return m
+}
+
+// procStat reads process pid's name and state letter from /proc/PID/stat: "pid (comm) S
+// ...", where comm may hold spaces and parentheses, so the state follows the last ')'.
+func procStat(fsys fs.FS, pid int) (comm, state string, err error) {
+	stat, err := fs.ReadFile(fsys, path.Join("proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", "", err
+	}
+	s := string(stat)
+	if i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')'); i >= 0 && j > i {
+		comm = s[i+1 : j]
+		if f := strings.Fields(s[j+1:]); len(f) > 0 {
+			state = f[0]
+		}
+	}
+	return comm, state, nil
+}
+
+// stopped says whether process pid is stopped (SIGSTOP) or stopped by a tracer.
+func stopped(fsys fs.FS, pid int) bool {
+	_, state, _ := procStat(fsys, pid)
+	return state == "T" || state == "t"
 }
