@@ -169,3 +169,43 @@ func (p *Process) Restore(pairs ...cu.GPUPair) error {
 func (p *Process) Unlock() error {
 	return p.step("unlock", cu.PROCESS_STATE_LOCKED, cu.PROCESS_STATE_RUNNING, func() error { return p.d.Unlock(p.pid) })
 }
+
+// CompletePairs completes pairs into a permutation of the host's GPUs: each GPU of host
+// that pairs do not move goes, in order, to a GPU no pair moves onto. The driver needs a
+// pair for every GPU the process had (recorded on an H200 with driver 580: a process that
+// saw two GPUs and used one was refused, INVALID_VALUE, with only that one paired, and
+// restored with the two swapped), and a process sees every GPU of the host unless
+// CUDA_VISIBLE_DEVICES says otherwise. Every GPU named must be one of host's, and none
+// twice on either side.
+func CompletePairs(pairs []cu.GPUPair, host []cu.UUID) ([]cu.GPUPair, error) {
+	on := map[cu.UUID]bool{}
+	for _, u := range host {
+		on[u] = true
+	}
+	from, to := map[cu.UUID]bool{}, map[cu.UUID]bool{}
+	for _, p := range pairs {
+		for _, u := range []cu.UUID{p.Old, p.New} {
+			if !on[u] {
+				return nil, fmt.Errorf("%w: %v is not a GPU of this host", vmm.ErrInvalid, u)
+			}
+		}
+		if from[p.Old] || to[p.New] {
+			return nil, fmt.Errorf("%w: %v or %v is named twice", vmm.ErrInvalid, p.Old, p.New)
+		}
+		from[p.Old], to[p.New] = true, true
+	}
+	out := append([]cu.GPUPair(nil), pairs...)
+	var free []cu.UUID
+	for _, u := range host {
+		if !to[u] {
+			free = append(free, u)
+		}
+	}
+	for _, u := range host {
+		if !from[u] {
+			out = append(out, cu.GPUPair{Old: u, New: free[0]})
+			free = free[1:]
+		}
+	}
+	return out, nil
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/loader"
 	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -26,6 +27,10 @@ type fake struct {
 	timeout bool // the next lock times out (CUDA_ERROR_NOT_READY), leaving it running
 	// lieAfter names a call after which State reports failed, whatever the state.
 	lieAfter string
+	// restoreErrs are what the next restores return, in order, leaving the process
+	// checkpointed (recorded: OUT_OF_MEMORY with the device full, then OPERATING_SYSTEM
+	// with the memory free again; INVALID_VALUE for pairs missing a GPU it saw).
+	restoreErrs []cu.Result
 }
 
 func (f *fake) State(pid int) (cu.ProcessState, error) {
@@ -58,6 +63,12 @@ func (f *fake) Checkpoint(int) error {
 	return f.move("checkpoint", cu.PROCESS_STATE_LOCKED, cu.PROCESS_STATE_CHECKPOINTED)
 }
 func (f *fake) Restore(int, []cu.GPUPair) error {
+	if len(f.restoreErrs) > 0 && f.state == cu.PROCESS_STATE_CHECKPOINTED {
+		f.calls = append(f.calls, "restore")
+		r := f.restoreErrs[0]
+		f.restoreErrs = f.restoreErrs[1:]
+		return &cu.Error{Op: "cuCheckpointProcessRestore", Err: r}
+	}
 	return f.move("restore", cu.PROCESS_STATE_CHECKPOINTED, cu.PROCESS_STATE_LOCKED)
 }
 func (f *fake) Unlock(int) error {
@@ -176,4 +187,38 @@ func TestSimSaysItNeedsTheDriver(t *testing.T) {
 	require.Error(t, err)
 	_, err = checkpoint.New(checkpoint.CUDA{}, 0)
 	require.Error(t, err)
+}
+
+func TestCompletePairs(t *testing.T) {
+	g := func(b byte) cu.UUID { return cu.UUID{b} }
+	host := []cu.UUID{g(0), g(1), g(2), g(3)}
+	for _, tc := range []struct {
+		pairs, want []cu.GPUPair
+	}{
+		{nil, []cu.GPUPair{{g(0), g(0)}, {g(1), g(1)}, {g(2), g(2)}, {g(3), g(3)}}},
+		{[]cu.GPUPair{{g(0), g(1)}}, []cu.GPUPair{{g(0), g(1)}, {g(1), g(0)}, {g(2), g(2)}, {g(3), g(3)}}},
+		{[]cu.GPUPair{{g(0), g(3)}, {g(3), g(2)}}, []cu.GPUPair{{g(0), g(3)}, {g(3), g(2)}, {g(1), g(0)}, {g(2), g(1)}}},
+	} {
+		got, err := checkpoint.CompletePairs(tc.pairs, host)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, "%v", tc.pairs)
+	}
+	for _, bad := range [][]cu.GPUPair{{{g(0), g(9)}}, {{g(9), g(0)}}, {{g(0), g(1)}, {g(2), g(1)}}, {{g(0), g(1)}, {g(0), g(2)}}} {
+		_, err := checkpoint.CompletePairs(bad, host)
+		require.ErrorIs(t, err, vmm.ErrInvalid, "%v", bad)
+	}
+}
+
+// TestRestoreRefused: a restore the driver refuses (out of memory, then an OS error on the
+// retry, as recorded) comes back as the driver's error with the state it was in, and the
+// process stays checkpointed.
+func TestRestoreRefused(t *testing.T) {
+	f := &fake{state: cu.PROCESS_STATE_CHECKPOINTED, restoreErrs: []cu.Result{cu.ERROR_OUT_OF_MEMORY, cu.ERROR_OPERATING_SYSTEM}}
+	p, _ := newProc(f, 9)
+	err := p.Restore()
+	require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
+	assert.Contains(t, err.Error(), "checkpoint: restore pid 9 (checkpointed)")
+	require.ErrorIs(t, p.Restore(), cu.ERROR_OPERATING_SYSTEM)
+	s, _ := p.State()
+	assert.Equal(t, cu.PROCESS_STATE_CHECKPOINTED, s)
 }

@@ -20,10 +20,14 @@ type Report struct {
 	// their UUIDs in the same order, from /proc/driver/nvidia/gpus ("" where not found).
 	GPUs     []int    `json:"gpus"`
 	GPUUUIDs []string `json:"gpu_uuids"`
-	// Control counts its /dev/nvidiactl descriptors: the driver's own, and one more for
-	// each VMM allocation it exported as a POSIX descriptor and still holds (the driver
-	// opens every export on /dev/nvidiactl), which cannot be told apart from outside.
+	// Control counts its /dev/nvidiactl descriptors: the driver's own (one, recorded on an
+	// H200 with driver 580, none once checkpointed), and one more for each VMM allocation
+	// it exported or imported as a POSIX descriptor and still holds the descriptor of (the
+	// driver opens every export on /dev/nvidiactl).
 	Control int `json:"nvidiactl_fds"`
+	// Resident is its resident host memory (VmRSS), which holds a checkpointed process's
+	// GPU memory: what a restore needs on the device is at most about this.
+	Resident uint64 `json:"resident_bytes"`
 	// DmaBufs counts its dma-buf descriptors: memory shared with a NIC or another process.
 	DmaBufs int `json:"dma_buf_fds"`
 	// Hazards are what would make a checkpoint fail or lose something, each with its
@@ -56,6 +60,7 @@ func Preflight(fsys fs.FS, pid int) Report {
 	case "Z", "X":
 		r.Hazards = append(r.Hazards, Hazard{"the process has exited", "name a running process"})
 	}
+	r.Resident = resident(fsys, pid)
 	if maps, err := fs.ReadFile(fsys, path.Join(dir, "maps")); err == nil {
 		r.CUDA = strings.Contains(string(maps), "/libcuda.so")
 	}
@@ -93,6 +98,10 @@ func Preflight(fsys fs.FS, pid int) Report {
 	uuids := uuidsByMinor(fsys)
 	for _, g := range r.GPUs {
 		r.GPUUUIDs = append(r.GPUUUIDs, uuids[g])
+	}
+	if r.Control > 1 {
+		r.Hazards = append(r.Hazards, Hazard{strconv.Itoa(r.Control) + " /dev/nvidiactl descriptors where a CUDA process that shares no memory holds 1: VMM memory exported to or imported from another process as POSIX descriptors. A checkpoint splits shared memory: the restored exporter no longer sees the importer's writes, and an importer's restore fails (NOT_SUPPORTED), leaving it checkpointed for good",
+			"stop sharing first (importers unmap and release what they imported and close the descriptors, the exporter closes its own), or checkpoint neither"})
 	}
 	if r.DmaBufs > 0 {
 		r.Hazards = append(r.Hazards, Hazard{strconv.Itoa(r.DmaBufs) + " dma-buf descriptor(s) open: GPU memory shared with a NIC or another process, which the checkpoint cannot take along",
@@ -146,6 +155,22 @@ func procStat(fsys fs.FS, pid int) (comm, state string, err error) {
 		}
 	}
 	return comm, state, nil
+}
+
+// resident is process pid's VmRSS (/proc/PID/status), 0 when unknown.
+func resident(fsys fs.FS, pid int) uint64 {
+	b, err := fs.ReadFile(fsys, path.Join("proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" && f[2] == "kB" {
+			if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil && kb < 1<<50 {
+				return kb << 10
+			}
+		}
+	}
+	return 0
 }
 
 // stopped says whether process pid is stopped (SIGSTOP) or stopped by a tracer.

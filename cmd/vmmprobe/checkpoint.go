@@ -10,6 +10,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/checkpoint"
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 )
 
 func takesPid(command string) bool {
@@ -61,18 +62,7 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 		rep.OK = err == nil
 		rep.Diagnosis = "checkpointed: its GPU memory is in host memory, its GPUs released; restore it with vmmprobe restore " + strconv.Itoa(opts.pid)
 	case cmdRestore:
-		var p *checkpoint.Process
-		var pairs []cu.GPUPair
-		if pairs, err = restorePairs(opts.toGPU, rep.Process); err == nil {
-			rep.Pairs = pairStrings(pairs)
-			if p, err = checkpoint.New(checkpoint.For(sel.backend()), opts.pid); err == nil {
-				if err = step("restore", func() error { return p.Restore(pairs...) }); err == nil {
-					err = step("unlock", p.Unlock)
-				}
-			}
-		}
-		rep.OK = err == nil
-		rep.Diagnosis = "restored and running"
+		err = runRestore(sel, opts, &rep, step)
 	}
 	if err != nil {
 		rep.Error = err.Error()
@@ -126,53 +116,146 @@ func renderCheckpoint(r *checkpointReport) string {
 	return b.String()
 }
 
-// parseToGPU reads --to-gpu: one UUID (to), or OLD=NEW pairs separated by commas.
-func parseToGPU(spec string) (to *cu.UUID, pairs []cu.GPUPair, err error) {
+// runRestore restores opts.pid onto the GPUs --to-gpu names (completed with the host's
+// other GPUs when the driver wants every GPU paired) after checking that the GPUs it goes
+// to have the memory: on the real driver a restore refused for lack of memory could not be
+// retried (H200, driver 580: OPERATING_SYSTEM, the process checkpointed for good).
+func runRestore(sel *opened, opts options, rep *checkpointReport, step func(string, func() error) error) error {
+	pairs, err := parseToGPU(opts.toGPU)
+	if err != nil {
+		return err
+	}
+	b := sel.backend()
+	var completed []cu.GPUPair
+	if b.Name() == "cuda" { // the simulator has no checkpoint: its Restore says so
+		devs, err := cudaDevices()
+		if err != nil {
+			return err
+		}
+		var h *checkpoint.Hazard
+		if completed, h, err = restorePlan(pairs, rep.Process, devs); err != nil {
+			return err
+		}
+		if h != nil {
+			rep.Process.Hazards = append(rep.Process.Hazards, *h)
+			rep.Diagnosis = "refused: the GPUs it goes to may lack the memory; fix that first"
+			return nil
+		}
+	}
+	rep.Pairs = pairStrings(pairs)
+	p, err := checkpoint.New(checkpoint.For(b), opts.pid)
+	if err != nil {
+		return err
+	}
+	err = step("restore", func() error { return p.Restore(pairs...) })
+	if errors.Is(err, cu.ERROR_INVALID_VALUE) && len(pairs) > 0 && len(completed) > len(pairs) {
+		rep.Pairs = pairStrings(completed)
+		err = step("restore, every GPU paired", func() error { return p.Restore(completed...) })
+	}
+	if err == nil {
+		err = step("unlock", p.Unlock)
+	}
+	rep.OK = err == nil
+	rep.Diagnosis = "restored and running"
+	return err
+}
+
+// device is a CUDA device of this host: its UUID and free memory.
+type device struct {
+	UUID cu.UUID
+	Free uint64
+}
+
+// cudaDevices lists the CUDA devices with their free memory, each from a primary context
+// made for the question and released (one kept would take memory from the restore).
+func cudaDevices() ([]device, error) {
+	n, err := cu.DeviceCount()
+	if err != nil {
+		return nil, err
+	}
+	devs := make([]device, n)
+	for i := range devs {
+		d, err := cu.DeviceGet(i)
+		if err != nil {
+			return nil, err
+		}
+		if devs[i].UUID, err = d.UUID(); err != nil {
+			return nil, err
+		}
+		c, err := d.Primary()
+		if err != nil {
+			return nil, err
+		}
+		devs[i].Free, _, err = c.MemGetInfo()
+		if err = errors.Join(err, c.Release()); err != nil {
+			return nil, err
+		}
+	}
+	return devs, nil
+}
+
+// restorePlan completes pairs with the host's other GPUs (see checkpoint.CompletePairs)
+// and says whether the GPUs the process goes to (all of them without pairs, the process's
+// own being unknown once checkpointed) have less free memory in all than the process's
+// resident memory, which holds its checkpoint.
+func restorePlan(pairs []cu.GPUPair, proc checkpoint.Report, devs []device) ([]cu.GPUPair, *checkpoint.Hazard, error) {
+	host := make([]cu.UUID, len(devs))
+	free := map[cu.UUID]uint64{}
+	for i, d := range devs {
+		host[i], free[d.UUID] = d.UUID, d.Free
+	}
+	var completed []cu.GPUPair
+	targets := host
+	if len(pairs) > 0 {
+		var err error
+		if completed, err = checkpoint.CompletePairs(pairs, host); err != nil {
+			return nil, nil, err
+		}
+		targets = nil
+		for _, p := range pairs {
+			targets = append(targets, p.New)
+		}
+	}
+	var sum uint64
+	for _, u := range targets {
+		sum += free[u]
+	}
+	if proc.Resident > sum {
+		return completed, &checkpoint.Hazard{
+			What: fmt.Sprintf("the GPUs it goes to have %s free in all, and the process holds %s of host memory, its checkpoint among it: a restore refused for lack of memory could not be retried (the process stayed checkpointed for good)",
+				units.Size(sum), units.Size(proc.Resident)),
+			Remedy: "free device memory, or restore it onto other GPUs (--to-gpu OLD=NEW)"}, nil
+	}
+	return completed, nil, nil
+}
+
+// parseToGPU reads --to-gpu: OLD=NEW pairs of GPU UUIDs, separated by commas.
+func parseToGPU(spec string) ([]cu.GPUPair, error) {
 	if spec == "" {
-		return nil, nil, nil
+		return nil, nil
 	}
-	if !strings.Contains(spec, "=") {
-		u, err := cu.ParseUUID(spec)
-		return &u, nil, err
-	}
+	var pairs []cu.GPUPair
 	for _, p := range strings.Split(spec, ",") {
 		o, n, ok := strings.Cut(p, "=")
 		if !ok {
-			return nil, nil, fmt.Errorf("%q is not OLD=NEW", p)
+			return nil, fmt.Errorf("%q is not OLD=NEW (the driver needs the GPU the process had: a checkpointed process shows none)", p)
 		}
 		old, err := cu.ParseUUID(strings.TrimSpace(o))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		new, err := cu.ParseUUID(strings.TrimSpace(n))
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for _, q := range pairs {
-			if q.Old == old {
-				return nil, nil, fmt.Errorf("%v is named twice", old)
+			if q.Old == old || q.New == new {
+				return nil, fmt.Errorf("%v or %v is named twice", old, new)
 			}
 		}
 		pairs = append(pairs, cu.GPUPair{Old: old, New: new})
 	}
-	return nil, pairs, nil
-}
-
-// restorePairs are the driver's pairs for --to-gpu: as given, or for a single UUID the
-// one GPU the process has open (its preflight) paired with it.
-func restorePairs(spec string, proc checkpoint.Report) ([]cu.GPUPair, error) {
-	to, pairs, err := parseToGPU(spec)
-	if err != nil || to == nil {
-		return pairs, err
-	}
-	if len(proc.GPUUUIDs) != 1 || proc.GPUUUIDs[0] == "" {
-		return nil, fmt.Errorf("--to-gpu %s: the GPU the process used cannot be told from here (it has %d GPU files open); name it: --to-gpu OLD=NEW", to, len(proc.GPUs))
-	}
-	old, err := cu.ParseUUID(proc.GPUUUIDs[0])
-	if err != nil {
-		return nil, err
-	}
-	return []cu.GPUPair{{Old: old, New: *to}}, nil
+	return pairs, nil
 }
 
 func pairStrings(pairs []cu.GPUPair) []string {

@@ -101,8 +101,9 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 	fs.BoolVar(&opts.gfdClique, "label-nvidia-clique", false, "-o labels: also write nvidia.com/gpu.clique (the value of cuvmm.io/gpu.clique),\n"+
 		"for nodes where neither GPU feature discovery nor the NVIDIA DRA driver sets it")
 	opts.pair.register(fs)
-	fs.StringVar(&opts.toGPU, "to-gpu", "", "restore: bring the process back on other GPUs: `uuid` (the one GPU it used\n"+
-		"goes there) or OLD=NEW,... naming every GPU it used (UUIDs as nvidia-smi -L prints)")
+	fs.StringVar(&opts.toGPU, "to-gpu", "", "restore: bring the process back on other GPUs, `OLD=NEW,...` (GPU UUIDs as\n"+
+		"nvidia-smi -L prints them); the host's GPUs not named are paired with the rest in\n"+
+		"order when the driver wants every GPU paired")
 	usage := func(format string, a ...any) (options, int) {
 		fmt.Fprintf(stderr, "vmmprobe: "+format+"\n", a...)
 		fmt.Fprintln(stderr, "Run 'vmmprobe --help' for usage.")
@@ -228,7 +229,7 @@ func validateOptions(opts options, set map[string]bool, require string, usage fu
 	if err := opts.pair.check(opts.command, set); err != nil {
 		return usage("%v", err)
 	}
-	if _, _, err := parseToGPU(opts.toGPU); err != nil {
+	if _, err := parseToGPU(opts.toGPU); err != nil {
 		return usage("--to-gpu %q: %v", opts.toGPU, err)
 	}
 	if set["label-ttl"] && opts.format != formatLabels {
