@@ -262,8 +262,9 @@ func (c *Cache) reserveRoom(n, slot int) (dropped bool, err error) {
 }
 
 // commitLocked commits pages mapped..mapped+n-1 of slot in every plane, as one
-// transaction: for each plane the allocations are created and mapped one after another
-// and get their access in one call; on any failure nothing of the n page indices stays.
+// transaction: for each plane the allocations are created, mapped one after another, get
+// their access in one call and lose their own references (the driver's calls in the order
+// C makes them); on any failure nothing of the n page indices stays.
 // The caller holds c.mu, which is released around the driver calls (the slot is busy).
 func (c *Cache) commitLocked(slot, n int, step bool) error {
 	s := &c.slots[slot]
@@ -275,7 +276,6 @@ func (c *Cache) commitLocked(slot, n int, step bool) error {
 	c.mu.Unlock()
 	_ = c.pending.Retry()
 	tx := c.m.Begin(&c.pending)
-	var made []*vmm.Allocation
 	err := func() error {
 		off := uint64(slot)*c.slotSz + uint64(first)*c.page
 		for _, r := range c.planes {
@@ -294,9 +294,14 @@ func (c *Cache) commitLocked(slot, n int, step bool) error {
 				}
 				allocs[i] = a
 			}
-			made = append(made, allocs...)
 			if _, err := tx.MapAll(r, off, c.access, allocs...); err != nil {
 				return err
+			}
+			// The mappings hold the memory: the allocations' own references go now, so
+			// that an unmap (a rollback's included) frees it; a rollback's release of them
+			// again does nothing. A release the driver refuses is retried at Close.
+			for _, a := range allocs {
+				_ = c.pending.Do("release of a page's reference", a.Close)
 			}
 		}
 		return nil
@@ -305,11 +310,6 @@ func (c *Cache) commitLocked(slot, n int, step bool) error {
 		err = tx.Rollback(err)
 	} else {
 		tx.Commit()
-		// The mappings hold the memory: the allocations' own references go, so that an
-		// unmap frees it. A release the driver refuses is retried at Close.
-		for _, a := range made {
-			_ = c.pending.Do("release of a page's reference", a.Close)
-		}
 	}
 	c.mu.Lock()
 	if err == nil {
