@@ -3,6 +3,7 @@ package cgo
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,12 +12,13 @@ import (
 )
 
 // BenchmarkKVCommitAB compares vmm/kv's commit of one page index across 64 planes (2 MiB
-// pages: 64 creates, maps, set-access calls and releases) with C making the same calls
-// (bench/c/kvcommit.c's loop), in one process, alternating page index by page index (each
-// iteration a different one goes first), so that the driver's drift falls on both alike.
-// After every 64 page indices both unmap them, untimed. Prints
+// pages: 64 creates, maps, set-access calls and releases) with C making the same calls in
+// one C loop, and with a plain cgo binding making them one cgo call each, in one process,
+// rotating page index by page index (each iteration another one goes first), so that the
+// driver's drift falls on all alike. After every 64 page indices all unmap them, untimed.
+// Prints the medians and the medians of the per-page-index ratios over C:
 //
-//	kv-commit-ab c-median-ms <x> go-median-ms <x> median-paired-ratio <x> n <n>
+//	kv-commit-ab c-median-ms <x> go-median-ms <x> median-paired-ratio <x> cgo-median-ms <x> cgo-paired-ratio <x> n <n>
 func BenchmarkKVCommitAB(b *testing.B) {
 	load(b)
 	if err := ABLoad(); err != nil {
@@ -36,27 +38,51 @@ func BenchmarkKVCommitAB(b *testing.B) {
 	}
 	defer c.Close()
 	bind := Binding{}
-	var cp []uint64
-	for range planes {
+	var cp, bp []uint64 // the C loop's planes, the cgo binding's
+	for range 2 * planes {
 		va, err := bind.Reserve(slot * slots)
 		if err != nil {
 			b.Fatal(err)
 		}
-		cp = append(cp, va)
+		if len(cp) < planes {
+			cp = append(cp, va)
+		} else {
+			bp = append(bp, va)
+		}
 	}
+	all := slices.Concat(cp, bp)
 	defer func() {
-		for _, va := range cp {
+		for _, va := range all {
 			_ = bind.Free(va, slot*slots)
 		}
 	}()
-	var cs, gs, ratios []float64
+	viaCgo := func(off uint64) (int64, error) {
+		t0 := time.Now()
+		for _, va := range bp {
+			h, err := bind.Create(page)
+			if err != nil {
+				return 0, err
+			}
+			if err := bind.Map(va+off, page, h); err != nil {
+				return 0, err
+			}
+			if err := bind.SetAccess(va+off, page); err != nil {
+				return 0, err
+			}
+			if err := bind.Release(h); err != nil {
+				return 0, err
+			}
+		}
+		return time.Since(t0).Nanoseconds(), nil
+	}
+	var cs, gs, bs, ratios, bratios []float64
 	for i := range b.N {
 		s := i % slots
 		if s == 0 && i > 0 {
 			b.StopTimer()
 			for k := range slots {
 				_ = c.Release(k)
-				for _, va := range cp {
+				for _, va := range all {
 					if err := bind.Unmap(va+uint64(k)*slot, page); err != nil {
 						b.Fatal(err)
 					}
@@ -67,30 +93,32 @@ func BenchmarkKVCommitAB(b *testing.B) {
 			}
 			b.StartTimer()
 		}
-		var ct, gt int64
-		cFirst := i%2 == 0
-		for w := range 2 {
-			if (w == 0) == cFirst {
-				if ct, err = CKVCommit(cp, page, uint64(s)*slot); err != nil {
-					b.Fatal(err)
-				}
-			} else {
+		var ct, gt, bt int64
+		for w := range 3 {
+			switch (w + i) % 3 {
+			case 0:
+				ct, err = CKVCommit(cp, page, uint64(s)*slot)
+			case 1:
 				t0 := time.Now()
-				if err := c.Ensure(s, 1); err != nil {
-					b.Fatal(err)
-				}
+				err = c.Ensure(s, 1)
 				gt = time.Since(t0).Nanoseconds()
+			case 2:
+				bt, err = viaCgo(uint64(s) * slot)
+			}
+			if err != nil {
+				b.Fatal(err)
 			}
 		}
-		cs, gs = append(cs, float64(ct)/1e6), append(gs, float64(gt)/1e6)
-		ratios = append(ratios, float64(gt)/float64(ct))
+		cs, gs, bs = append(cs, float64(ct)/1e6), append(gs, float64(gt)/1e6), append(bs, float64(bt)/1e6)
+		ratios, bratios = append(ratios, float64(gt)/float64(ct)), append(bratios, float64(bt)/float64(ct))
 	}
 	b.StopTimer()
 	for k := range min(b.N, slots) {
-		for _, va := range cp {
+		for _, va := range all {
 			_ = bind.Unmap(va+uint64(k)*slot, page)
 		}
 	}
-	fmt.Printf("kv-commit-ab c-median-ms %.3f go-median-ms %.3f median-paired-ratio %.3f n %d\n", median(cs), median(gs), median(ratios), len(ratios))
+	fmt.Printf("kv-commit-ab c-median-ms %.3f go-median-ms %.3f median-paired-ratio %.3f cgo-median-ms %.3f cgo-paired-ratio %.3f n %d\n",
+		median(cs), median(gs), median(ratios), median(bs), median(bratios), len(ratios))
 	b.ReportMetric(median(ratios), "go/c")
 }
