@@ -15,8 +15,11 @@
 // Committing is the driver's cost, about 60 µs per plane on an H200 (4 ms for a page index
 // of 64 planes, from C as from Go), so the step path must not do it: with Options.Ahead,
 // a committer goroutine keeps that many pages mapped past each active slot's tokens and in
-// each free slot, and Ensure then only records the tokens. When the committer is behind,
-// Ensure waits for it or commits itself; Stats says how often and for how long.
+// each free slot, and Ensure then only reads the slot (and records its pages when they
+// change); the committer looks every 5 ms whether a slot came within Ahead of its mapped
+// pages, rather than being woken, which would cost the step path microseconds. When the
+// committer is behind, Ensure waits for it or commits itself; Stats says how often and
+// for how long.
 //
 // Release ends a slot's request without unmapping anything: the next request of the slot
 // reuses its pages (deferred reclamation); the committer gives back what a free slot holds
