@@ -125,6 +125,7 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 		{"ipc", testIPC},
 		{"copy", testCopy},
 		{"limits", testLimits},
+		{"planes", testPlanes},
 		{"sweep", testSweep},
 		{"edges", testEdges},
 		{"walk", testWalk},
