@@ -191,19 +191,20 @@ func TestSimSaysItNeedsTheDriver(t *testing.T) {
 
 func TestCompletePairs(t *testing.T) {
 	g := func(b byte) cu.UUID { return cu.UUID{b} }
+	pair := func(o, n byte) cu.GPUPair { return cu.GPUPair{Old: g(o), New: g(n)} }
 	host := []cu.UUID{g(0), g(1), g(2), g(3)}
 	for _, tc := range []struct {
 		pairs, want []cu.GPUPair
 	}{
-		{nil, []cu.GPUPair{{g(0), g(0)}, {g(1), g(1)}, {g(2), g(2)}, {g(3), g(3)}}},
-		{[]cu.GPUPair{{g(0), g(1)}}, []cu.GPUPair{{g(0), g(1)}, {g(1), g(0)}, {g(2), g(2)}, {g(3), g(3)}}},
-		{[]cu.GPUPair{{g(0), g(3)}, {g(3), g(2)}}, []cu.GPUPair{{g(0), g(3)}, {g(3), g(2)}, {g(1), g(0)}, {g(2), g(1)}}},
+		{nil, []cu.GPUPair{pair(0, 0), pair(1, 1), pair(2, 2), pair(3, 3)}},
+		{[]cu.GPUPair{pair(0, 1)}, []cu.GPUPair{pair(0, 1), pair(1, 0), pair(2, 2), pair(3, 3)}},
+		{[]cu.GPUPair{pair(0, 3), pair(3, 2)}, []cu.GPUPair{pair(0, 3), pair(3, 2), pair(1, 0), pair(2, 1)}},
 	} {
 		got, err := checkpoint.CompletePairs(tc.pairs, host)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, got, "%v", tc.pairs)
 	}
-	for _, bad := range [][]cu.GPUPair{{{g(0), g(9)}}, {{g(9), g(0)}}, {{g(0), g(1)}, {g(2), g(1)}}, {{g(0), g(1)}, {g(0), g(2)}}} {
+	for _, bad := range [][]cu.GPUPair{{pair(0, 9)}, {pair(9, 0)}, {pair(0, 1), pair(2, 1)}, {pair(0, 1), pair(0, 2)}} {
 		_, err := checkpoint.CompletePairs(bad, host)
 		require.ErrorIs(t, err, vmm.ErrInvalid, "%v", bad)
 	}
