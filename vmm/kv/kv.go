@@ -43,7 +43,7 @@ type Stats struct {
 	Bytes         uint64 // device memory held
 	Commits       int    // page indices committed in all, by the committer and on the step path
 	StepCommits   int    // page indices Ensure had to commit itself
-	StepCalls     int    // driver calls Ensure made (create, map and set-access)
+	StepCalls     int    // driver calls Ensure made (create, map, set-access and release)
 	StepWaits     int    // Ensure calls that waited on the committer or committed
 	StepWaitTotal time.Duration
 	StepWaitMax   time.Duration
@@ -325,7 +325,7 @@ func (c *Cache) commitLocked(slot, n int, step bool) error {
 	c.stats.Bytes += uint64(n) * c.bytesPerIndex()
 	if step {
 		c.stats.StepCommits += n
-		c.stats.StepCalls += c.g.Planes * (2*n + 1)
+		c.stats.StepCalls += c.g.Planes * (3*n + 1)
 	}
 	return nil
 }
