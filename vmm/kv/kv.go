@@ -452,13 +452,15 @@ func (c *Cache) anyBusy() bool {
 }
 
 // Trim gives back the pages no slot uses: past each active slot's tokens (and the pages
-// the committer keeps ahead), and all of a free slot's.
+// the committer keeps ahead), and all of a free slot's. The committer then maps the pages
+// it keeps ahead again (Options.Limit is what caps the memory held).
 func (c *Cache) Trim() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {
 		return fail("trim", "", vmm.ErrClosed)
 	}
+	defer c.kick() // the committer maps the pages it keeps ahead again
 	return fail("trim", "", c.trimLocked(-1))
 }
 

@@ -185,3 +185,15 @@ func TestRegressPlaneAfterClose(t *testing.T) {
 	require.NoError(t, c.Close())
 	assert.NotPanics(t, func() { _ = c.Plane(0) })
 }
+
+// TestTrimRefillsAhead (review): after Trim the committer maps the pages it keeps ahead
+// again, so that a new request on a free slot finds its page.
+func TestTrimRefillsAhead(t *testing.T) {
+	_, _, c := newCache(t, kv.Options{Ahead: 2})
+	require.NoError(t, c.Ready())
+	require.Equal(t, 8, c.Stats().Pages)
+	require.NoError(t, c.Trim())
+	assert.Eventually(t, func() bool { return c.Stats().Pages == 8 }, 2*time.Second, 5*time.Millisecond,
+		"two pages ahead in each of the four free slots again, without a call to wake the committer")
+	require.NoError(t, c.Close())
+}
