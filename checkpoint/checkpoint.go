@@ -147,7 +147,7 @@ func (p *Process) step(op string, want, after cu.ProcessState, call func() error
 // flight (0: no limit); it must be running, and stays running after a timeout. A stopped
 // process is refused with ErrStopped, since the driver would never return.
 func (p *Process) Lock(timeout time.Duration) error {
-	if stopped(p.root, p.pid) {
+	if stopped(p.root, p.pid) { // (a stop between here and the driver's call still hangs it)
 		return &Error{Pid: p.pid, Op: "lock", Err: fmt.Errorf("%w (SIGSTOP or a tracer): the driver's lock would not return, whatever its timeout; continue it first", ErrStopped)}
 	}
 	return p.step("lock", cu.PROCESS_STATE_RUNNING, cu.PROCESS_STATE_LOCKED, func() error { return p.d.Lock(p.pid, timeout) })
@@ -171,15 +171,18 @@ func (p *Process) Unlock() error {
 }
 
 // CompletePairs completes pairs into a permutation of the host's GPUs: each GPU of host
-// that pairs do not move goes, in order, to a GPU no pair moves onto. The driver needs a
-// pair for every GPU the process had (recorded on an H200 with driver 580: a process that
-// saw two GPUs and used one was refused, INVALID_VALUE, with only that one paired, and
-// restored with the two swapped), and a process sees every GPU of the host unless
-// CUDA_VISIBLE_DEVICES says otherwise. Every GPU named must be one of host's, and none
-// twice on either side.
+// that pairs do not move stays where it is when no pair moves a GPU onto it, and the rest
+// go, in order, to the GPUs left. The driver needs a pair for every GPU the process had
+// (recorded on an H200 with driver 580: a process that saw two GPUs and used one was
+// refused, INVALID_VALUE, with only that one paired, and restored with the two swapped),
+// and a process sees every GPU of the host unless CUDA_VISIBLE_DEVICES says otherwise.
+// Every GPU named must be one of host's, and none twice on either side.
 func CompletePairs(pairs []cu.GPUPair, host []cu.UUID) ([]cu.GPUPair, error) {
 	on := map[cu.UUID]bool{}
 	for _, u := range host {
+		if on[u] {
+			return nil, fmt.Errorf("%w: the host's GPU %v is listed twice", vmm.ErrInvalid, u)
+		}
 		on[u] = true
 	}
 	from, to := map[cu.UUID]bool{}, map[cu.UUID]bool{}
@@ -195,16 +198,24 @@ func CompletePairs(pairs []cu.GPUPair, host []cu.UUID) ([]cu.GPUPair, error) {
 		from[p.Old], to[p.New] = true, true
 	}
 	out := append([]cu.GPUPair(nil), pairs...)
-	var free []cu.UUID
+	var moved []cu.UUID // GPUs no pair moves whose place a pair took
 	for _, u := range host {
-		if !to[u] {
-			free = append(free, u)
+		switch {
+		case from[u]:
+		case !to[u]:
+			out = append(out, cu.GPUPair{Old: u, New: u})
+			to[u] = true
+		default:
+			moved = append(moved, u)
 		}
 	}
 	for _, u := range host {
-		if !from[u] {
-			out = append(out, cu.GPUPair{Old: u, New: free[0]})
-			free = free[1:]
+		if len(moved) == 0 {
+			break
+		}
+		if !to[u] {
+			out = append(out, cu.GPUPair{Old: moved[0], New: u})
+			moved = moved[1:]
 		}
 	}
 	return out, nil

@@ -113,7 +113,7 @@ func transcript(t testing.TB, what string, err error) { t.Logf("transcript: %s: 
 
 func preflight(t testing.TB, pid int, when string) checkpoint.Report {
 	r := checkpoint.Preflight(os.DirFS("/"), pid)
-	t.Logf("preflight %s: state %s, CUDA %v, GPUs %v, nvidiactl %d, dma-bufs %d, hazards %v", when, r.State, r.CUDA, r.GPUs, r.Control, r.DmaBufs, r.Hazards)
+	t.Logf("preflight %s: state %s, CUDA %v, GPUs %v %v, nvidiactl %d, dma-bufs %d, resident %d MiB, hazards %v, warnings %v", when, r.State, r.CUDA, r.GPUs, r.GPUUUIDs, r.Control, r.DmaBufs, r.Resident>>20, r.Hazards, r.Warnings)
 	return r
 }
 
@@ -359,7 +359,7 @@ func TestGPUCheckpointExporter(t *testing.T) {
 	for _, pid := range []int{k.pid(), importer} {
 		r := preflight(t, pid, "of a process sharing memory")
 		assert.Equal(t, 2, r.Control, "its own /dev/nvidiactl and the exported or imported memory's")
-		assert.NotEmpty(t, r.Hazards)
+		assert.NotEmpty(t, r.Warnings)
 	}
 	// The exporter: checkpointed and restored, it no longer shares the memory.
 	p, err := checkpoint.New(checkpoint.CUDA{}, k.pid())

@@ -197,8 +197,9 @@ func TestCompletePairs(t *testing.T) {
 		pairs, want []cu.GPUPair
 	}{
 		{nil, []cu.GPUPair{pair(0, 0), pair(1, 1), pair(2, 2), pair(3, 3)}},
-		{[]cu.GPUPair{pair(0, 1)}, []cu.GPUPair{pair(0, 1), pair(1, 0), pair(2, 2), pair(3, 3)}},
-		{[]cu.GPUPair{pair(0, 3), pair(3, 2)}, []cu.GPUPair{pair(0, 3), pair(3, 2), pair(1, 0), pair(2, 1)}},
+		{[]cu.GPUPair{pair(0, 1)}, []cu.GPUPair{pair(0, 1), pair(2, 2), pair(3, 3), pair(1, 0)}},
+		// GPU 1 is not named and nothing moves onto it: it stays.
+		{[]cu.GPUPair{pair(0, 3), pair(3, 2)}, []cu.GPUPair{pair(0, 3), pair(3, 2), pair(1, 1), pair(2, 0)}},
 	} {
 		got, err := checkpoint.CompletePairs(tc.pairs, host)
 		require.NoError(t, err)
@@ -208,6 +209,8 @@ func TestCompletePairs(t *testing.T) {
 		_, err := checkpoint.CompletePairs(bad, host)
 		require.ErrorIs(t, err, vmm.ErrInvalid, "%v", bad)
 	}
+	_, err := checkpoint.CompletePairs([]cu.GPUPair{pair(1, 0)}, []cu.UUID{g(0), g(0), g(1)})
+	require.ErrorIs(t, err, vmm.ErrInvalid, "a host listing a GPU twice")
 }
 
 // TestRestoreRefused: a restore the driver refuses (out of memory, then an OS error on the

@@ -25,14 +25,18 @@ type Report struct {
 	// it exported or imported as a POSIX descriptor and still holds the descriptor of (the
 	// driver opens every export on /dev/nvidiactl).
 	Control int `json:"nvidiactl_fds"`
-	// Resident is its resident host memory (VmRSS), which holds a checkpointed process's
-	// GPU memory: what a restore needs on the device is at most about this.
+	// Resident is its anonymous and shared resident host memory (RssAnon + RssShmem, not
+	// the file pages VmRSS counts too), which holds a checkpointed process's GPU memory:
+	// what a restore needs on the device is at most about this.
 	Resident uint64 `json:"resident_bytes"`
 	// DmaBufs counts its dma-buf descriptors: memory shared with a NIC or another process.
 	DmaBufs int `json:"dma_buf_fds"`
 	// Hazards are what would make a checkpoint fail or lose something, each with its
 	// remedy; none for a process that can be checkpointed as far as can be told.
 	Hazards []Hazard `json:"hazards"`
+	// Warnings are signs of a hazard that other causes give too (NVML, for one, opens
+	// /dev/nvidiactl as well): worth a look, not a reason to refuse.
+	Warnings []Hazard `json:"warnings"`
 }
 
 // Hazard is one reason a checkpoint may fail, and what to do about it.
@@ -47,12 +51,15 @@ var nvidiaMinorRE = regexp.MustCompile(`^/dev/nvidia(\d+)$`)
 // production): whether it exists and runs, whether it is a CUDA process, which GPUs it has
 // open, and whether it holds descriptors that share GPU memory. It reads only.
 func Preflight(fsys fs.FS, pid int) Report {
-	r := Report{Pid: pid, GPUs: []int{}, GPUUUIDs: []string{}, Hazards: []Hazard{}}
+	r := Report{Pid: pid, GPUs: []int{}, GPUUUIDs: []string{}, Hazards: []Hazard{}, Warnings: []Hazard{}}
 	dir := path.Join("proc", strconv.Itoa(pid))
 	var err error
 	if r.Comm, r.State, err = procStat(fsys, pid); err != nil {
 		r.Hazards = append(r.Hazards, Hazard{"no process " + strconv.Itoa(pid) + " (" + err.Error() + ")", "name a running process; in a container, share the host's pid namespace (hostPID)"})
 		return r
+	}
+	if r.State != "Z" && r.State != "X" && stopped(fsys, pid) {
+		r.State = "T"
 	}
 	switch r.State {
 	case "T", "t":
@@ -100,8 +107,8 @@ func Preflight(fsys fs.FS, pid int) Report {
 		r.GPUUUIDs = append(r.GPUUUIDs, uuids[g])
 	}
 	if r.Control > 1 {
-		r.Hazards = append(r.Hazards, Hazard{strconv.Itoa(r.Control) + " /dev/nvidiactl descriptors where a CUDA process that shares no memory holds 1: VMM memory exported to or imported from another process as POSIX descriptors. A checkpoint splits shared memory: the restored exporter no longer sees the importer's writes, and an importer's restore fails (NOT_SUPPORTED), leaving it checkpointed for good",
-			"stop sharing first (importers unmap and release what they imported and close the descriptors, the exporter closes its own), or checkpoint neither"})
+		r.Warnings = append(r.Warnings, Hazard{strconv.Itoa(r.Control) + " /dev/nvidiactl descriptors where a CUDA process that shares no memory holds 1 (NVML opens one too): VMM memory exported to or imported from another process as POSIX descriptors would be split by a checkpoint, the restored exporter no longer seeing the importer's writes, and an importer's restore fails (NOT_SUPPORTED), leaving it checkpointed for good",
+			"if it shares memory, stop first (importers unmap and release what they imported and close the descriptors, the exporter closes its own), or checkpoint neither"})
 	}
 	if r.DmaBufs > 0 {
 		r.Hazards = append(r.Hazards, Hazard{strconv.Itoa(r.DmaBufs) + " dma-buf descriptor(s) open: GPU memory shared with a NIC or another process, which the checkpoint cannot take along",
@@ -140,41 +147,65 @@ func uuidsByMinor(fsys fs.FS) map[int]string {
 	return m
 }
 
-// procStat reads process pid's name and state letter from /proc/PID/stat: "pid (comm) S
-// ...", where comm may hold spaces and parentheses, so the state follows the last ')'.
+// procStat reads process pid's name and state letter from /proc/PID/stat.
 func procStat(fsys fs.FS, pid int) (comm, state string, err error) {
 	stat, err := fs.ReadFile(fsys, path.Join("proc", strconv.Itoa(pid), "stat"))
 	if err != nil {
 		return "", "", err
 	}
-	s := string(stat)
+	comm, state = statFields(string(stat))
+	return comm, state, nil
+}
+
+// statFields reads "pid (comm) S ...": comm may hold spaces and parentheses, so the state
+// follows the last ')'.
+func statFields(s string) (comm, state string) {
 	if i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')'); i >= 0 && j > i {
 		comm = s[i+1 : j]
 		if f := strings.Fields(s[j+1:]); len(f) > 0 {
 			state = f[0]
 		}
 	}
-	return comm, state, nil
+	return comm, state
 }
 
-// resident is process pid's VmRSS (/proc/PID/status), 0 when unknown.
+// resident is process pid's RssAnon + RssShmem (/proc/PID/status), 0 when unknown.
 func resident(fsys fs.FS, pid int) uint64 {
 	b, err := fs.ReadFile(fsys, path.Join("proc", strconv.Itoa(pid), "status"))
 	if err != nil {
 		return 0
 	}
+	var sum uint64
 	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" && f[2] == "kB" {
-			if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil && kb < 1<<50 {
-				return kb << 10
+		if f := strings.Fields(l); len(f) == 3 && (f[0] == "RssAnon:" || f[0] == "RssShmem:") && f[2] == "kB" {
+			if kb, err := strconv.ParseUint(f[1], 10, 64); err == nil && kb < 1<<40 {
+				sum += kb << 10
 			}
 		}
 	}
-	return 0
+	return sum
 }
 
-// stopped says whether process pid is stopped (SIGSTOP) or stopped by a tracer.
+// stopped says whether process pid, or one of its threads, is stopped (SIGSTOP) or
+// stopped by a tracer: the threads' /proc/PID/task/TID/stat, the leader's alone when
+// they cannot be read.
 func stopped(fsys fs.FS, pid int) bool {
-	_, state, _ := procStat(fsys, pid)
-	return state == "T" || state == "t"
+	isStopped := func(state string) bool { return state == "T" || state == "t" }
+	tasks, err := fs.ReadDir(fsys, path.Join("proc", strconv.Itoa(pid), "task"))
+	if err != nil || len(tasks) == 0 {
+		_, state, _ := procStat(fsys, pid)
+		return isStopped(state)
+	}
+	for _, t := range tasks {
+		if tid, err := strconv.Atoi(t.Name()); err == nil && tid > 0 {
+			b, err := fs.ReadFile(fsys, path.Join("proc", strconv.Itoa(pid), "task", t.Name(), "stat"))
+			if err != nil {
+				continue
+			}
+			if _, state := statFields(string(b)); isStopped(state) {
+				return true
+			}
+		}
+	}
+	return false
 }

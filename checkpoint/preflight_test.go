@@ -14,11 +14,11 @@ func link(target string) *fstest.MapFile {
 }
 
 // node is a /proc with a CUDA process 100 (two GPUs, a dma-buf), a stopped one 200, a
-// process without CUDA 300.
+// process without CUDA 300, one with a thread stopped by a tracer 400.
 func node() fstest.MapFS {
 	return fstest.MapFS{
 		"proc/100/stat":   {Data: []byte("100 (python3 (worker)) S 1 100 ...")},
-		"proc/100/status": {Data: []byte("Name:\tpython3\nVmPeak:\t 9999 kB\nVmRSS:\t 5242880 kB\nThreads:\t9\n")},
+		"proc/100/status": {Data: []byte("Name:\tpython3\nVmPeak:\t 9999 kB\nVmRSS:\t 9242880 kB\nRssAnon:\t 5242000 kB\nRssFile:\t 4000000 kB\nRssShmem:\t 880 kB\nThreads:\t9\n")},
 		"proc/100/maps":   {Data: []byte("7f00-7f10 r-xp 0 08:01 42 /usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04\n")},
 		"proc/100/fd/0":   link("/dev/null"),
 		"proc/100/fd/3":   link("/dev/nvidiactl"),
@@ -31,8 +31,13 @@ func node() fstest.MapFS {
 		"proc/200/maps":   {Data: []byte("x /usr/lib64/libcuda.so.1\n")},
 		"proc/200/fd/3":   link("/dev/nvidia1"),
 		"proc/300/stat":   {Data: []byte("300 (bash) S 1 300 ...")},
-		"proc/300/maps":   {Data: []byte("x /usr/lib/libc.so.6\n")},
-		"proc/300/fd/0":   link("/dev/pts/0"),
+		// 400: running, but its second thread stopped by a tracer.
+		"proc/400/stat":          {Data: []byte("400 (server) S 1 400 ...")},
+		"proc/400/maps":          {Data: []byte("x /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")},
+		"proc/400/task/400/stat": {Data: []byte("400 (server) S 1 400 ...")},
+		"proc/400/task/401/stat": {Data: []byte("401 (worker) t 1 400 ...")},
+		"proc/300/maps":          {Data: []byte("x /usr/lib/libc.so.6\n")},
+		"proc/300/fd/0":          link("/dev/pts/0"),
 		// The driver's own view of the GPUs: minor 0 and 3 (minor 2's file has no UUID).
 		"proc/driver/nvidia/gpus/0000:18:00.0/information": {Data: []byte("Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632\nBus Location: \t 0000:18:00.0\nDevice Minor: \t 0\n")},
 		"proc/driver/nvidia/gpus/0000:9a:00.0/information": {Data: []byte("Model: \t\t NVIDIA H200\nDevice Minor: \t 3\nGPU UUID: \t GPU-a1b2c3d4-0000-1111-2222-333344445555\n")},
@@ -49,10 +54,12 @@ func TestPreflight(t *testing.T) {
 	assert.Equal(t, []string{"GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632", "GPU-a1b2c3d4-0000-1111-2222-333344445555"}, r.GPUUUIDs)
 	assert.Equal(t, 2, r.Control)
 	assert.Equal(t, 1, r.DmaBufs)
-	assert.EqualValues(t, 5<<30, r.Resident)
-	if assert.Len(t, r.Hazards, 2) {
-		assert.Contains(t, r.Hazards[0].What, "2 /dev/nvidiactl descriptors where a CUDA process that shares no memory holds 1")
-		assert.Contains(t, r.Hazards[1].What, "1 dma-buf descriptor(s) open")
+	assert.EqualValues(t, 5<<30, r.Resident, "anonymous and shared, not the file pages")
+	if assert.Len(t, r.Warnings, 1) {
+		assert.Contains(t, r.Warnings[0].What, "2 /dev/nvidiactl descriptors where a CUDA process that shares no memory holds 1")
+	}
+	if assert.Len(t, r.Hazards, 1) {
+		assert.Contains(t, r.Hazards[0].What, "1 dma-buf descriptor(s) open")
 	}
 
 	r = checkpoint.Preflight(node(), 200)
@@ -69,8 +76,13 @@ func TestPreflight(t *testing.T) {
 	}
 
 	r = checkpoint.Preflight(node(), 400)
+	if assert.NotEmpty(t, r.Hazards) {
+		assert.Contains(t, r.Hazards[0].What, "stopped", "a thread stopped by a tracer")
+	}
+
+	r = checkpoint.Preflight(node(), 500)
 	if assert.Len(t, r.Hazards, 1) {
-		assert.Contains(t, r.Hazards[0].What, "no process 400")
+		assert.Contains(t, r.Hazards[0].What, "no process 500")
 	}
 }
 
@@ -89,7 +101,7 @@ func FuzzPreflight(f *testing.F) {
 			"proc/driver/nvidia/gpus/x/information": {Data: append([]byte("Device Minor: "), stat...)},
 		}
 		r := checkpoint.Preflight(fsys, 1)
-		if r.Pid != 1 || r.Hazards == nil || r.GPUs == nil || len(r.GPUUUIDs) != len(r.GPUs) {
+		if r.Pid != 1 || r.Hazards == nil || r.Warnings == nil || r.GPUs == nil || len(r.GPUUUIDs) != len(r.GPUs) {
 			t.Fatalf("%+v", r)
 		}
 	})

@@ -35,8 +35,8 @@ func readBars(r io.Reader) ([]*barGroup, error) {
 			return nil, fmt.Errorf("line %d: %d fields", i+2, len(row))
 		}
 		v, err := strconv.ParseFloat(strings.TrimSpace(row[2]), 64)
-		if err != nil || v < 0 {
-			return nil, fmt.Errorf("line %d: value %q: not a number at least 0", i+2, row[2])
+		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("line %d: value %q: not a finite number at least 0", i+2, row[2])
 		}
 		g := by[row[0]]
 		if g == nil {

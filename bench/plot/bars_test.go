@@ -37,7 +37,7 @@ func TestBars(t *testing.T) {
 			t.Errorf("log scale: no %s in %s", want, svg)
 		}
 	}
-	for _, bad := range []string{"", "group,label\n", "group,label,value\na,x,-1\n", "group,label,value\na,x,many\n"} {
+	for _, bad := range []string{"", "group,label\n", "group,label,value\na,x,-1\n", "group,label,value\na,x,many\n", "group,label,value\na,x,NaN\n", "group,label,value\na,x,+Inf\n"} {
 		if _, err := readBars(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q: accepted", bad)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/cuvmm/cuvmm/checkpoint"
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/units"
+	"github.com/cuvmm/cuvmm/vmm"
 )
 
 func takesPid(command string) bool {
@@ -25,6 +26,7 @@ type checkpointReport struct {
 	OK        bool              `json:"ok"`
 	Error     string            `json:"error,omitempty"`
 	Pairs     []string          `json:"gpu_pairs,omitempty"` // restore --to-gpu: OLD=NEW
+	Notes     []string          `json:"notes,omitempty"`
 	Steps     []pairStep        `json:"steps"`
 	Diagnosis string            `json:"diagnosis"`
 }
@@ -54,7 +56,7 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 			break
 		}
 		var p *checkpoint.Process
-		if p, err = checkpoint.New(checkpoint.For(sel.backend()), opts.pid); err == nil {
+		if p, err = checkpoint.New(d.checkpointer(sel.backend()), opts.pid); err == nil {
 			if err = step("lock", func() error { return p.Lock(opts.pair.timeout) }); err == nil {
 				err = step("checkpoint", p.Checkpoint)
 			}
@@ -62,7 +64,7 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 		rep.OK = err == nil
 		rep.Diagnosis = "checkpointed: its GPU memory is in host memory, its GPUs released; restore it with vmmprobe restore " + strconv.Itoa(opts.pid)
 	case cmdRestore:
-		err = runRestore(sel, opts, &rep, step)
+		err = runRestore(sel, opts, d, &rep, step)
 	}
 	if err != nil {
 		rep.Error = err.Error()
@@ -89,11 +91,19 @@ func renderCheckpoint(r *checkpointReport) string {
 	for i, g := range p.GPUs {
 		gpus[i] = strconv.Itoa(g)
 	}
-	kvLine(&b, 0, "process", fmt.Sprintf("%d (%s), state %s, CUDA %s, GPUs %s, nvidiactl fds %d, dma-buf fds %d",
+	// The name is the process's own choice: quoted, so that it cannot write lines of ours.
+	kvLine(&b, 0, "process", fmt.Sprintf("%d %q, state %s, CUDA %s, GPUs %s, nvidiactl fds %d, dma-buf fds %d",
 		p.Pid, p.Comm, p.State, yes[p.CUDA], strings.Join(gpus, ","), p.Control, p.DmaBufs))
 	for _, h := range p.Hazards {
 		kvLine(&b, 0, "hazard", h.What)
 		kvLine(&b, 2, "remedy", h.Remedy)
+	}
+	for _, h := range p.Warnings {
+		kvLine(&b, 0, "warning", h.What)
+		kvLine(&b, 2, "remedy", h.Remedy)
+	}
+	for _, n := range r.Notes {
+		kvLine(&b, 0, "note", n)
 	}
 	verdict := "ok: " + r.Diagnosis
 	if !r.OK {
@@ -116,41 +126,52 @@ func renderCheckpoint(r *checkpointReport) string {
 	return b.String()
 }
 
-// runRestore restores opts.pid onto the GPUs --to-gpu names (completed with the host's
-// other GPUs when the driver wants every GPU paired) after checking that the GPUs it goes
-// to have the memory: on the real driver a restore refused for lack of memory could not be
-// retried (H200, driver 580: OPERATING_SYSTEM, the process checkpointed for good).
-func runRestore(sel *opened, opts options, rep *checkpointReport, step func(string, func() error) error) error {
+// runRestore restores opts.pid onto the GPUs --to-gpu names after checking that they have
+// the memory (unless --force): on the real driver a restore refused for lack of memory could
+// not be retried (H200, driver 580: OPERATING_SYSTEM, the process checkpointed for good).
+// When the driver refuses the pairs as given (INVALID_VALUE: it wants every GPU the
+// process saw paired), it retries once with them completed by checkpoint.CompletePairs.
+func runRestore(sel *opened, opts options, d deps, rep *checkpointReport, step func(string, func() error) error) error {
 	pairs, err := parseToGPU(opts.toGPU)
 	if err != nil {
-		return err
+		return fmt.Errorf("--to-gpu: %w", err)
 	}
 	b := sel.backend()
-	var completed []cu.GPUPair
-	if b.Name() == "cuda" { // the simulator has no checkpoint: its Restore says so
-		devs, err := cudaDevices()
-		if err != nil {
-			return err
-		}
-		var h *checkpoint.Hazard
-		if completed, h, err = restorePlan(pairs, rep.Process, devs); err != nil {
-			return err
-		}
-		if h != nil {
-			rep.Process.Hazards = append(rep.Process.Hazards, *h)
-			rep.Diagnosis = "refused: the GPUs it goes to may lack the memory; fix that first"
-			return nil
+	devs, err := d.gpus(b)
+	switch {
+	case err != nil:
+		devs = nil
+		rep.Notes = append(rep.Notes, "free device memory not checked: "+err.Error())
+	case devs != nil:
+		if h := memoryHazard(pairs, rep.Process, devs); h != nil {
+			if !opts.force {
+				rep.Process.Hazards = append(rep.Process.Hazards, *h)
+				rep.Diagnosis = "refused: the GPUs it goes to may lack the memory; fix that first, or restore anyway with --force"
+				return nil
+			}
+			rep.Process.Warnings = append(rep.Process.Warnings, *h)
 		}
 	}
 	rep.Pairs = pairStrings(pairs)
-	p, err := checkpoint.New(checkpoint.For(b), opts.pid)
+	p, err := checkpoint.New(d.checkpointer(b), opts.pid)
 	if err != nil {
 		return err
 	}
 	err = step("restore", func() error { return p.Restore(pairs...) })
-	if errors.Is(err, cu.ERROR_INVALID_VALUE) && len(pairs) > 0 && len(completed) > len(pairs) {
-		rep.Pairs = pairStrings(completed)
-		err = step("restore, every GPU paired", func() error { return p.Restore(completed...) })
+	if errors.Is(err, cu.ERROR_INVALID_VALUE) && len(pairs) > 0 && devs != nil {
+		host := make([]cu.UUID, len(devs))
+		for i, d := range devs {
+			host[i] = d.UUID
+		}
+		if completed, cerr := checkpoint.CompletePairs(pairs, host); cerr == nil && len(completed) > len(pairs) {
+			rep.Notes = append(rep.Notes, "the driver refused the pairs as given ("+resultName(err)+"): retried with every GPU of the host paired, the others staying where they are where they can")
+			rep.Pairs = pairStrings(completed)
+			if err2 := step("restore, every GPU paired", func() error { return p.Restore(completed...) }); err2 != nil {
+				err = fmt.Errorf("with the pairs as given: %w; with every GPU paired: %w", err, err2)
+			} else {
+				err = nil
+			}
+		}
 	}
 	if err == nil {
 		err = step("unlock", p.Unlock)
@@ -160,14 +181,24 @@ func runRestore(sel *opened, opts options, rep *checkpointReport, step func(stri
 	return err
 }
 
+// backendGPUs are the CUDA devices with their free memory on the real driver, none on the
+// simulator (which has no checkpoint: its Restore says so).
+func backendGPUs(b vmm.Backend) ([]device, error) {
+	if b.Name() != "cuda" {
+		return nil, nil
+	}
+	return cudaDevices()
+}
+
 // device is a CUDA device of this host: its UUID and free memory.
 type device struct {
 	UUID cu.UUID
 	Free uint64
 }
 
-// cudaDevices lists the CUDA devices with their free memory, each from a primary context
-// made for the question and released (one kept would take memory from the restore).
+// cudaDevices lists the CUDA devices with their free memory, each from a reference to its
+// primary context taken for the question and dropped (one kept would take memory from the
+// restore).
 func cudaDevices() ([]device, error) {
 	n, err := cu.DeviceCount()
 	if err != nil {
@@ -182,51 +213,44 @@ func cudaDevices() ([]device, error) {
 		if devs[i].UUID, err = d.UUID(); err != nil {
 			return nil, err
 		}
-		c, err := d.Primary()
+		c, err := d.PrimaryContext()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("device %d: %w", i, err)
 		}
 		devs[i].Free, _, err = c.MemGetInfo()
 		if err = errors.Join(err, c.Release()); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("device %d: %w", i, err)
 		}
 	}
 	return devs, nil
 }
 
-// restorePlan completes pairs with the host's other GPUs (see checkpoint.CompletePairs)
-// and says whether the GPUs the process goes to (all of them without pairs, the process's
-// own being unknown once checkpointed) have less free memory in all than the process's
-// resident memory, which holds its checkpoint.
-func restorePlan(pairs []cu.GPUPair, proc checkpoint.Report, devs []device) ([]cu.GPUPair, *checkpoint.Hazard, error) {
-	host := make([]cu.UUID, len(devs))
+// memoryHazard says whether the GPUs the process goes to have less free memory than the
+// process's resident memory, which holds its checkpoint: each GPU a pair names, or, without
+// pairs, the most any one GPU has free (its own GPUs cannot be told once it is
+// checkpointed, and a process on one GPU needs it all there). It is a bound: the resident
+// memory counts the process's own anonymous host memory too.
+func memoryHazard(pairs []cu.GPUPair, proc checkpoint.Report, devs []device) *checkpoint.Hazard {
 	free := map[cu.UUID]uint64{}
-	for i, d := range devs {
-		host[i], free[d.UUID] = d.UUID, d.Free
+	var most uint64
+	for _, d := range devs {
+		free[d.UUID] = d.Free
+		most = max(most, d.Free)
 	}
-	var completed []cu.GPUPair
-	targets := host
+	room, where := most, "the GPU with the most free memory has"
 	if len(pairs) > 0 {
-		var err error
-		if completed, err = checkpoint.CompletePairs(pairs, host); err != nil {
-			return nil, nil, err
-		}
-		targets = nil
+		room, where = 0, "the GPUs it goes to have"
 		for _, p := range pairs {
-			targets = append(targets, p.New)
+			room += free[p.New]
 		}
 	}
-	var sum uint64
-	for _, u := range targets {
-		sum += free[u]
+	if proc.Resident <= room {
+		return nil
 	}
-	if proc.Resident > sum {
-		return completed, &checkpoint.Hazard{
-			What: fmt.Sprintf("the GPUs it goes to have %s free in all, and the process holds %s of host memory, its checkpoint among it: a restore refused for lack of memory could not be retried (the process stayed checkpointed for good)",
-				units.Size(sum), units.Size(proc.Resident)),
-			Remedy: "free device memory, or restore it onto other GPUs (--to-gpu OLD=NEW)"}, nil
-	}
-	return completed, nil, nil
+	return &checkpoint.Hazard{
+		What: fmt.Sprintf("%s %s free, and the process holds %s of anonymous host memory, its checkpoint among it: a restore refused for lack of memory could not be retried (the process stayed checkpointed for good)",
+			where, units.Size(room), units.Size(proc.Resident)),
+		Remedy: "free device memory, restore it onto other GPUs (--to-gpu OLD=NEW), or, if the process's own host memory is what makes the difference, --force"}
 }
 
 // parseToGPU reads --to-gpu: OLD=NEW pairs of GPU UUIDs, separated by commas.

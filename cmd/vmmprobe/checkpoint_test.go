@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/cuvmm/cuvmm/checkpoint"
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,7 +18,7 @@ import (
 func TestCheckpointCheck(t *testing.T) {
 	r := runWith(t, noDriver, "checkpoint-check", "500")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stdout, "500 (server), state S, CUDA yes, GPUs 0, nvidiactl fds 1, dma-buf fds 0")
+	assert.Contains(t, r.stdout, `500 "server", state S, CUDA yes, GPUs 0, nvidiactl fds 1, dma-buf fds 0`)
 	assert.Contains(t, r.stdout, "ok: no hazard found")
 
 	r = runWith(t, noDriver, "checkpoint-check", "600", "-o", "json")
@@ -22,6 +26,11 @@ func TestCheckpointCheck(t *testing.T) {
 	rep := checkpointReportOf(t, r.stdout)
 	require.Len(t, rep.Process.Hazards, 1)
 	assert.Contains(t, rep.Process.Hazards[0].What, "dma-buf")
+
+	// A process's name cannot write lines of the report.
+	r = runWith(t, noDriver, "checkpoint-check", "800")
+	assert.Contains(t, r.stdout, `800 "x\nok: no hazard \x1b[2J", state S`)
+	assert.NotContains(t, r.stdout, "\nok: no hazard")
 
 	r = runWith(t, noDriver, "checkpoint-check", "700")
 	require.Equal(t, exitCheckFailed, r.code)
@@ -53,6 +62,7 @@ func TestCheckpointUsage(t *testing.T) {
 		{[]string{"checkpoint", "1", "-o", "labels"}, `-o "labels": checkpoint writes table, json`},
 		{[]string{"checkpoint", "1", "--to-gpu", "GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632"}, "--to-gpu applies to restore"},
 		{[]string{"restore", "1", "--to-gpu", "GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632"}, "is not OLD=NEW (the driver needs the GPU the process had"},
+		{[]string{"checkpoint", "1", "--force"}, "--force applies to restore"},
 		{[]string{"restore", "1", "--to-gpu", "GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632=GPU-x"}, `"GPU-x" is not a GPU UUID`},
 		{[]string{"restore", "1", "--to-gpu", "GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632=GPU-a1b2c3d4-0000-1111-2222-333344445555,GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632=GPU-a1b2c3d4-0000-1111-2222-333344445555"}, "named twice"},
 	} {
@@ -77,27 +87,22 @@ func TestRestoreToGPU(t *testing.T) {
 	assert.Contains(t, r.stdout, new+"="+old)
 }
 
-// TestRestorePlan: pairs are completed with the host's other GPUs, and a restore whose
-// GPUs have less free memory than the process holds is refused with the numbers.
-func TestRestorePlan(t *testing.T) {
+// TestMemoryHazard: a restore whose GPUs have less free memory than the process holds is
+// a hazard with the numbers: the GPUs the pairs name, or without pairs the GPU with the
+// most free memory.
+func TestMemoryHazard(t *testing.T) {
 	g := func(b byte) cu.UUID { return cu.UUID{b} }
 	devs := []device{{g(0), 1 << 30}, {g(1), 40 << 30}}
 	proc := checkpoint.Report{Resident: 20 << 30}
-	completed, h, err := restorePlan([]cu.GPUPair{{Old: g(0), New: g(1)}}, proc, devs)
-	require.NoError(t, err)
-	assert.Nil(t, h, "device 1 has 40 GiB free")
-	assert.Equal(t, []cu.GPUPair{{Old: g(0), New: g(1)}, {Old: g(1), New: g(0)}}, completed)
-
-	_, h, err = restorePlan([]cu.GPUPair{{Old: g(1), New: g(0)}}, proc, devs)
-	require.NoError(t, err)
+	assert.Nil(t, memoryHazard([]cu.GPUPair{{Old: g(0), New: g(1)}}, proc, devs), "device 1 has 40 GiB free")
+	h := memoryHazard([]cu.GPUPair{{Old: g(1), New: g(0)}}, proc, devs)
 	require.NotNil(t, h, "device 0 has 1 GiB free")
-	assert.Contains(t, h.What, "have 1GiB free in all, and the process holds 20GiB of host memory")
-
-	_, h, err = restorePlan(nil, proc, devs)
-	require.NoError(t, err)
-	assert.Nil(t, h, "its own GPUs: all of them count")
-	_, _, err = restorePlan([]cu.GPUPair{{Old: g(0), New: g(7)}}, proc, devs)
-	require.ErrorContains(t, err, "not a GPU of this host")
+	assert.Contains(t, h.What, "the GPUs it goes to have 1GiB free, and the process holds 20GiB of anonymous host memory")
+	assert.Nil(t, memoryHazard(nil, proc, devs), "without pairs: the GPU with the most")
+	h = memoryHazard(nil, proc, []device{{g(0), 8 << 30}, {g(1), 12 << 30}})
+	require.NotNil(t, h, "20 GiB fits in neither GPU, though in both together")
+	assert.Contains(t, h.What, "the GPU with the most free memory has 12GiB free")
+	assert.Contains(t, h.Remedy, "--force")
 }
 
 func checkpointReportOf(t *testing.T, s string) checkpointReport {
@@ -105,4 +110,71 @@ func checkpointReportOf(t *testing.T, s string) checkpointReport {
 	var r checkpointReport
 	require.NoError(t, json.Unmarshal([]byte(s), &r), s)
 	return r
+}
+
+// restoreDriver is the driver's answers to restores as recorded on two H200s: pairs that
+// leave out a GPU the process saw are refused (INVALID_VALUE) and leave it checkpointed;
+// every GPU paired, it is restored (locked).
+type restoreDriver struct {
+	saw      int // GPUs the process saw
+	state    cu.ProcessState
+	restores [][]cu.GPUPair
+}
+
+func (d *restoreDriver) State(int) (cu.ProcessState, error) { return d.state, nil }
+func (d *restoreDriver) Lock(int, time.Duration) error      { return nil }
+func (d *restoreDriver) Checkpoint(int) error               { return nil }
+func (d *restoreDriver) Unlock(int) error                   { d.state = cu.PROCESS_STATE_RUNNING; return nil }
+func (d *restoreDriver) Restore(_ int, pairs []cu.GPUPair) error {
+	d.restores = append(d.restores, pairs)
+	if len(pairs) > 0 && len(pairs) < d.saw {
+		return &cu.Error{Op: "cuCheckpointProcessRestore", Err: cu.ERROR_INVALID_VALUE}
+	}
+	d.state = cu.PROCESS_STATE_LOCKED
+	return nil
+}
+
+// TestRestoreRetriesWithEveryGPUPaired: --to-gpu A=B on a host of three GPUs, refused as
+// given, is retried once with C staying where it is and B going to A; the report says so
+// and names the pairs used. A GPU short of memory refuses the restore unless --force.
+func TestRestoreRetriesWithEveryGPUPaired(t *testing.T) {
+	g := func(b byte) cu.UUID { return cu.UUID{b} }
+	drv := &restoreDriver{saw: 3, state: cu.PROCESS_STATE_CHECKPOINTED}
+	d := testDeps(backend.Opener{})
+	d.checkpointer = func(vmm.Backend) checkpoint.Driver { return drv }
+	free := uint64(100 << 30)
+	d.gpus = func(vmm.Backend) ([]device, error) {
+		return []device{{g(0), free}, {g(1), free}, {g(2), free}}, nil
+	}
+	restore := func(args ...string) outcome {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"restore", "500", "--backend=sim", "-o", "json"}, args...), &out, &errb, d)
+		return outcome{code, out.String(), errb.String()}
+	}
+	r := restore("--to-gpu", g(0).String()+"="+g(1).String())
+	require.Equal(t, exitOK, r.code, r.stdout+r.stderr)
+	rep := checkpointReportOf(t, r.stdout)
+	assert.Equal(t, []string{g(0).String() + "=" + g(1).String(), g(2).String() + "=" + g(2).String(), g(1).String() + "=" + g(0).String()}, rep.Pairs)
+	require.Len(t, drv.restores, 2)
+	assert.Len(t, drv.restores[0], 1, "first as given")
+	assert.Contains(t, strings.Join(rep.Notes, "\n"), "the driver refused the pairs as given (CUDA_ERROR_INVALID_VALUE)")
+	assert.Equal(t, []string{"restore", "restore, every GPU paired", "unlock"}, stepNames(rep))
+
+	drv.state, drv.restores, free = cu.PROCESS_STATE_CHECKPOINTED, nil, 1<<20
+	r = restore("--to-gpu", g(0).String()+"="+g(1).String())
+	require.Equal(t, exitCheckFailed, r.code)
+	rep = checkpointReportOf(t, r.stdout)
+	assert.Empty(t, drv.restores, "refused before the driver")
+	assert.Contains(t, rep.Diagnosis, "--force")
+	r = restore("--to-gpu", g(0).String()+"="+g(1).String(), "--force")
+	require.Equal(t, exitOK, r.code, r.stdout)
+	assert.NotEmpty(t, checkpointReportOf(t, r.stdout).Process.Warnings)
+}
+
+func stepNames(r checkpointReport) []string {
+	var s []string
+	for _, st := range r.Steps {
+		s = append(s, st.Step)
+	}
+	return s
 }

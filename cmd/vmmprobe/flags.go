@@ -70,6 +70,7 @@ type options struct {
 	pair        pairOptions
 	pid         int // checkpoint-check, checkpoint, restore
 	toGPU       string
+	force       bool // restore despite the free-memory check
 }
 
 // parseArgs parses the command line; code is -1 to go on, or the exit code to return.
@@ -104,6 +105,7 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 	fs.StringVar(&opts.toGPU, "to-gpu", "", "restore: bring the process back on other GPUs, `OLD=NEW,...` (GPU UUIDs as\n"+
 		"nvidia-smi -L prints them); the host's GPUs not named are paired with the rest in\n"+
 		"order when the driver wants every GPU paired")
+	fs.BoolVar(&opts.force, "force", false, "restore: go on although the GPUs may lack the memory the process held")
 	usage := func(format string, a ...any) (options, int) {
 		fmt.Fprintf(stderr, "vmmprobe: "+format+"\n", a...)
 		fmt.Fprintln(stderr, "Run 'vmmprobe --help' for usage.")

@@ -75,6 +75,7 @@ var flagCommands = map[string][]string{
 	"timeout":             {cmdPair, cmdCheckpoint},
 	"device":              {cmdPair},
 	"to-gpu":              {cmdRestore},
+	"force":               {cmdRestore},
 }
 
 func appliesTo(flagName, command string) bool {

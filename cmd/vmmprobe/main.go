@@ -18,8 +18,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/cuvmm/cuvmm/checkpoint"
 	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/internal/buildinfo"
+	"github.com/cuvmm/cuvmm/vmm"
 )
 
 // Exit codes, documented in --help, the README and docs/vmmprobe.md.
@@ -49,6 +51,10 @@ type deps struct {
 	ticker func(d time.Duration) (tick <-chan time.Time, stop func())
 	// root is the machine's file system, whose /proc the checkpoint preflight reads.
 	root fs.FS
+	// checkpointer is the checkpoint driver of a backend (checkpoint.For), and gpus lists
+	// the CUDA devices with their free memory for a restore (cudaDevices; nil: none known).
+	checkpointer func(vmm.Backend) checkpoint.Driver
+	gpus         func(vmm.Backend) ([]device, error)
 }
 
 func defaultDeps() deps {
@@ -62,7 +68,9 @@ func defaultDeps() deps {
 			t := time.NewTicker(d)
 			return t.C, t.Stop
 		},
-		root: os.DirFS("/"),
+		root:         os.DirFS("/"),
+		checkpointer: checkpoint.For,
+		gpus:         backendGPUs,
 	}
 }
 

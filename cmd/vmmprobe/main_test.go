@@ -13,6 +13,7 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/cuvmm/cuvmm/checkpoint"
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/internal/buildinfo"
@@ -75,26 +76,32 @@ func testHost() system {
 // still, and the daemon's signal and ticks come from the test.
 func testDeps(o backend.Opener) deps {
 	return deps{
-		open:    o,
-		host:    testHost,
-		now:     func() time.Time { return testNow },
-		build:   buildinfo.Info{Version: "test", GoVersion: "go1.99", GOOS: "plan9", GOARCH: "mips"},
-		signals: func() (<-chan struct{}, func()) { return make(chan struct{}), func() {} },
-		ticker:  func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
-		root:    testProc,
+		open:         o,
+		host:         testHost,
+		now:          func() time.Time { return testNow },
+		build:        buildinfo.Info{Version: "test", GoVersion: "go1.99", GOOS: "plan9", GOARCH: "mips"},
+		signals:      func() (<-chan struct{}, func()) { return make(chan struct{}), func() {} },
+		ticker:       func(time.Duration) (<-chan time.Time, func()) { return make(chan time.Time), func() {} },
+		root:         testProc,
+		checkpointer: checkpoint.For,
+		gpus:         backendGPUs,
 	}
 }
 
 // testProc is the /proc the checkpoint commands read in tests: process 500 a CUDA process
 // with GPU 0 open, 600 one that holds a dma-buf.
 var testProc = fstest.MapFS{
-	"proc/500/stat": {Data: []byte("500 (server) S 1 500 ...")},
-	"proc/500/maps": {Data: []byte("x /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")},
-	"proc/500/fd/3": {Data: []byte("/dev/nvidiactl"), Mode: fs.ModeSymlink},
-	"proc/500/fd/4": {Data: []byte("/dev/nvidia0"), Mode: fs.ModeSymlink},
-	"proc/600/stat": {Data: []byte("600 (trainer) S 1 600 ...")},
-	"proc/600/maps": {Data: []byte("x /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")},
-	"proc/600/fd/3": {Data: []byte("anon_inode:dmabuf"), Mode: fs.ModeSymlink},
+	"proc/500/stat":   {Data: []byte("500 (server) S 1 500 ...")},
+	"proc/500/status": {Data: []byte("Name:\tserver\nRssAnon:\t 2097152 kB\nRssFile:\t 9999999 kB\n")},
+	"proc/500/maps":   {Data: []byte("x /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")},
+	"proc/500/fd/3":   {Data: []byte("/dev/nvidiactl"), Mode: fs.ModeSymlink},
+	"proc/500/fd/4":   {Data: []byte("/dev/nvidia0"), Mode: fs.ModeSymlink},
+	"proc/600/stat":   {Data: []byte("600 (trainer) S 1 600 ...")},
+	"proc/600/maps":   {Data: []byte("x /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")},
+	"proc/600/fd/3":   {Data: []byte("anon_inode:dmabuf"), Mode: fs.ModeSymlink},
+	"proc/800/stat":   {Data: []byte("800 (x\nok: no hazard \x1b[2J) S 1 800 ...")},
+	"proc/800/maps":   {Data: []byte("x /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")},
+	"proc/800/fd/3":   {Data: []byte("/dev/nvidiactl"), Mode: fs.ModeSymlink},
 	"proc/driver/nvidia/gpus/0000:18:00.0/information": {Data: []byte("Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632\nDevice Minor: \t 0\n")},
 }
 
