@@ -1,4 +1,4 @@
-//go:build gpu
+//go:build gpu && linux
 
 package checkpoint_test
 
