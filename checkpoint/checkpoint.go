@@ -102,11 +102,14 @@ type Process struct {
 }
 
 // New returns process pid through driver d.
-func New(d Driver, pid int) (*Process, error) {
-	if d == nil || pid <= 0 {
-		return nil, &Error{Pid: pid, Op: "new", Err: fmt.Errorf("%w: a driver and a process id above 0", vmm.ErrInvalid)}
+func New(d Driver, pid int) (*Process, error) { return NewIn(os.DirFS("/"), d, pid) }
+
+// NewIn is New for a machine whose root file system (whose /proc Lock reads) is root.
+func NewIn(root fs.FS, d Driver, pid int) (*Process, error) {
+	if d == nil || pid <= 0 || root == nil {
+		return nil, &Error{Pid: pid, Op: "new", Err: fmt.Errorf("%w: a driver, a root file system and a process id above 0", vmm.ErrInvalid)}
 	}
-	return &Process{pid: pid, d: d, root: os.DirFS("/")}, nil
+	return &Process{pid: pid, d: d, root: root}, nil
 }
 
 // Pid is the process id.

@@ -130,11 +130,7 @@ func TestWrongStateNeverReachesTheDriver(t *testing.T) {
 // newProc is checkpoint.New with a /proc where the process is not stopped (the tests'
 // pids are made up).
 func newProc(d checkpoint.Driver, pid int) (*checkpoint.Process, error) {
-	p, err := checkpoint.New(d, pid)
-	if err == nil {
-		checkpoint.SetRoot(p, fstest.MapFS{})
-	}
-	return p, err
+	return checkpoint.NewIn(fstest.MapFS{}, d, pid)
 }
 
 // TestLockStopped: a stopped process is refused before the driver is called, whose lock
@@ -142,8 +138,7 @@ func newProc(d checkpoint.Driver, pid int) (*checkpoint.Process, error) {
 // driver 580).
 func TestLockStopped(t *testing.T) {
 	f := &fake{}
-	p, _ := newProc(f, 200)
-	checkpoint.SetRoot(p, node())
+	p, _ := checkpoint.NewIn(node(), f, 200)
 	err := p.Lock(time.Second)
 	require.ErrorIs(t, err, checkpoint.ErrStopped)
 	assert.Contains(t, err.Error(), "checkpoint: lock pid 200: the process is stopped (SIGSTOP or a tracer)")

@@ -43,6 +43,15 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 		return err
 	}
 	var err error
+	if opts.command != cmdCheckpointCheck && sel.backend() == nil {
+		// The driver loaded but did not initialize: nothing to checkpoint with.
+		rep.Error = "the CUDA driver did not initialize: " + oneLine(errText(sel.initErr))
+		rep.Diagnosis = "failed"
+		if werr := writeReport(opts, stdout, &rep, func() string { return renderCheckpoint(&rep) }); werr != nil {
+			warn(werr.Error())
+		}
+		return exitNoDriver
+	}
 	switch opts.command {
 	case cmdCheckpointCheck:
 		rep.OK = len(rep.Process.Hazards) == 0
@@ -56,7 +65,7 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 			break
 		}
 		var p *checkpoint.Process
-		if p, err = checkpoint.New(d.checkpointer(sel.backend()), opts.pid); err == nil {
+		if p, err = checkpoint.NewIn(d.root, d.checkpointer(sel.backend()), opts.pid); err == nil {
 			if err = step("lock", func() error { return p.Lock(opts.pair.timeout) }); err == nil {
 				err = step("checkpoint", p.Checkpoint)
 			}
@@ -126,50 +135,94 @@ func renderCheckpoint(r *checkpointReport) string {
 	return b.String()
 }
 
-// runRestore restores opts.pid onto the GPUs --to-gpu names after checking that they have
-// the memory (unless --force): on the real driver a restore refused for lack of memory could
+// runRestore restores opts.pid onto the GPUs --to-gpu names. Before the driver is asked,
+// the process must be checkpointed, show no hazard, and the GPUs it goes to must have the
+// memory (unless --force): on the real driver a restore refused for lack of memory could
 // not be retried (H200, driver 580: OPERATING_SYSTEM, the process checkpointed for good).
 // When the driver refuses the pairs as given (INVALID_VALUE: it wants every GPU the
-// process saw paired), it retries once with them completed by checkpoint.CompletePairs.
+// process saw paired), it retries once with them completed by checkpoint.CompletePairs,
+// after the same memory check of every GPU the completion moves memory onto.
 func runRestore(sel *opened, opts options, d deps, rep *checkpointReport, step func(string, func() error) error) error {
 	pairs, err := parseToGPU(opts.toGPU)
 	if err != nil {
 		return fmt.Errorf("--to-gpu: %w", err)
 	}
-	b := sel.backend()
-	devs, err := d.gpus(b)
-	switch {
-	case err != nil:
-		devs = nil
-		rep.Notes = append(rep.Notes, "free device memory not checked: "+err.Error())
-	case devs != nil:
-		if h := memoryHazard(pairs, rep.Process, devs); h != nil {
-			if !opts.force {
-				rep.Process.Hazards = append(rep.Process.Hazards, *h)
-				rep.Diagnosis = "refused: the GPUs it goes to may lack the memory; fix that first, or restore anyway with --force"
-				return nil
-			}
-			rep.Process.Warnings = append(rep.Process.Warnings, *h)
-		}
-	}
 	rep.Pairs = pairStrings(pairs)
-	p, err := checkpoint.New(d.checkpointer(b), opts.pid)
+	b := sel.backend()
+	p, err := checkpoint.NewIn(d.root, d.checkpointer(b), opts.pid)
 	if err != nil {
 		return err
 	}
-	err = step("restore", func() error { return p.Restore(pairs...) })
-	if errors.Is(err, cu.ERROR_INVALID_VALUE) && len(pairs) > 0 && devs != nil {
-		host := make([]cu.UUID, len(devs))
-		for i, d := range devs {
-			host[i] = d.UUID
+	// A process that is not checkpointed gets that error (Restore's own check, before the
+	// driver's restore), not a memory check.
+	if s, err := p.State(); err != nil {
+		return err
+	} else if s != cu.PROCESS_STATE_CHECKPOINTED {
+		return step("restore", func() error { return p.Restore(pairs...) })
+	}
+	if n := len(rep.Process.Hazards); n > 0 && !opts.force {
+		rep.Diagnosis = "refused: the preflight finds " + strconv.Itoa(n) + " hazard(s); fix them first, or restore anyway with --force"
+		return nil
+	}
+	devs, derr := d.gpus(b)
+	host := make([]cu.UUID, len(devs))
+	for i, dv := range devs {
+		host[i] = dv.UUID
+	}
+	if derr == nil && devs != nil {
+		if _, err := checkpoint.CompletePairs(pairs, host); err != nil {
+			return fmt.Errorf("--to-gpu: %w", err)
 		}
-		if completed, cerr := checkpoint.CompletePairs(pairs, host); cerr == nil && len(completed) > len(pairs) {
-			rep.Notes = append(rep.Notes, "the driver refused the pairs as given ("+resultName(err)+"): retried with every GPU of the host paired, the others staying where they are where they can")
-			rep.Pairs = pairStrings(completed)
-			if err2 := step("restore, every GPU paired", func() error { return p.Restore(completed...) }); err2 != nil {
-				err = fmt.Errorf("with the pairs as given: %w; with every GPU paired: %w", err, err2)
+	}
+	// refuse says whether the memory check refuses pairs (a hazard), or lets them through
+	// (with --force, as a warning).
+	refuse := func(ps []cu.GPUPair) bool {
+		var h *checkpoint.Hazard
+		switch {
+		case derr != nil:
+			h = &checkpoint.Hazard{What: "the GPUs' free memory could not be read (" + oneLine(derr.Error()) + "): a restore refused for lack of memory could not be retried",
+				Remedy: "make the GPUs readable to vmmprobe, or restore anyway with --force"}
+		case devs != nil:
+			h = memoryHazard(ps, rep.Process, devs)
+		}
+		if h == nil {
+			return false
+		}
+		if opts.force {
+			rep.Process.Warnings = append(rep.Process.Warnings, *h)
+			return false
+		}
+		rep.Process.Hazards = append(rep.Process.Hazards, *h)
+		rep.Diagnosis = "refused: the GPUs it goes to may lack the memory; fix that first, or restore anyway with --force"
+		return true
+	}
+	if refuse(pairs) {
+		return nil
+	}
+	err = step("restore", func() error { return p.Restore(pairs...) })
+	if refusedPairs(err) && len(pairs) > 0 && devs != nil {
+		completed, cerr := checkpoint.CompletePairs(pairs, host)
+		if cerr == nil && len(completed) > len(pairs) {
+			var moved []string
+			for _, q := range completed[len(pairs):] {
+				if q.Old != q.New {
+					moved = append(moved, q.Old.String()+" to "+q.New.String())
+				}
+			}
+			what := "the driver refused the pairs as given (" + resultName(err) + "): it wants every GPU the process saw paired"
+			if len(moved) > 0 {
+				what += "; pairing them also moves " + strings.Join(moved, ", ")
+			}
+			if refuse(completed) {
+				rep.Notes = append(rep.Notes, what+"; not retried")
 			} else {
-				err = nil
+				rep.Notes = append(rep.Notes, what+"; retried so")
+				rep.Pairs = pairStrings(completed)
+				if err2 := step("restore, every GPU paired", func() error { return p.Restore(completed...) }); err2 != nil {
+					err = fmt.Errorf("with the pairs as given: %w; with every GPU paired: %w", err, err2)
+				} else {
+					err = nil
+				}
 			}
 		}
 	}
@@ -178,13 +231,23 @@ func runRestore(sel *opened, opts options, d deps, rep *checkpointReport, step f
 	}
 	rep.OK = err == nil
 	rep.Diagnosis = "restored and running"
+	if s, serr := p.State(); err != nil && serr == nil && s == cu.PROCESS_STATE_CHECKPOINTED {
+		rep.Notes = append(rep.Notes, "the process is still checkpointed")
+	}
 	return err
+}
+
+// refusedPairs says whether err is the driver's restore refusing its arguments
+// (INVALID_VALUE from cuCheckpointProcessRestore itself, not from a state query).
+func refusedPairs(err error) bool {
+	var ce *cu.Error
+	return errors.As(err, &ce) && ce.Op == "cuCheckpointProcessRestore" && errors.Is(ce, cu.ERROR_INVALID_VALUE)
 }
 
 // backendGPUs are the CUDA devices with their free memory on the real driver, none on the
 // simulator (which has no checkpoint: its Restore says so).
 func backendGPUs(b vmm.Backend) ([]device, error) {
-	if b.Name() != "cuda" {
+	if b == nil || b.Name() != "cuda" {
 		return nil, nil
 	}
 	return cudaDevices()
@@ -225,32 +288,41 @@ func cudaDevices() ([]device, error) {
 	return devs, nil
 }
 
-// memoryHazard says whether the GPUs the process goes to have less free memory than the
-// process's resident memory, which holds its checkpoint: each GPU a pair names, or, without
-// pairs, the most any one GPU has free (its own GPUs cannot be told once it is
-// checkpointed, and a process on one GPU needs it all there). It is a bound: the resident
-// memory counts the process's own anonymous host memory too.
+// memoryHazard says whether the GPUs the process goes to may lack the memory its
+// checkpoint holds (its anonymous resident memory, unknown when 0): each GPU a pair moves
+// memory onto must have that much free, since how the process's memory was spread over its
+// GPUs cannot be told; without pairs, the GPU with the most free memory (its own GPUs cannot
+// be told once it is checkpointed). It is a bound: the resident memory counts the process's
+// own heap too.
 func memoryHazard(pairs []cu.GPUPair, proc checkpoint.Report, devs []device) *checkpoint.Hazard {
+	remedy := "free device memory, restore it onto other GPUs (--to-gpu OLD=NEW), or, if the process's own host memory is what makes the difference, --force"
+	if proc.Resident == 0 {
+		return &checkpoint.Hazard{What: "the process's resident memory, which holds its checkpoint, could not be read (/proc/PID/status): whether its GPUs have room cannot be told", Remedy: remedy}
+	}
 	free := map[cu.UUID]uint64{}
 	var most uint64
 	for _, d := range devs {
 		free[d.UUID] = d.Free
 		most = max(most, d.Free)
 	}
-	room, where := most, "the GPU with the most free memory has"
-	if len(pairs) > 0 {
-		room, where = 0, "the GPUs it goes to have"
-		for _, p := range pairs {
-			room += free[p.New]
+	if len(pairs) == 0 {
+		if proc.Resident <= most {
+			return nil
+		}
+		return &checkpoint.Hazard{What: fmt.Sprintf("no GPU has as much free memory as the process holds of anonymous host memory, its checkpoint among it (%s; the most free is %s): a restore refused for lack of memory could not be retried, the process staying checkpointed for good",
+			units.Size(proc.Resident), units.Size(most)), Remedy: remedy}
+	}
+	var short []string
+	for _, p := range pairs {
+		if f := free[p.New]; f < proc.Resident {
+			short = append(short, fmt.Sprintf("%v has %s free", p.New, units.Size(f)))
 		}
 	}
-	if proc.Resident <= room {
+	if len(short) == 0 {
 		return nil
 	}
-	return &checkpoint.Hazard{
-		What: fmt.Sprintf("%s %s free, and the process holds %s of anonymous host memory, its checkpoint among it: a restore refused for lack of memory could not be retried (the process stayed checkpointed for good)",
-			where, units.Size(room), units.Size(proc.Resident)),
-		Remedy: "free device memory, restore it onto other GPUs (--to-gpu OLD=NEW), or, if the process's own host memory is what makes the difference, --force"}
+	return &checkpoint.Hazard{What: fmt.Sprintf("the process holds %s of anonymous host memory, its checkpoint among it, and %s: a restore refused for lack of memory could not be retried, the process staying checkpointed for good",
+		units.Size(proc.Resident), strings.Join(short, ", ")), Remedy: remedy}
 }
 
 // parseToGPU reads --to-gpu: OLD=NEW pairs of GPU UUIDs, separated by commas.

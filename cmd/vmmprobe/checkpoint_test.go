@@ -87,29 +87,27 @@ func TestRestoreToGPU(t *testing.T) {
 	assert.Contains(t, r.stdout, new+"="+old)
 }
 
-// TestMemoryHazard: a restore whose GPUs have less free memory than the process holds is
-// a hazard with the numbers: the GPUs the pairs name, or without pairs the GPU with the
-// most free memory.
+// TestMemoryHazard: the process's memory must fit on each GPU a pair moves memory onto,
+// or without pairs on the GPU with the most free; an unknown resident size is a hazard too.
 func TestMemoryHazard(t *testing.T) {
 	g := func(b byte) cu.UUID { return cu.UUID{b} }
-	devs := []device{{g(0), 1 << 30}, {g(1), 40 << 30}}
+	devs := []device{{g(0), 1 << 30}, {g(1), 40 << 30}, {g(2), 15 << 30}}
 	proc := checkpoint.Report{Resident: 20 << 30}
 	assert.Nil(t, memoryHazard([]cu.GPUPair{{Old: g(0), New: g(1)}}, proc, devs), "device 1 has 40 GiB free")
 	h := memoryHazard([]cu.GPUPair{{Old: g(1), New: g(0)}}, proc, devs)
 	require.NotNil(t, h, "device 0 has 1 GiB free")
-	assert.Contains(t, h.What, "the GPUs it goes to have 1GiB free, and the process holds 20GiB of anonymous host memory")
+	assert.Contains(t, h.What, "the process holds 20GiB of anonymous host memory, its checkpoint among it, and "+g(0).String()+" has 1GiB free")
+	h = memoryHazard([]cu.GPUPair{{Old: g(0), New: g(1)}, {Old: g(1), New: g(2)}}, proc, devs)
+	require.NotNil(t, h, "each target must hold it: 15 GiB on device 2 is short, though 55 GiB in all is not")
+	assert.Contains(t, h.What, g(2).String()+" has 15GiB free")
 	assert.Nil(t, memoryHazard(nil, proc, devs), "without pairs: the GPU with the most")
 	h = memoryHazard(nil, proc, []device{{g(0), 8 << 30}, {g(1), 12 << 30}})
 	require.NotNil(t, h, "20 GiB fits in neither GPU, though in both together")
-	assert.Contains(t, h.What, "the GPU with the most free memory has 12GiB free")
+	assert.Contains(t, h.What, "the most free is 12GiB")
 	assert.Contains(t, h.Remedy, "--force")
-}
-
-func checkpointReportOf(t *testing.T, s string) checkpointReport {
-	t.Helper()
-	var r checkpointReport
-	require.NoError(t, json.Unmarshal([]byte(s), &r), s)
-	return r
+	h = memoryHazard(nil, checkpoint.Report{}, devs)
+	require.NotNil(t, h, "a resident size that could not be read")
+	assert.Contains(t, h.What, "could not be read")
 }
 
 // restoreDriver is the driver's answers to restores as recorded on two H200s: pairs that
@@ -171,10 +169,61 @@ func TestRestoreRetriesWithEveryGPUPaired(t *testing.T) {
 	assert.NotEmpty(t, checkpointReportOf(t, r.stdout).Process.Warnings)
 }
 
+// TestRestoreRefusals (review): a retry whose completion would move memory onto a GPU
+// without room is not made; a GPU not of this host, preflight hazards, a process that is
+// not checkpointed and a driver that did not initialize each fail before any restore.
+func TestRestoreRefusals(t *testing.T) {
+	g := func(b byte) cu.UUID { return cu.UUID{b} }
+	drv := &restoreDriver{saw: 3, state: cu.PROCESS_STATE_CHECKPOINTED}
+	d := testDeps(backend.Opener{})
+	d.checkpointer = func(vmm.Backend) checkpoint.Driver { return drv }
+	d.gpus = func(vmm.Backend) ([]device, error) {
+		return []device{{g(0), 1 << 20}, {g(1), 100 << 30}, {g(2), 100 << 30}}, nil
+	}
+	run1 := func(args ...string) (outcome, checkpointReport) {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"restore", "--backend=sim", "-o", "json"}, args...), &out, &errb, d)
+		r := outcome{code, out.String(), errb.String()}
+		return r, checkpointReportOf(t, r.stdout)
+	}
+	r, rep := run1("500", "--to-gpu", g(0).String()+"="+g(1).String())
+	require.Equal(t, exitCheckFailed, r.code, r.stdout)
+	require.Len(t, drv.restores, 1, "the pairs as given only")
+	assert.Contains(t, strings.Join(rep.Notes, "\n"), "also moves "+g(1).String()+" to "+g(0).String()+"; not retried")
+	assert.Contains(t, strings.Join(rep.Notes, "\n"), "still checkpointed")
+	assert.NotEmpty(t, rep.Process.Hazards, "device 0 has 1 MiB free")
+
+	drv.restores = nil
+	r, rep = run1("500", "--to-gpu", g(0).String()+"="+g(7).String())
+	require.Equal(t, exitCheckFailed, r.code)
+	assert.Contains(t, rep.Error, "is not a GPU of this host")
+	r, rep = run1("600") // a dma-buf open: a hazard
+	require.Equal(t, exitCheckFailed, r.code)
+	assert.Contains(t, rep.Diagnosis, "refused: the preflight finds 1 hazard(s)")
+	drv.state = cu.PROCESS_STATE_RUNNING
+	r, rep = run1("500")
+	require.Equal(t, exitCheckFailed, r.code)
+	assert.Contains(t, rep.Error, "checkpoint: restore pid 500 (running)")
+	assert.Empty(t, drv.restores, "nothing reached the driver's restore")
+
+	// A driver that loaded and did not initialize (the simulated node's Fabric Manager down).
+	var out, errb bytes.Buffer
+	code := run([]string{"restore", "500", "--backend=sim", "--preset=hgx8-fm-down", "-o", "json"}, &out, &errb, testDeps(backend.Opener{}))
+	require.Equal(t, exitNoDriver, code, out.String()+errb.String())
+	assert.Contains(t, checkpointReportOf(t, out.String()).Error, "the CUDA driver did not initialize")
+}
+
 func stepNames(r checkpointReport) []string {
 	var s []string
 	for _, st := range r.Steps {
 		s = append(s, st.Step)
 	}
 	return s
+}
+
+func checkpointReportOf(t *testing.T, s string) checkpointReport {
+	t.Helper()
+	var r checkpointReport
+	require.NoError(t, json.Unmarshal([]byte(s), &r), s)
+	return r
 }

@@ -22,17 +22,28 @@ func Example() {
 	defer c.Close()
 	_ = c.Ready() // a page mapped ahead in every slot
 
-	for tokens := 1; tokens <= 512; tokens++ { // one request decoding in slot 0
+	// One request decoding in slot 0, a token a step, across a page boundary: between
+	// steps (Ready here) the committer maps the next page ahead.
+	for tokens := 1; tokens <= 1500; tokens++ {
+		if tokens == 1024 {
+			_ = c.Ready()
+		}
 		if err := c.Ensure(0, tokens); err != nil {
 			fmt.Println(err)
 			return
 		}
 	}
-	// Slot 0's K tensor of layer 1 (plane 2) starts here for the request's whole life.
+	// Slot 0's K tensor of layer 1 (plane 2) starts here for the request's whole life; its
+	// token 1400 is on the second page.
 	k := c.Plane(2) + cu.DevicePtr(0*c.SlotBytes())
-	_ = m.WriteAt(0, []byte("token 0"), k)
-	fmt.Println("driver calls on the step path:", c.Stats().StepCalls)
+	if err := m.WriteAt(0, []byte("token 1400"), k+1400*2048); err != nil {
+		fmt.Println(err)
+		return
+	}
+	_ = c.Ready()   // the next step: a page ahead again
+	st := c.Stats() // slot 0: 2 pages in use and 1 ahead; slot 1: 1 ahead
+	fmt.Println("pages:", st.Pages, "driver calls on the step path:", st.StepCalls)
 	_ = c.Release(0) // its pages stay mapped for the slot's next request
 	// Output:
-	// driver calls on the step path: 0
+	// pages: 4 driver calls on the step path: 0
 }
