@@ -58,13 +58,16 @@ func Preflight(fsys fs.FS, pid int) Report {
 		r.Hazards = append(r.Hazards, Hazard{"no process " + strconv.Itoa(pid) + " (" + err.Error() + ")", "name a running process; in a container, share the host's pid namespace (hostPID)"})
 		return r
 	}
-	if r.State != "Z" && r.State != "X" && stopped(fsys, pid) {
+	exited := r.State == "Z" || r.State == "X"
+	if stopped(fsys, pid) {
 		r.State = "T"
 	}
-	switch r.State {
-	case "T", "t":
+	switch {
+	case r.State == "T" || r.State == "t":
 		r.Hazards = append(r.Hazards, Hazard{"the process is stopped (SIGSTOP or a tracer): the driver's lock of a stopped process does not return, whatever its timeout", "continue it (kill -CONT " + strconv.Itoa(pid) + ") before the checkpoint; the lock stops its CUDA calls"})
-	case "Z", "X":
+	case exited && threads(fsys, pid) > 0:
+		r.Hazards = append(r.Hazards, Hazard{"its main thread has exited while other threads run: /proc shows little of such a process (its maps, its descriptors), and what the driver does with it was not recorded", "checkpoint a process whose main thread runs"})
+	case exited:
 		r.Hazards = append(r.Hazards, Hazard{"the process has exited", "name a running process"})
 	}
 	r.Resident = resident(fsys, pid)
@@ -184,6 +187,22 @@ func resident(fsys fs.FS, pid int) uint64 {
 		}
 	}
 	return sum
+}
+
+// threads counts process pid's threads that have not exited (/proc/PID/task/*/stat).
+func threads(fsys fs.FS, pid int) int {
+	tasks, _ := fs.ReadDir(fsys, path.Join("proc", strconv.Itoa(pid), "task"))
+	n := 0
+	for _, t := range tasks {
+		b, err := fs.ReadFile(fsys, path.Join("proc", strconv.Itoa(pid), "task", t.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		if _, state := statFields(string(b)); state != "Z" && state != "X" {
+			n++
+		}
+	}
+	return n
 }
 
 // stopped says whether process pid, or one of its threads, is stopped (SIGSTOP) or

@@ -36,8 +36,14 @@ func node() fstest.MapFS {
 		"proc/400/maps":          {Data: []byte("x /usr/lib/x86_64-linux-gnu/libcuda.so.1\n")},
 		"proc/400/task/400/stat": {Data: []byte("400 (server) S 1 400 ...")},
 		"proc/400/task/401/stat": {Data: []byte("401 (worker) t 1 400 ...")},
-		"proc/300/maps":          {Data: []byte("x /usr/lib/libc.so.6\n")},
-		"proc/300/fd/0":          link("/dev/pts/0"),
+		// 600: its main thread exited, a worker runs.
+		"proc/600/stat":          {Data: []byte("600 (server) Z 1 600 ...")},
+		"proc/600/task/600/stat": {Data: []byte("600 (server) Z 1 600 ...")},
+		"proc/600/task/601/stat": {Data: []byte("601 (worker) S 1 600 ...")},
+		// 700: exited.
+		"proc/700/stat": {Data: []byte("700 (gone) Z 1 700 ...")},
+		"proc/300/maps": {Data: []byte("x /usr/lib/libc.so.6\n")},
+		"proc/300/fd/0": link("/dev/pts/0"),
 		// The driver's own view of the GPUs: minor 0 and 3 (minor 2's file has no UUID).
 		"proc/driver/nvidia/gpus/0000:18:00.0/information": {Data: []byte("Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-21e98147-3d5f-85a4-e889-2c15ae7b7632\nBus Location: \t 0000:18:00.0\nDevice Minor: \t 0\n")},
 		"proc/driver/nvidia/gpus/0000:9a:00.0/information": {Data: []byte("Model: \t\t NVIDIA H200\nDevice Minor: \t 3\nGPU UUID: \t GPU-a1b2c3d4-0000-1111-2222-333344445555\n")},
@@ -78,6 +84,15 @@ func TestPreflight(t *testing.T) {
 	r = checkpoint.Preflight(node(), 400)
 	if assert.NotEmpty(t, r.Hazards) {
 		assert.Contains(t, r.Hazards[0].What, "stopped", "a thread stopped by a tracer")
+	}
+
+	r = checkpoint.Preflight(node(), 600)
+	if assert.NotEmpty(t, r.Hazards) {
+		assert.Contains(t, r.Hazards[0].What, "its main thread has exited while other threads run")
+	}
+	r = checkpoint.Preflight(node(), 700)
+	if assert.NotEmpty(t, r.Hazards) {
+		assert.Equal(t, "the process has exited", r.Hazards[0].What)
 	}
 
 	r = checkpoint.Preflight(node(), 500)
