@@ -114,6 +114,8 @@ func FuzzPreflight(f *testing.F) {
 			"proc/1/maps":                           {Data: maps},
 			"proc/1/fd/3":                           link(target),
 			"proc/driver/nvidia/gpus/x/information": {Data: append([]byte("Device Minor: "), stat...)},
+			"proc/1/task/1/stat":                    {Data: stat},
+			"proc/1/task/2/stat":                    {Data: maps},
 		}
 		r := checkpoint.Preflight(fsys, 1)
 		if r.Pid != 1 || r.Hazards == nil || r.Warnings == nil || r.GPUs == nil || len(r.GPUUUIDs) != len(r.GPUs) {
