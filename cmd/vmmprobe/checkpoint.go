@@ -169,8 +169,9 @@ func runRestore(sel *opened, opts options, d deps, rep *checkpointReport, step f
 	for i, dv := range devs {
 		host[i] = dv.UUID
 	}
+	var completed []cu.GPUPair // every GPU of the host paired, for a retry
 	if derr == nil && devs != nil {
-		if _, err := checkpoint.CompletePairs(pairs, host); err != nil {
+		if completed, err = checkpoint.CompletePairs(pairs, host); err != nil {
 			return fmt.Errorf("--to-gpu: %w", err)
 		}
 	}
@@ -200,29 +201,26 @@ func runRestore(sel *opened, opts options, d deps, rep *checkpointReport, step f
 		return nil
 	}
 	err = step("restore", func() error { return p.Restore(pairs...) })
-	if refusedPairs(err) && len(pairs) > 0 && devs != nil {
-		completed, cerr := checkpoint.CompletePairs(pairs, host)
-		if cerr == nil && len(completed) > len(pairs) {
-			var moved []string
-			for _, q := range completed[len(pairs):] {
-				if q.Old != q.New {
-					moved = append(moved, q.Old.String()+" to "+q.New.String())
-				}
+	if refusedPairs(err) && len(pairs) > 0 && len(completed) > len(pairs) {
+		var moved []string
+		for _, q := range completed[len(pairs):] {
+			if q.Old != q.New {
+				moved = append(moved, q.Old.String()+" to "+q.New.String())
 			}
-			what := "the driver refused the pairs as given (" + resultName(err) + "): it wants every GPU the process saw paired"
-			if len(moved) > 0 {
-				what += "; pairing them also moves " + strings.Join(moved, ", ")
-			}
-			if refuse(completed) {
-				rep.Notes = append(rep.Notes, what+"; not retried")
+		}
+		what := "the driver refused the pairs as given (" + resultName(err) + "): it wants every GPU the process saw paired"
+		if len(moved) > 0 {
+			what += "; pairing them also moves " + strings.Join(moved, ", ")
+		}
+		if refuse(completed) {
+			rep.Notes = append(rep.Notes, what+"; not retried")
+		} else {
+			rep.Notes = append(rep.Notes, what+"; retried so")
+			rep.Pairs = pairStrings(completed)
+			if err2 := step("restore, every GPU paired", func() error { return p.Restore(completed...) }); err2 != nil {
+				err = fmt.Errorf("with the pairs as given: %w; with every GPU paired: %w", err, err2)
 			} else {
-				rep.Notes = append(rep.Notes, what+"; retried so")
-				rep.Pairs = pairStrings(completed)
-				if err2 := step("restore, every GPU paired", func() error { return p.Restore(completed...) }); err2 != nil {
-					err = fmt.Errorf("with the pairs as given: %w; with every GPU paired: %w", err, err2)
-				} else {
-					err = nil
-				}
+				err = nil
 			}
 		}
 	}
