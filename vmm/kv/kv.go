@@ -69,8 +69,7 @@ type Cache struct {
 	wake   chan struct{}
 	// want is set by Ensure's fast path when a slot comes within Ahead of its mapped
 	// pages. The committer polls it rather than being woken: waking a parked goroutine
-	// costs the waker microseconds (the step path's p99 went from 2 to 25 µs on the
-	// simulator with the wake), and a slot consumes its pages ahead over many steps.
+	// costs the waker microseconds, and a slot consumes its pages ahead over many steps.
 	want atomic.Bool
 	done chan struct{}
 	// pending are the releases the driver refused, retried at Close.
@@ -263,8 +262,8 @@ func (c *Cache) reserveRoom(n, slot int) (dropped bool, err error) {
 
 // commitLocked commits pages mapped..mapped+n-1 of slot in every plane, as one
 // transaction: for each plane the allocations are created, mapped one after another, get
-// their access in one call and lose their own references (the driver's calls in the order
-// C makes them); on any failure nothing of the n page indices stays.
+// their access in one call and lose their own references; on any failure nothing of the
+// n page indices stays.
 // The caller holds c.mu, which is released around the driver calls (the slot is busy).
 func (c *Cache) commitLocked(slot, n int, step bool) error {
 	s := &c.slots[slot]
