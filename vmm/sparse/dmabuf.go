@@ -32,22 +32,18 @@ func (a *Array) ExportDmaBuf(off, n uint64, opts ...vmm.DmaBufOption) (*vmm.DmaB
 	if err != nil {
 		return nil, opErr("export dma-buf", args, err)
 	}
-	base := a.r.Base()
+	base := a.g.Base()
 	var chunks []vmm.DmaBufChunk
-	missing := -1
-	for i := first; i <= last; i++ {
-		mem, ok := a.pages[i]
-		if !ok {
-			if missing < 0 {
-				missing = int(i)
-			}
-			continue
-		}
-		p, err := mem.Properties()
+	for _, c := range a.g.Chunks(first*a.page, (last+1-first)*a.page) {
+		p, err := c.Alloc.Properties()
 		if err != nil {
 			return nil, opErr("export dma-buf", args, err)
 		}
-		chunks = append(chunks, vmm.DmaBufChunk{Addr: base + cu.DevicePtr(i*a.page), Size: a.page, Props: p})
+		chunks = append(chunks, vmm.DmaBufChunk{Addr: base + cu.DevicePtr(c.Off), Size: a.page, Props: p})
+	}
+	missing := -1
+	if gaps := a.pagesIn(first, last+1, false); len(gaps) > 0 {
+		missing = int(gaps[0])
 	}
 	d, err := a.m.ExportDmaBufChunks(base+cu.DevicePtr(off), n, chunks, opts...)
 	if err != nil {

@@ -18,7 +18,6 @@ package sparse
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 
@@ -89,10 +88,9 @@ type Array struct {
 	access []cu.MemAccessDesc
 	zero   bool
 	page   uint64
-	r      *vmm.Reservation
+	g      *vmm.Region // its chunks are the committed pages
 
-	pages   map[uint64]*vmm.Allocation // committed pages by index
-	pending vmm.Pending                // and whether a failed undo broke the array
+	pending vmm.Pending // and whether a failed undo broke the array
 	closed  bool
 	st      Stats
 }
@@ -113,7 +111,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Array, error) {
 	if opts.Props != nil {
 		props = *opts.Props
 	}
-	a := &Array{m: m, props: props, dev: opts.Device, zero: opts.Zero, pages: map[uint64]*vmm.Allocation{}}
+	a := &Array{m: m, props: props, dev: opts.Device, zero: opts.Zero}
 	a.access = slices.Clone(opts.Access)
 	if !slices.ContainsFunc(opts.Access, func(d cu.MemAccessDesc) bool { return d.Location == vmm.OnDevice(opts.Device) }) {
 		a.access = append(vmm.ReadWrite(opts.Device), opts.Access...)
@@ -147,7 +145,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Array, error) {
 	if page&(page-1) == 0 {
 		align = page
 	}
-	if a.r, err = m.Reserve(total, vmm.WithAlignment(align)); err != nil {
+	if a.g, err = m.NewRegion(total, opts.Device, vmm.WithAlignment(align)); err != nil {
 		return fail(err)
 	}
 	return a, nil
@@ -158,7 +156,7 @@ func (a *Array) Base() cu.DevicePtr {
 	if a == nil {
 		return 0
 	}
-	return a.r.Base()
+	return a.g.Base()
 }
 
 // Size is the array's size in bytes, a multiple of PageSize.
@@ -166,7 +164,7 @@ func (a *Array) Size() uint64 {
 	if a == nil {
 		return 0
 	}
-	return a.r.Size()
+	return a.g.Size()
 }
 
 // PageSize is the unit of commitment.
@@ -182,10 +180,7 @@ func (a *Array) Committed(off uint64) bool {
 	if a == nil || a.page == 0 {
 		return false
 	}
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	_, ok := a.pages[off/a.page]
-	return ok
+	return len(a.g.Chunks(off, 1)) > 0
 }
 
 // Stats returns the occupancy and counters.
@@ -196,12 +191,12 @@ func (a *Array) Stats() Stats {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	s := a.st
-	s.Size, s.PageSize = a.r.Size(), a.page
+	s.Size, s.PageSize = a.g.Size(), a.page
 	if a.page != 0 {
 		s.Pages = int(s.Size / a.page)
 	}
-	s.Committed = len(a.pages)
-	s.CommittedSize = uint64(len(a.pages)) * a.page
+	s.CommittedSize = a.g.Mapped()
+	s.Committed = int(s.CommittedSize / max(a.page, 1))
 	if s.Pages > 0 {
 		s.Occupancy = float64(s.Committed) / float64(s.Pages)
 	}
@@ -218,8 +213,12 @@ func (a *Array) CommittedRanges() []Range {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	var out []Range
-	for _, run := range runs(slices.Sorted(maps.Keys(a.pages))) {
-		out = append(out, Range{Offset: run[0] * a.page, Size: uint64(len(run)) * a.page})
+	for _, c := range a.g.Chunks(0, a.g.Size()) {
+		if k := len(out) - 1; k >= 0 && out[k].Offset+out[k].Size == c.Off {
+			out[k].Size += a.page
+		} else {
+			out = append(out, Range{Offset: c.Off, Size: a.page})
+		}
 	}
 	return out
 }
@@ -237,7 +236,7 @@ func (a *Array) usable() error {
 
 // check validates [off, off+n) against the array and returns its first and last page.
 func (a *Array) check(off, n uint64) (first, last uint64, err error) {
-	size := a.r.Size()
+	size := a.g.Size()
 	if n == 0 || off >= size || n > size-off {
 		return 0, 0, fmt.Errorf("%w: array of %s", vmm.ErrOutOfRange, units.Size(size))
 	}
@@ -273,43 +272,36 @@ func (a *Array) commit(off, n uint64) error {
 		return err
 	}
 	_ = a.pending.Retry() // what fails again stays counted in Stats.Pending
-	var missing []uint64
-	for i := first; i <= last; i++ {
-		if _, ok := a.pages[i]; !ok {
-			missing = append(missing, i)
-		}
-	}
+	missing := a.pagesIn(first, last+1, false)
 	if len(missing) == 0 {
 		return nil
 	}
 	tx := a.m.Begin(&a.pending)
-	added := map[uint64]*vmm.Allocation{}
 	for _, run := range runs(missing) {
 		mems := make([]*vmm.Allocation, len(run))
-		for k, i := range run {
+		for k := range run {
 			a.st.Calls++
 			mem, err := tx.Create(a.page, a.props)
 			if err != nil {
 				return tx.Rollback(err)
 			}
-			mems[k], added[i] = mem, mem
+			mems[k] = mem
 		}
 		off, size := run[0]*a.page, uint64(len(run))*a.page
 		a.st.Calls += len(run) + 1
-		if _, err := tx.MapAll(a.r, off, a.access, mems...); err != nil {
+		if err := tx.Add(a.g, off, a.access, mems...); err != nil {
 			return tx.Rollback(err)
 		}
 		if a.zero {
 			a.st.Calls++
-			if err := a.m.Fill(a.dev, a.r.Base()+cu.DevicePtr(off), 0, size); err != nil {
+			if err := a.m.Fill(a.dev, a.g.Base()+cu.DevicePtr(off), 0, size); err != nil {
 				return tx.Rollback(err)
 			}
 		}
 	}
 	tx.Commit()
-	maps.Copy(a.pages, added)
-	a.st.Commits += len(added)
-	a.st.Peak = max(a.st.Peak, len(a.pages))
+	a.st.Commits += len(missing)
+	a.st.Peak = max(a.st.Peak, int(a.g.Mapped()/a.page))
 	return nil
 }
 
@@ -327,51 +319,46 @@ func (a *Array) decommit(off, n uint64) error {
 	_ = a.pending.Retry()
 	first := (off + a.page - 1) / a.page
 	end := (off + n) / a.page // exclusive
-	var gone []uint64
-	for i := first; i < end; i++ {
-		if _, ok := a.pages[i]; ok {
-			gone = append(gone, i)
-		}
-	}
+	gone := a.pagesIn(first, end, true)
 	if len(gone) == 0 {
 		return nil
 	}
 	tx := a.m.Begin(&a.pending)
+	var released []vmm.Chunk
 	for _, run := range runs(gone) {
 		// One unmap per run: the driver unmaps adjacent mappings in one call.
 		a.st.Calls++
-		if err := a.r.Unmap(run[0]*a.page, uint64(len(run))*a.page); err != nil {
+		cs, err := tx.Remove(a.g, run[0]*a.page, uint64(len(run))*a.page)
+		if err != nil {
 			return tx.Rollback(err)
 		}
-		tx.Restore("map decommitted pages back", func() error { return a.mapBack(run) })
+		released = append(released, cs...)
 	}
 	tx.Commit()
 	// The pages are unmapped; releasing their memory cannot be undone, and a failure only
 	// leaks until the retry.
-	for _, i := range gone {
+	for _, c := range released {
 		a.st.Calls++
-		_ = a.pending.Do("release decommitted page", a.pages[i].Close)
-		delete(a.pages, i)
+		_ = a.pending.Do("release decommitted page", c.Alloc.Close)
 	}
 	a.st.Decommits += len(gone)
 	return nil
 }
 
-// mapBack maps the pages of run, adjacent and unmapped, where they were and gives them their
-// access again.
-func (a *Array) mapBack(run []uint64) error {
-	var made []*vmm.Mapping
-	for _, i := range run {
-		mp, err := a.r.Map(i*a.page, a.pages[i])
-		if err != nil {
-			for _, mp := range made {
-				_ = mp.Close()
-			}
-			return err
+// pagesIn lists the indexes of the pages in [first, end) that are committed (or, with
+// committed false, that are not), in order.
+func (a *Array) pagesIn(first, end uint64, committed bool) []uint64 {
+	var out []uint64
+	cs := a.g.Chunks(first*a.page, (end-first)*a.page)
+	for i := first; i < end; i++ {
+		for len(cs) > 0 && cs[0].Off < i*a.page {
+			cs = cs[1:]
 		}
-		made = append(made, mp)
+		if (len(cs) > 0 && cs[0].Off == i*a.page) == committed {
+			out = append(out, i)
+		}
 	}
-	return a.setAccess(run[0]*a.page, uint64(len(run))*a.page)
+	return out
 }
 
 // WriteAt writes p at offset off, committing the pages it touches first (from the context
@@ -423,15 +410,7 @@ func (a *Array) WriteAt(p []byte, off int64) (int, error) {
 // is out of bounds, which commit then reports).
 func (a *Array) committed(off, n uint64) bool {
 	first, last, err := a.check(off, n)
-	if err != nil {
-		return false
-	}
-	for i := first; i <= last; i++ {
-		if _, ok := a.pages[i]; !ok {
-			return false
-		}
-	}
-	return true
+	return err == nil && len(a.pagesIn(first, last+1, false)) == 0
 }
 
 // ReadAt reads len(p) bytes at offset off. Bytes of pages that are not committed read as
@@ -472,20 +451,24 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 // at a time (the driver copies across the allocations of a run in one call, recorded:
 // vmmtest data/copy-across-allocations).
 func (a *Array) eachPage(off uint64, p []byte, f func(cu.DevicePtr, []byte, bool) error) (int, error) {
-	done := 0
+	cs := a.g.Chunks(off, uint64(len(p))) // the committed pages the range touches
+	// committedAt reports whether the page at pos is committed; pos only grows.
+	committedAt := func(pos uint64) bool {
+		for len(cs) > 0 && cs[0].End() <= pos {
+			cs = cs[1:]
+		}
+		return len(cs) > 0 && cs[0].Off <= pos
+	}
+	done, end := 0, off+uint64(len(p))
 	for done < len(p) {
 		pos := off + uint64(done)
-		i := pos / a.page
-		_, committed := a.pages[i]
-		end := (i + 1) * a.page
-		for end < off+uint64(len(p)) {
-			if _, c := a.pages[end/a.page]; c != committed {
-				break
-			}
-			end += a.page
+		committed := committedAt(pos)
+		next := (pos/a.page + 1) * a.page
+		for next < end && committedAt(next) == committed {
+			next += a.page
 		}
-		n := min(uint64(len(p)-done), end-pos)
-		if err := f(a.r.Base()+cu.DevicePtr(pos), p[done:done+int(n)], committed); err != nil {
+		n := min(end, next) - pos
+		if err := f(a.g.Base()+cu.DevicePtr(pos), p[done:done+int(n)], committed); err != nil {
 			return done, err
 		}
 		done += int(n)
@@ -507,26 +490,17 @@ func (a *Array) Close() error {
 	}
 	if !a.closed {
 		a.closed = true
-		a.st.Calls++ // free, and unmap where pages are mapped
-		if len(a.pages) > 0 {
-			a.st.Calls++
+		pages := int(a.g.Mapped() / a.page)
+		a.st.Calls += 1 + pages // free, and release each page
+		if pages > 0 {
+			a.st.Calls++ // one unmap of them all
 		}
-		_ = a.pending.Do("unmap and free", a.r.Close)
-		for _, i := range slices.Sorted(maps.Keys(a.pages)) {
-			a.st.Calls++
-			_ = a.pending.Do("release", a.pages[i].Close)
-		}
-		clear(a.pages)
+		_ = a.pending.Do("unmap, free and release", a.g.Close)
 	}
 	if err := a.pending.Retry(); err != nil {
 		return opErr("close", "", err)
 	}
 	return nil
-}
-
-func (a *Array) setAccess(off, size uint64) error {
-	a.st.Calls++
-	return a.r.SetAccess(off, size, a.access...)
 }
 
 // runs splits sorted page indexes into runs of adjacent ones.

@@ -1,0 +1,286 @@
+package vmm
+
+import (
+	"errors"
+	"slices"
+	"sync"
+
+	"github.com/cuvmm/cuvmm/cu"
+)
+
+// Region is a reservation and the allocations mapped whole in it, in address order: the
+// layout every building block stands on (a buffer's reservations, a sparse array's pages,
+// a KV cache's planes, a sleep tag's memory, peer memory, an import). Tx.Add maps a run of
+// allocations with one access call and Tx.Remove unmaps a range in one call, each undone
+// by the transaction; Close unmaps everything, frees the range and releases the
+// allocations the region holds, which are the region's from Add until Remove gives them
+// back.
+//
+// Its methods are safe for concurrent use. Copies (ReadAt, WriteAt, From) pin the
+// reservation, not the chunk list: they run alongside each other and alongside Add and
+// Remove, and a copy that touches a range being unmapped fails in the driver. Reads and
+// writes after Close fail with ErrClosed. Only a Manager or a Tx makes one: a nil or zero
+// Region fails every call with ErrInvalid.
+type Region struct {
+	r   *Reservation
+	dev int
+
+	mu     sync.Mutex
+	chunks []Chunk // sorted by offset, none overlapping
+}
+
+// Chunk is one allocation mapped whole at offset Off of a Region, with the access it was
+// given there.
+type Chunk struct {
+	Off    uint64
+	Alloc  *Allocation
+	Access []cu.MemAccessDesc
+}
+
+// End is the offset just past the chunk.
+func (c Chunk) End() uint64 { return c.Off + c.Alloc.Size() }
+
+var errNoRegion = invalid("a nil or zero Region (make one with Manager.NewRegion)")
+
+// NewRegion reserves size bytes (a multiple of the granularity) of address space for a
+// region whose copies run in device dev's context.
+func (m *Manager) NewRegion(size uint64, dev int, opts ...ReserveOption) (*Region, error) {
+	r, err := m.Reserve(size, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Region{r: r, dev: dev}, nil
+}
+
+// NewRegion is Manager.NewRegion; undone by closing the region.
+func (t *Tx) NewRegion(size uint64, dev int, opts ...ReserveOption) (*Region, error) {
+	g, err := t.m.NewRegion(size, dev, opts...)
+	if err == nil {
+		t.OnRollback("free", g.Close)
+	}
+	return g, err
+}
+
+func (g *Region) usable() bool { return g != nil && g.r.usable() }
+
+// Base is the region's first address (0 for a nil Region).
+func (g *Region) Base() cu.DevicePtr {
+	if g == nil {
+		return 0
+	}
+	return g.r.Base()
+}
+
+// Size is the region's size in bytes (0 for a nil Region).
+func (g *Region) Size() uint64 {
+	if g == nil {
+		return 0
+	}
+	return g.r.Size()
+}
+
+// Device is the device whose context ReadAt and WriteAt copy from.
+func (g *Region) Device() int {
+	if g == nil {
+		return 0
+	}
+	return g.dev
+}
+
+// Reservation is the region's range, for calls Region does not cover (SetAccess over a
+// run, a dma-buf export); its mappings are the region's.
+func (g *Region) Reservation() *Reservation {
+	if g == nil {
+		return nil
+	}
+	return g.r
+}
+
+// Chunks lists the chunks that lie wholly or partly in the size bytes at offset off, in
+// address order; Chunks(0, Size()) lists them all.
+func (g *Region) Chunks(off, size uint64) []Chunk {
+	if g == nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	lo, hi := g.span(off, size)
+	return slices.Clone(g.chunks[lo:hi])
+}
+
+// Mapped is the number of bytes mapped in the region.
+func (g *Region) Mapped() uint64 {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := uint64(0)
+	for _, c := range g.chunks {
+		n += c.Alloc.Size()
+	}
+	return n
+}
+
+// span is the index range of the chunks that overlap [off, off+size); the caller holds g.mu.
+func (g *Region) span(off, size uint64) (lo, hi int) {
+	lo = firstAfter(g.chunks, func(c Chunk) bool { return c.End() > off })
+	hi = lo
+	for hi < len(g.chunks) && g.chunks[hi].Off < off+size {
+		hi++
+	}
+	return lo, hi
+}
+
+// firstAfter is the index of the first chunk for which after holds (chunks are in address
+// order, so after is false then true).
+func firstAfter(chunks []Chunk, after func(Chunk) bool) int {
+	i, _ := slices.BinarySearchFunc(chunks, true, func(c Chunk, _ bool) int {
+		if after(c) {
+			return 1
+		}
+		return -1
+	})
+	return i
+}
+
+// ReadAt reads len(p) bytes at offset off of the region into p, from the context of the
+// region's device, in one driver call: the driver copies across the allocations of one
+// device in one call (recorded: vmmtest data/copy-across-allocations).
+func (g *Region) ReadAt(p []byte, off int64) (int, error) { return g.From(g.Device()).ReadAt(p, off) }
+
+// WriteAt writes p at offset off of the region, as ReadAt.
+func (g *Region) WriteAt(p []byte, off int64) (int, error) {
+	return g.From(g.Device()).WriteAt(p, off)
+}
+
+// From returns the region as device dev reaches it.
+func (g *Region) From(dev int) View {
+	if g == nil {
+		return View{dev: dev}
+	}
+	return g.r.From(dev)
+}
+
+// Add maps allocs whole, one after another from offset off of g, gives the run access in
+// one driver call (none when access is empty) and records them as g's chunks. It is undone
+// by unmapping them, which gives them back to the transaction's caller: an allocation the
+// transaction created is then released by the Create's own undo.
+func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Allocation) error {
+	if !g.usable() {
+		return opErr(errNoRegion, "map", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), 0))
+	}
+	start := off
+	for _, a := range allocs {
+		if _, err := t.Map(g.r, off, a); err != nil {
+			return err
+		}
+		off += a.Size()
+	}
+	if len(access) > 0 && off > start {
+		if err := g.r.SetAccess(start, off-start, access...); err != nil {
+			return err
+		}
+	}
+	access = slices.Clone(access)
+	added := make([]Chunk, len(allocs))
+	at := start
+	for i, a := range allocs {
+		added[i] = Chunk{Off: at, Alloc: a, Access: access}
+		at += a.Size()
+	}
+	g.mu.Lock()
+	i := firstAfter(g.chunks, func(c Chunk) bool { return c.Off >= start })
+	g.chunks = slices.Insert(g.chunks, i, added...)
+	g.mu.Unlock()
+	t.OnRollback("forget", func() error { g.forget(start, off-start); return nil })
+	return nil
+}
+
+// forget drops the chunks in [off, off+size) from g's list and returns them.
+func (g *Region) forget(off, size uint64) []Chunk {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	lo, hi := g.span(off, size)
+	gone := slices.Clone(g.chunks[lo:hi])
+	g.chunks = slices.Delete(g.chunks, lo, hi)
+	return gone
+}
+
+// Remove unmaps the size bytes at offset off of g in one driver call and returns the
+// chunks that were there, which are the caller's from then on (to release, or to add
+// again elsewhere). The range must not split a chunk. It is undone by mapping the chunks
+// back with their access, a Restore: if that fails the transaction reports ErrBroken.
+func (t *Tx) Remove(g *Region, off, size uint64) ([]Chunk, error) {
+	if !g.usable() {
+		return nil, opErr(errNoRegion, "unmap", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), size))
+	}
+	g.mu.Lock()
+	lo, hi := g.span(off, size)
+	if lo < hi && (g.chunks[lo].Off < off || g.chunks[hi-1].End() > off+size) {
+		g.mu.Unlock()
+		return nil, &Error{Op: "unmap", Args: rangeArgs(g.Base()+cu.DevicePtr(off), size), Err: invalid("the range splits a chunk")}
+	}
+	g.mu.Unlock()
+	if err := g.r.Unmap(off, size); err != nil {
+		return nil, err
+	}
+	gone := g.forget(off, size)
+	t.Restore("map the removed chunks back", func() error { return g.putBack(gone) })
+	return gone, nil
+}
+
+// putBack maps chunks, removed from g, where they were, with their access, and records
+// them again. On failure it unmaps what it mapped and records them unmapped all the same:
+// they are g's, for its Close to release.
+func (g *Region) putBack(chunks []Chunk) error {
+	tx := g.r.m.Begin(nil)
+	for i := 0; i < len(chunks); {
+		j := i + 1
+		for j < len(chunks) && chunks[j].Off == chunks[j-1].End() && slices.Equal(chunks[j].Access, chunks[i].Access) {
+			j++
+		}
+		allocs := make([]*Allocation, j-i)
+		for k := range allocs {
+			allocs[k] = chunks[i+k].Alloc
+		}
+		if err := tx.Add(g, chunks[i].Off, chunks[i].Access, allocs...); err != nil {
+			err = tx.Rollback(err)
+			g.mu.Lock()
+			for _, c := range chunks[i:] {
+				k := firstAfter(g.chunks, func(x Chunk) bool { return x.Off >= c.Off })
+				g.chunks = slices.Insert(g.chunks, k, c)
+			}
+			g.mu.Unlock()
+			return err
+		}
+		i = j
+	}
+	tx.Commit()
+	return nil
+}
+
+// Close unmaps every chunk (in one driver call), frees the range and releases the chunks'
+// allocations, once the copies in flight have finished. It is idempotent; after a Close
+// that failed (the driver refusing a release), a later Close retries what failed.
+func (g *Region) Close() error {
+	if !g.usable() {
+		return opErr(errNoRegion, "free", "%s", rangeArgs(g.Base(), g.Size()))
+	}
+	if err := g.r.Close(); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var errs []error
+	left := g.chunks[:0]
+	for _, c := range g.chunks {
+		if err := c.Alloc.Close(); err != nil {
+			errs = append(errs, err)
+			left = append(left, c)
+		}
+	}
+	clear(g.chunks[len(left):])
+	g.chunks = left
+	return errors.Join(errs...)
+}

@@ -1,0 +1,140 @@
+package vmm_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/stretchr/testify/require"
+)
+
+// addRun is one transaction: n chunks of 2 MiB created and added at off.
+func addRun(m *vmm.Manager, g *vmm.Region, off uint64, n int) error {
+	tx := m.Begin(nil)
+	allocs := make([]*vmm.Allocation, n)
+	for i := range allocs {
+		a, err := tx.Create(2*mib, vmm.DeviceProps(0))
+		if err != nil {
+			return tx.Rollback(err)
+		}
+		allocs[i] = a
+	}
+	if err := tx.Add(g, off, vmm.ReadWrite(0), allocs...); err != nil {
+		return tx.Rollback(err)
+	}
+	tx.Commit()
+	return nil
+}
+
+func TestRegionAddRemoveClose(t *testing.T) {
+	s := newSim(t)
+	m := vmm.New(s)
+	g, err := m.NewRegion(16*mib, 0)
+	require.NoError(t, err)
+	require.NoError(t, addRun(m, g, 0, 3))
+	require.NoError(t, addRun(m, g, 8*mib, 2))
+	require.Equal(t, uint64(10*mib), g.Mapped())
+	cs := g.Chunks(0, g.Size())
+	require.Len(t, cs, 5)
+	for i, want := range []uint64{0, 2 * mib, 4 * mib, 8 * mib, 10 * mib} {
+		require.Equal(t, want, cs[i].Off)
+	}
+	require.Len(t, g.Chunks(5*mib, 4*mib), 2, "a range that touches two chunks lists both")
+
+	want := bytes.Repeat([]byte{7}, int(6*mib))
+	_, err = g.WriteAt(want, 0)
+	require.NoError(t, err)
+
+	// Removing splits nothing; a range cutting a chunk is refused before the driver.
+	_, err = m.Begin(nil).Remove(g, mib, 2*mib)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	tx := m.Begin(nil)
+	gone, err := tx.Remove(g, 2*mib, 6*mib)
+	require.NoError(t, err)
+	require.Len(t, gone, 2)
+	require.Equal(t, uint64(6*mib), g.Mapped())
+	// Rolled back, the chunks are mapped again with their bytes.
+	require.Error(t, tx.Rollback(errors.New("undo")))
+	require.Equal(t, uint64(10*mib), g.Mapped())
+	got := make([]byte, len(want))
+	_, err = g.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	// Committed, they are the caller's.
+	tx = m.Begin(nil)
+	gone, err = tx.Remove(g, 8*mib, 8*mib)
+	require.NoError(t, err)
+	tx.Commit()
+	for _, c := range gone {
+		require.NoError(t, c.Alloc.Close())
+	}
+	require.NoError(t, g.Close())
+	require.NoError(t, g.Close(), "Close is idempotent")
+	_, err = g.ReadAt(got[:1], 0)
+	require.ErrorIs(t, err, vmm.ErrClosed)
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
+// TestRegionAddFaults fails each driver call of an Add in turn: nothing stays mapped or
+// allocated, and the region's list is unchanged.
+func TestRegionAddFaults(t *testing.T) {
+	for _, op := range []sim.Op{sim.OpCreate, sim.OpMap, sim.OpSetAccess} {
+		for nth := 1; nth <= 3; nth++ {
+			s := newSim(t)
+			m := vmm.New(s)
+			g, err := m.NewRegion(8*mib, 0)
+			require.NoError(t, err)
+			require.NoError(t, s.FailNth(op, nth, cu.ERROR_OUT_OF_MEMORY))
+			err = addRun(m, g, 0, 3)
+			if op == sim.OpSetAccess && nth > 1 {
+				require.NoError(t, err)
+				require.NoError(t, g.Close())
+				continue
+			}
+			require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY, "%s #%d", op, nth)
+			require.Empty(t, g.Chunks(0, g.Size()))
+			st := s.Stats()
+			require.Zero(t, st.Mappings, "%s #%d", op, nth)
+			require.Zero(t, st.Allocations, "%s #%d", op, nth)
+			require.NoError(t, g.Close())
+			require.True(t, s.Stats().Clean())
+		}
+	}
+}
+
+// TestRegionRemoveRestoreFails: when mapping removed chunks back fails, the rollback
+// reports ErrBroken.
+func TestRegionRemoveRestoreFails(t *testing.T) {
+	s := newSim(t)
+	m := vmm.New(s)
+	g, err := m.NewRegion(8*mib, 0)
+	require.NoError(t, err)
+	require.NoError(t, addRun(m, g, 0, 2))
+	var p vmm.Pending
+	tx := m.Begin(&p)
+	_, err = tx.Remove(g, 0, 4*mib)
+	require.NoError(t, err)
+	require.NoError(t, s.FailNth(sim.OpMap, 1, cu.ERROR_OUT_OF_MEMORY))
+	require.ErrorIs(t, tx.Rollback(errors.New("undo")), vmm.ErrBroken)
+	require.ErrorIs(t, p.Broken(), vmm.ErrBroken)
+	require.Len(t, g.Chunks(0, g.Size()), 2, "the region keeps what it could not map back, for Close")
+	require.NoError(t, g.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
+func TestRegionNilAndZero(t *testing.T) {
+	var g *vmm.Region
+	require.Zero(t, g.Base())
+	require.Zero(t, g.Size())
+	require.Nil(t, g.Chunks(0, 1))
+	_, err := g.ReadAt(make([]byte, 1), 0)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.ErrorIs(t, g.Close(), vmm.ErrInvalid)
+	require.ErrorIs(t, vmm.New(nil).Begin(nil).Add(&vmm.Region{}, 0, nil), vmm.ErrInvalid)
+	_, err = vmm.New(nil).NewRegion(2*mib, 0)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+}
