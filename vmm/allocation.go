@@ -1,6 +1,8 @@
 package vmm
 
 import (
+	"sync/atomic"
+
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/units"
 )
@@ -14,6 +16,9 @@ type Allocation struct {
 	h    cu.MemHandle
 	size uint64
 	l    life
+	// shared: exported (a descriptor, a fabric handle, a dma-buf of its range) or
+	// imported, so that another process or device may hold the memory.
+	shared atomic.Bool
 }
 
 // Create allocates size bytes (a multiple of the granularity) of physical memory.
@@ -70,7 +75,7 @@ func (m *Manager) ImportFD(fd int, size uint64) (*Allocation, error) {
 	if err != nil {
 		return nil, opErr(err, "import", "fd %d", fd)
 	}
-	return &Allocation{m: m, h: h, size: size}, nil
+	return m.imported(h, size), nil
 }
 
 // ImportFabric imports memory from a fabric handle.
@@ -82,8 +87,20 @@ func (m *Manager) ImportFabric(fh cu.MemFabricHandle, size uint64) (*Allocation,
 	if err != nil {
 		return nil, opErr(err, "import", "fabric handle")
 	}
-	return &Allocation{m: m, h: h, size: size}, nil
+	return m.imported(h, size), nil
 }
+
+func (m *Manager) imported(h cu.MemHandle, size uint64) *Allocation {
+	a := &Allocation{m: m, h: h, size: size}
+	a.shared.Store(true)
+	return a
+}
+
+// Shared reports whether the memory was exported (as a file descriptor, a fabric handle or
+// in a dma-buf) or imported: another process or device may hold it, so releasing this
+// reference frees nothing, and memory put in its place would not be what the other side
+// sees. Package sleep refuses such memory.
+func (a *Allocation) Shared() bool { return a != nil && a.shared.Load() }
 
 // Handle is the backend's handle value, for calls the typed layer does not cover (0 for a
 // nil Allocation).
@@ -147,6 +164,7 @@ func (a *Allocation) ExportFD() (int, error) {
 	if err != nil {
 		return fd, opErr(err, "export", "%v as fd", a.h)
 	}
+	a.shared.Store(true)
 	return fd, nil
 }
 
@@ -160,6 +178,7 @@ func (a *Allocation) ExportFabric() (cu.MemFabricHandle, error) {
 	if err != nil {
 		return fh, opErr(err, "export", "%v as fabric handle", a.h)
 	}
+	a.shared.Store(true)
 	return fh, nil
 }
 

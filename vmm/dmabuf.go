@@ -195,6 +195,8 @@ type DmaBufChunk struct {
 	Addr  cu.DevicePtr
 	Size  uint64
 	Props cu.MemAllocationProp
+	// Alloc, when known, is the chunk's memory: an export marks it Shared.
+	Alloc *Allocation
 }
 
 func (c DmaBufChunk) end() cu.DevicePtr { return c.Addr + cu.DevicePtr(c.Size) }
@@ -296,7 +298,7 @@ func (r *Reservation) ExportDmaBuf(off, size uint64, opts ...DmaBufOption) (*Dma
 		if err != nil {
 			return nil, dmaBufErr(err, addr, size, o)
 		}
-		chunks = append(chunks, DmaBufChunk{Addr: mp.addr, Size: mp.size, Props: p})
+		chunks = append(chunks, DmaBufChunk{Addr: mp.addr, Size: mp.size, Props: p, Alloc: mp.a})
 	}
 	d, err := r.m.exportDmaBuf(addr, size, chunks, o)
 	if err != nil {
@@ -398,6 +400,11 @@ func (m *Manager) exportDmaBuf(addr cu.DevicePtr, size uint64, chunks []DmaBufCh
 			err = errors.Join(err, errors.New("the platform may not offer a dma-buf mapping through PCIe BAR1: export without ViaPCIe"))
 		}
 		return nil, err
+	}
+	for _, c := range chunks {
+		if c.Alloc != nil && c.end() > addr && c.Addr < end {
+			c.Alloc.shared.Store(true)
+		}
 	}
 	d := &DmaBuf{Addr: addr, Size: size, Device: dev, Props: first.Props, Chunks: n, PCIe: o.pcie}
 	d.fd1.Store(int64(fd) + 1)

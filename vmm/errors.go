@@ -26,6 +26,9 @@ var (
 	// ErrBroken: a rollback could not restore what it undid (the driver failed twice in a
 	// row); the object's memory can no longer be trusted, and only Close still works.
 	ErrBroken = errors.New("broken by a failed rollback")
+	// ErrAsleep: the memory sleeps (package sleep) with nothing mapped at its addresses,
+	// or a region with sleeping chunks was asked to change; Wake first.
+	ErrAsleep = errors.New("asleep: the memory is not mapped until Wake")
 )
 
 type invalidError struct{}

@@ -2,25 +2,30 @@ package vmm
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 )
 
 // Region is a reservation and the allocations mapped whole in it, in address order: the
-// layout every building block stands on (a buffer's reservations, a sparse array's pages,
-// a KV cache's planes, a sleep tag's memory, peer memory, an import). Tx.Add maps a run of
-// allocations with one access call and Tx.Remove unmaps a range in one call, each undone
-// by the transaction; Close unmaps everything, frees the range and releases the
-// allocations the region holds, which are the region's from Add until Remove gives them
-// back.
+// layout the building blocks stand on (a sparse array's pages, a KV cache's planes, a
+// sleep tag's memory, peer memory, an import). Tx.Add maps a run of allocations with one
+// access call and Tx.Remove unmaps a range in one call, each undone by the transaction;
+// Close unmaps everything, frees the range and releases the allocations the region holds,
+// which are the region's from Add until Remove gives them back.
 //
-// Its methods are safe for concurrent use. Copies (ReadAt, WriteAt, From) pin the
-// reservation, not the chunk list: they run alongside each other and alongside Add and
-// Remove, and a copy that touches a range being unmapped fails in the driver. Reads and
-// writes after Close fail with ErrClosed. Only a Manager or a Tx makes one: a nil or zero
-// Region fails every call with ErrInvalid.
+// A chunk can sleep (Swap, which package sleep uses): its device memory gone, its place
+// kept, and host memory or nothing mapped there. While one does, the region refuses Add
+// and Remove, and ReadAt and WriteAt over a chunk with nothing mapped, with ErrAsleep.
+//
+// Its methods are safe for concurrent use. Copies pin the reservation, not the chunk list:
+// they run alongside each other and alongside Add and Remove, and a copy that touches a
+// range being unmapped fails in the driver. Reads and writes after Close fail with
+// ErrClosed. Only a Manager or a Tx makes one: a nil or zero Region fails every call with
+// ErrInvalid.
 type Region struct {
 	r   *Reservation
 	dev int
@@ -32,13 +37,17 @@ type Region struct {
 // Chunk is one allocation mapped whole at offset Off of a Region, with the access it was
 // given there.
 type Chunk struct {
-	Off    uint64
+	Off, Size uint64
+	// Alloc is the memory mapped there: nil while the chunk sleeps with nothing mapped.
 	Alloc  *Allocation
 	Access []cu.MemAccessDesc
+	// Asleep: the chunk's device memory is gone (Swap); Alloc, if any, is host memory
+	// parked in its place.
+	Asleep bool
 }
 
 // End is the offset just past the chunk.
-func (c Chunk) End() uint64 { return c.Off + c.Alloc.Size() }
+func (c Chunk) End() uint64 { return c.Off + c.Size }
 
 var errNoRegion = invalid("a nil or zero Region (make one with Manager.NewRegion)")
 
@@ -108,8 +117,8 @@ func (g *Region) Chunks(off, size uint64) []Chunk {
 	return slices.Clone(g.chunks[lo:hi])
 }
 
-// Mapped is the number of bytes mapped in the region.
-func (g *Region) Mapped() uint64 {
+// Used is the number of bytes the region's chunks cover, asleep or not.
+func (g *Region) Used() uint64 {
 	if g == nil {
 		return 0
 	}
@@ -117,9 +126,20 @@ func (g *Region) Mapped() uint64 {
 	defer g.mu.Unlock()
 	n := uint64(0)
 	for _, c := range g.chunks {
-		n += c.Alloc.Size()
+		n += c.Size
 	}
 	return n
+}
+
+// sleeping says why the region may not change while a chunk of it sleeps, or nil; the
+// caller holds g.mu.
+func (g *Region) sleeping() error {
+	for _, c := range g.chunks {
+		if c.Asleep {
+			return fmt.Errorf("%w: the chunk at +%s sleeps", ErrAsleep, units.Size(c.Off))
+		}
+	}
+	return nil
 }
 
 // span is the index range of the chunks that overlap [off, off+size); the caller holds g.mu.
@@ -146,12 +166,24 @@ func firstAfter(chunks []Chunk, after func(Chunk) bool) int {
 
 // ReadAt reads len(p) bytes at offset off of the region into p, from the context of the
 // region's device, in one driver call: the driver copies across the allocations of one
-// device in one call (recorded: vmmtest data/copy-across-allocations).
-func (g *Region) ReadAt(p []byte, off int64) (int, error) { return g.From(g.Device()).ReadAt(p, off) }
+// device in one call (recorded: vmmtest data/copy-across-allocations). A range that
+// touches a chunk sleeping with nothing mapped fails with ErrAsleep.
+func (g *Region) ReadAt(p []byte, off int64) (int, error) { return g.copyAt(View.ReadAt, p, off) }
 
 // WriteAt writes p at offset off of the region, as ReadAt.
-func (g *Region) WriteAt(p []byte, off int64) (int, error) {
-	return g.From(g.Device()).WriteAt(p, off)
+func (g *Region) WriteAt(p []byte, off int64) (int, error) { return g.copyAt(View.WriteAt, p, off) }
+
+func (g *Region) copyAt(cp func(View, []byte, int64) (int, error), p []byte, off int64) (int, error) {
+	v := g.From(g.Device())
+	if g != nil && off >= 0 {
+		for _, c := range g.Chunks(uint64(off), uint64(len(p))) {
+			if c.Alloc == nil {
+				return 0, opErr(fmt.Errorf("%w (the chunk at +%s)", ErrAsleep, units.Size(c.Off)), "copy",
+					"%s at offset %d", units.Size(uint64(len(p))), off)
+			}
+		}
+	}
+	return cp(v, p, off)
 }
 
 // From returns the region as device dev reaches it.
@@ -170,6 +202,12 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 	if !g.usable() {
 		return opErr(errNoRegion, "map", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), 0))
 	}
+	g.mu.Lock()
+	err := g.sleeping()
+	g.mu.Unlock()
+	if err != nil {
+		return opErr(err, "map", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), 0))
+	}
 	start := off
 	for _, a := range allocs {
 		if _, err := t.Map(g.r, off, a); err != nil {
@@ -186,7 +224,7 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 	added := make([]Chunk, len(allocs))
 	at := start
 	for i, a := range allocs {
-		added[i] = Chunk{Off: at, Alloc: a, Access: access}
+		added[i] = Chunk{Off: at, Size: a.Size(), Alloc: a, Access: access}
 		at += a.Size()
 	}
 	g.mu.Lock()
@@ -217,11 +255,14 @@ func (t *Tx) Remove(g *Region, off, size uint64) ([]Chunk, error) {
 	}
 	g.mu.Lock()
 	lo, hi := g.span(off, size)
-	if lo < hi && (g.chunks[lo].Off < off || g.chunks[hi-1].End() > off+size) {
-		g.mu.Unlock()
-		return nil, &Error{Op: "unmap", Args: rangeArgs(g.Base()+cu.DevicePtr(off), size), Err: invalid("the range splits a chunk")}
+	err := g.sleeping()
+	if err == nil && lo < hi && (g.chunks[lo].Off < off || g.chunks[hi-1].End() > off+size) {
+		err = invalid("the range splits a chunk")
 	}
 	g.mu.Unlock()
+	if err != nil {
+		return nil, &Error{Op: "unmap", Args: rangeArgs(g.Base()+cu.DevicePtr(off), size), Err: err}
+	}
 	if err := g.r.Unmap(off, size); err != nil {
 		return nil, err
 	}
@@ -275,6 +316,9 @@ func (g *Region) Close() error {
 	var errs []error
 	left := g.chunks[:0]
 	for _, c := range g.chunks {
+		if c.Alloc == nil {
+			continue
+		}
 		if err := c.Alloc.Close(); err != nil {
 			errs = append(errs, err)
 			left = append(left, c)
@@ -283,4 +327,59 @@ func (g *Region) Close() error {
 	clear(g.chunks[len(left):])
 	g.chunks = left
 	return errors.Join(errs...)
+}
+
+// Swap puts a in the place of the chunk at offset off: it unmaps what is mapped there, maps
+// a whole (nil: nothing) with the chunk's access, and marks the chunk asleep or awake (a
+// that is there already is only marked). It returns what was mapped there before, which is
+// the caller's from then on. The region
+// holds a until the next Swap gives it back, and releases it on Close. On failure the chunk
+// holds what is mapped there: the old allocation when the unmap failed (and nothing is
+// returned), nothing when the map failed (and the old allocation is returned).
+func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, error) {
+	args := func() string { return rangeArgs(g.Base()+cu.DevicePtr(off), a.Size()) }
+	if !g.usable() {
+		return nil, &Error{Op: "swap", Args: args(), Err: errNoRegion}
+	}
+	g.mu.Lock()
+	i := firstAfter(g.chunks, func(c Chunk) bool { return c.Off >= off })
+	if i == len(g.chunks) || g.chunks[i].Off != off || (a != nil && a.Size() != g.chunks[i].Size) {
+		g.mu.Unlock()
+		return nil, &Error{Op: "swap", Args: args(), Err: invalid("no chunk of that size starts there")}
+	}
+	c := g.chunks[i]
+	if a != nil && a == c.Alloc {
+		g.chunks[i].Asleep = asleep
+		g.mu.Unlock()
+		return nil, nil
+	}
+	g.mu.Unlock()
+	set := func(a *Allocation) {
+		g.mu.Lock()
+		g.chunks[i].Alloc, g.chunks[i].Asleep = a, asleep
+		g.mu.Unlock()
+	}
+	if c.Alloc != nil {
+		if err := g.r.Unmap(off, c.Size); err != nil {
+			return nil, err
+		}
+		set(nil)
+	}
+	if a == nil {
+		return c.Alloc, nil
+	}
+	mp, err := g.r.Map(off, a)
+	if err == nil && len(c.Access) > 0 {
+		if err = mp.SetAccess(c.Access...); err != nil {
+			if uerr := mp.Close(); uerr != nil {
+				set(a) // mapped all the same: Close unmaps and releases it
+				return c.Alloc, errors.Join(err, uerr)
+			}
+		}
+	}
+	if err != nil {
+		return c.Alloc, err
+	}
+	set(a)
+	return c.Alloc, nil
 }

@@ -36,7 +36,7 @@ func TestRegionAddRemoveClose(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, addRun(m, g, 0, 3))
 	require.NoError(t, addRun(m, g, 8*mib, 2))
-	require.Equal(t, uint64(10*mib), g.Mapped())
+	require.Equal(t, uint64(10*mib), g.Used())
 	cs := g.Chunks(0, g.Size())
 	require.Len(t, cs, 5)
 	for i, want := range []uint64{0, 2 * mib, 4 * mib, 8 * mib, 10 * mib} {
@@ -55,10 +55,10 @@ func TestRegionAddRemoveClose(t *testing.T) {
 	gone, err := tx.Remove(g, 2*mib, 6*mib)
 	require.NoError(t, err)
 	require.Len(t, gone, 2)
-	require.Equal(t, uint64(6*mib), g.Mapped())
+	require.Equal(t, uint64(6*mib), g.Used())
 	// Rolled back, the chunks are mapped again with their bytes.
 	require.Error(t, tx.Rollback(errors.New("undo")))
-	require.Equal(t, uint64(10*mib), g.Mapped())
+	require.Equal(t, uint64(10*mib), g.Used())
 	got := make([]byte, len(want))
 	_, err = g.ReadAt(got, 0)
 	require.NoError(t, err)

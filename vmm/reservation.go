@@ -125,7 +125,11 @@ func (r *Reservation) Map(off uint64, a *Allocation) (*Mapping, error) {
 	if size == 0 {
 		return nil, &Error{Op: "map", Args: args(), Err: invalid("an allocation of unknown size")}
 	}
-	return r.mapHandle(addr, a.h, size, args)
+	mp, err := r.mapHandle(addr, a.h, size, args)
+	if mp != nil {
+		mp.a = a
+	}
+	return mp, err
 }
 
 // mapHandle maps h, which the caller keeps pinned, and records the mapping.
@@ -292,6 +296,7 @@ func (r *Reservation) Close() error {
 // Only a Reservation makes one: a nil or zero Mapping fails every call with ErrInvalid.
 type Mapping struct {
 	r    *Reservation
+	a    *Allocation // what is mapped, when it is one (not a multicast object)
 	addr cu.DevicePtr
 	size uint64
 	l    life

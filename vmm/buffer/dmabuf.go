@@ -68,7 +68,7 @@ func (b *Buffer) exportDmaBuf(off, n uint64, opts []vmm.DmaBufOption) (*vmm.DmaB
 		if err != nil {
 			return nil, opErr("export dma-buf", args, err)
 		}
-		chunks = append(chunks, vmm.DmaBufChunk{Addr: base + cu.DevicePtr(ch.off), Size: ch.size, Props: p})
+		chunks = append(chunks, vmm.DmaBufChunk{Addr: base + cu.DevicePtr(ch.off), Size: ch.size, Props: p, Alloc: ch.a})
 	}
 	d, err := b.m.ExportDmaBufChunks(base+cu.DevicePtr(off), n, chunks, opts...)
 	if err != nil {

@@ -29,11 +29,17 @@
 // Options.ReleaseHost (or until Pool.ReleaseHost). The copy of one chunk overlaps the release of the one before (and on
 // Wake, the creation and mapping of one the copy of the one before), in two goroutines.
 //
-// The rules: the memory of a Pool is the Pool's own, so nothing else holds it. Memory
-// exported to another process (a POSIX descriptor, a fabric handle) or under a live
-// dma-buf must not sleep: the other side holds the allocation, so nothing would be freed,
-// and the two sides would stop seeing the same bytes; a Pool makes no such export. Nothing
-// may read or write an offloaded or discarded range (ReadAt and WriteAt fail with
-// ErrAsleep; device code would fault), and nothing may touch a tag while it sleeps or
-// wakes.
+// Memory made elsewhere sleeps too: Pool.Tag puts any vmm.Region under a tag (a sparse
+// array's, sparse.Array.Region, or one a caller made with vmm.Manager.NewRegion). The
+// region stays its owner's; while a chunk of it sleeps, the region refuses its owner's
+// changes (vmm.Tx.Add, vmm.Tx.Remove: a sparse array's Commit and Decommit) with ErrAsleep.
+//
+// The rules. Memory exported to another process or device (a POSIX descriptor, a fabric
+// handle, a dma-buf of its range) or imported from one must not sleep: the other side holds
+// the allocation, so nothing would be freed, and the two sides would stop seeing the same
+// bytes. Tag and Sleep refuse it with ErrShared (vmm.Allocation.Shared says which memory
+// is such; a dma-buf marks the memory it was exported from for good, as a descriptor handed
+// on may live anywhere). A Pool's own memory is never exported. Nothing may read or write an
+// offloaded or discarded range (ReadAt and WriteAt fail with ErrAsleep; device code would
+// fault), and nothing may touch a tag while it sleeps or wakes.
 package sleep

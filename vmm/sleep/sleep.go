@@ -57,8 +57,12 @@ func (s State) String() string {
 }
 
 // ErrAsleep is what a read or write of memory that sleeps without a mapping (offloaded or
-// discarded) returns.
-var ErrAsleep = errors.New("asleep: the memory is not mapped until Wake")
+// discarded) returns, and what the region's owner gets when it changes a sleeping region.
+var ErrAsleep = vmm.ErrAsleep
+
+// ErrShared is why Tag and Sleep refuse memory exported to another process or device, or
+// imported from one (vmm.Allocation.Shared).
+var ErrShared = errors.New("shared memory cannot sleep: the other side holds the allocation, so releasing it frees nothing, and memory put in its place would not be what the other side sees")
 
 // Options configure a Pool.
 type Options struct {
@@ -93,8 +97,9 @@ type Region struct {
 	tag    string
 	dev    int
 	size   uint64
-	r      *vmm.Reservation // the addresses
-	stage  *vmm.Reservation // where the chunks' host memory is mapped for the copies
+	g      *vmm.Region // the addresses, and the memory mapped there
+	own    bool        // g is the pool's (Alloc), not a tagged one: Close closes it
+	stage  *vmm.Region // the chunks' host memory, mapped for the copies
 	chunks []*chunk
 	closed bool
 }
@@ -102,7 +107,7 @@ type Region struct {
 type chunk struct {
 	off, size uint64
 	state     State
-	dev       *vmm.Allocation // device memory, while resident
+	dev       *vmm.Allocation // device memory, while resident (g's chunk)
 	host      *vmm.Allocation // host memory, mapped in the region's stage, once prepared
 	unparked  bool            // a wake took its host mapping away and has not filled it yet
 }
@@ -177,27 +182,96 @@ func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
 	size = (size + g - 1) / g * g
 	_ = p.pending.Retry()
 	tx := p.m.Begin(&p.pending)
-	r, err := tx.Reserve(size)
+	vg, err := tx.NewRegion(size, dev)
 	if err != nil {
 		return nil, fail("alloc", args, tx.Rollback(err))
 	}
-	reg := &Region{p: p, tag: tag, dev: dev, size: size, r: r}
 	var mems []*vmm.Allocation
 	for off := uint64(0); off < size; off += csize {
-		n := min(csize, size-off)
-		a, err := tx.Create(n, vmm.DeviceProps(dev))
+		a, err := tx.Create(min(csize, size-off), vmm.DeviceProps(dev))
 		if err != nil {
 			return nil, fail("alloc", args, tx.Rollback(err))
 		}
 		mems = append(mems, a)
-		reg.chunks = append(reg.chunks, &chunk{off: off, size: n, dev: a})
 	}
-	if _, err := tx.MapAll(r, 0, vmm.ReadWrite(dev), mems...); err != nil {
+	if err := tx.Add(vg, 0, vmm.ReadWrite(dev), mems...); err != nil {
 		return nil, fail("alloc", args, tx.Rollback(err))
 	}
 	tx.Commit()
+	return p.adopt(tag, vg, dev, true), nil
+}
+
+// Tag puts g, a region made by its owner (a building block, or a caller of
+// vmm.Manager.NewRegion), under tag, so that it sleeps and wakes with it; its copies run
+// from g's device. Each of its chunks must be device memory that is not shared
+// (vmm.Allocation.Shared: exported or imported memory fails with ErrShared). g stays its
+// owner's: while it sleeps, g refuses its owner's changes with ErrAsleep. The returned
+// Region's Close ends the tagging and releases the pool's host memory of it; closing the
+// tag of a sleeping region leaves it asleep, for its owner only to close.
+func (p *Pool) Tag(tag string, g *vmm.Region) (*Region, error) {
+	args := fmt.Sprintf("%v for tag %q", g.Base(), tag)
+	if !p.usable() {
+		return nil, fail("tag", args, errNoPool)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, fail("tag", args, vmm.ErrClosed)
+	}
+	cs := g.Chunks(0, g.Size())
+	if len(cs) == 0 {
+		return nil, fail("tag", args, fmt.Errorf("%w: a region without chunks", vmm.ErrInvalid))
+	}
+	for _, rs := range p.regions {
+		for _, r := range rs {
+			if r.g == g {
+				return nil, fail("tag", args, fmt.Errorf("%w: the region is tagged %q already", vmm.ErrInvalid, r.tag))
+			}
+		}
+	}
+	gh, err := p.m.Granularity(vmm.Props{Location: vmm.OnHost()}, false)
+	if err != nil {
+		return nil, fail("tag", args, err)
+	}
+	for _, c := range cs {
+		if err := checkChunk(c, gh); err != nil {
+			return nil, fail("tag", args, err)
+		}
+	}
+	return p.adopt(tag, g, g.Device(), false), nil
+}
+
+// checkChunk says why c cannot sleep, or nil.
+func checkChunk(c vmm.Chunk, hostGranularity uint64) error {
+	at := func(err error, why string) error {
+		return fmt.Errorf("%w: the chunk at +%s %s", err, units.Size(c.Off), why)
+	}
+	switch {
+	case c.Asleep || c.Alloc == nil:
+		return at(ErrAsleep, "sleeps already")
+	case c.Alloc.Shared():
+		return at(ErrShared, "was exported or imported")
+	case c.Size%hostGranularity != 0:
+		return at(vmm.ErrInvalid, "is no multiple of the host memory's granularity")
+	}
+	p, err := c.Alloc.Properties()
+	if err != nil {
+		return err
+	}
+	if p.Location.Type != cu.MEM_LOCATION_TYPE_DEVICE {
+		return at(vmm.ErrInvalid, fmt.Sprintf("is memory of %v, not of a device", p.Location))
+	}
+	return nil
+}
+
+// adopt makes g's chunks a region of tag; the caller holds p.mu.
+func (p *Pool) adopt(tag string, g *vmm.Region, dev int, own bool) *Region {
+	reg := &Region{p: p, tag: tag, dev: dev, size: g.Size(), g: g, own: own}
+	for _, c := range g.Chunks(0, g.Size()) {
+		reg.chunks = append(reg.chunks, &chunk{off: c.Off, size: c.Size, dev: c.Alloc})
+	}
 	p.regions[tag] = append(p.regions[tag], reg)
-	return reg, nil
+	return reg
 }
 
 // granularity is the larger of the device's and the host's minimum granularity: a chunk
@@ -216,10 +290,10 @@ func (p *Pool) granularity(dev int) (uint64, error) {
 
 // Base is the region's first address (0 for a nil Region).
 func (r *Region) Base() cu.DevicePtr {
-	if r == nil || r.r == nil {
+	if r == nil {
 		return 0
 	}
-	return r.r.Base()
+	return r.g.Base()
 }
 
 // Size is the region's size (0 for a nil Region).
@@ -256,19 +330,14 @@ func (r *Region) copyAt(op string, b []byte, off int64) (int, error) {
 	if r.closed {
 		return 0, fail(op, args, vmm.ErrClosed)
 	}
-	if off < 0 || uint64(off)+uint64(len(b)) > r.size {
-		return 0, fail(op, args, vmm.ErrOutOfRange)
-	}
-	for _, c := range r.chunks {
-		if c.off < uint64(off)+uint64(len(b)) && uint64(off) < c.off+c.size && (c.state == Offloaded || c.state == Discarded) {
-			return 0, fail(op, args, fmt.Errorf("%w (the chunk at +%s is %v)", ErrAsleep, units.Size(c.off), c.state))
-		}
-	}
-	v := r.r.From(r.dev)
+	var n int
+	var err error
 	if op == "read" {
-		return v.ReadAt(b, off)
+		n, err = r.g.ReadAt(b, off)
+	} else {
+		n, err = r.g.WriteAt(b, off)
 	}
-	return v.WriteAt(b, off)
+	return n, fail(op, args, err)
 }
 
 // States counts the bytes of tag in each state.
@@ -317,42 +386,28 @@ func (r *Region) prepare(c *chunk) error {
 	if c.host != nil {
 		return nil
 	}
+	tx := r.p.m.Begin(&r.p.pending)
 	if r.stage == nil {
-		s, err := r.p.m.Reserve(r.size)
+		s, err := tx.NewRegion(r.size, r.dev)
 		if err != nil {
-			return err
+			return tx.Rollback(err)
 		}
 		r.stage = s
+		tx.OnRollback("forget the stage", func() error { r.stage = nil; return nil })
 	}
-	h, err := r.p.m.Create(c.size, vmm.Props{Location: vmm.OnHost()})
+	h, err := tx.Create(c.size, vmm.Props{Location: vmm.OnHost()})
 	if err != nil {
-		return err
+		return tx.Rollback(err)
 	}
-	if err := mapAt(r.stage, c.off, h, r.dev); err != nil {
-		return errors.Join(err, r.p.pending.Do("release of a chunk's host memory", h.Close))
+	if err := tx.Add(r.stage, c.off, vmm.ReadWrite(r.dev), h); err != nil {
+		return tx.Rollback(err)
 	}
+	tx.Commit()
 	c.host = h
 	return nil
 }
 
-// mapAt maps a at offset off of r, readable and writable by dev. It first unmaps whatever
-// an earlier call whose undo the driver refused left there (nothing, usually: then no
-// driver call), and undoes its own map when the access fails, so that a retry starts clean.
-func mapAt(r *vmm.Reservation, off uint64, a *vmm.Allocation, dev int) error {
-	if err := r.Unmap(off, a.Size()); err != nil {
-		return err
-	}
-	mp, err := r.Map(off, a)
-	if err != nil {
-		return err
-	}
-	if err := mp.SetAccess(vmm.ReadWrite(dev)...); err != nil {
-		return errors.Join(err, r.Unmap(off, a.Size()))
-	}
-	return nil
-}
-
-func (r *Region) addr(c *chunk) cu.DevicePtr   { return r.r.Base() + cu.DevicePtr(c.off) }
+func (r *Region) addr(c *chunk) cu.DevicePtr   { return r.g.Base() + cu.DevicePtr(c.off) }
 func (r *Region) staged(c *chunk) cu.DevicePtr { return r.stage.Base() + cu.DevicePtr(c.off) }
 
 // work is one chunk of one region, passed from one stage of a pipeline to the next.
@@ -389,6 +444,11 @@ func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 			}
 		}
 	}
+	for _, w := range todo {
+		if w.c.dev.Shared() {
+			return fail("sleep", args, fmt.Errorf("%w: the chunk at %v", ErrShared, w.r.addr(w.c)))
+		}
+	}
 	copyOut := func(w work) error {
 		if mode == Discard || w.c.state != Resident {
 			return nil
@@ -399,25 +459,23 @@ func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 		return p.m.Copy(w.r.dev, w.r.staged(w.c), w.r.addr(w.c), w.c.size)
 	}
 	release := func(w work) error {
-		if w.c.state == Offloaded { // asked to park
-			if err := w.r.park(w.c); err != nil {
-				return err
-			}
-			w.c.state = Parked
-			return nil
-		}
-		if err := w.r.r.Unmap(w.c.off, w.c.size); err != nil {
-			return err
-		}
-		w.c.state = asleep(mode)
-		var err error
+		var in *vmm.Allocation // what goes in the chunk's place
 		if mode == Park {
-			if err = w.r.park(w.c); err != nil {
-				w.c.state = Offloaded // the bytes are in host memory all the same
-			}
+			in = w.c.host
 		}
-		err = errors.Join(err, p.pending.Do("release of a chunk's device memory", w.c.dev.Close))
-		w.c.dev = nil
+		old, err := w.r.g.Swap(w.c.off, in, true)
+		switch {
+		case err != nil && (old == nil) == (w.c.state == Resident):
+			return err // the unmap failed: nothing changed
+		case err != nil: // unmapped, but the host memory is not in its place: the bytes are
+			w.c.state = Offloaded
+		default:
+			w.c.state = asleep(mode)
+		}
+		if w.c.dev != nil {
+			err = errors.Join(err, p.pending.Do("release of a chunk's device memory", w.c.dev.Close))
+			w.c.dev = nil
+		}
 		return err
 	}
 	return fail("sleep", args, pipeline(ctx, todo, copyOut, release))
@@ -468,14 +526,16 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 			}
 			return err
 		}
-		if w.c.state == Parked {
-			if err := w.r.r.Unmap(w.c.off, w.c.size); err != nil {
-				return errors.Join(err, p.pending.Do("release of a chunk's device memory", a.Close))
-			}
-			w.c.unparked = true
-			w.c.state = Offloaded // the host memory holds the bytes until the copy
+		// Marked awake once its bytes are back (fill); until then it still sleeps.
+		old, err := w.r.g.Swap(w.c.off, a, true)
+		if err != nil && old == nil && w.c.state == Parked {
+			return errors.Join(err, p.pending.Do("release of a chunk's device memory", a.Close)) // still parked
 		}
-		if err := mapAt(w.r.r, w.c.off, a, w.r.dev); err != nil {
+		if w.c.state == Parked { // the host memory holds the bytes until the copy
+			w.c.unparked = true
+			w.c.state = Offloaded
+		}
+		if err != nil {
 			return errors.Join(err, p.pending.Do("release of a chunk's device memory", a.Close), w.r.repark(w.c))
 		}
 		w.c.dev = a
@@ -492,6 +552,9 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 		if err != nil {
 			return err
 		}
+		if _, err := w.r.g.Swap(w.c.off, w.c.dev, false); err != nil {
+			return err
+		}
 		w.c.state, w.c.unparked = Resident, false
 		if !p.keep && w.c.host != nil {
 			err = w.r.dropHost(w.c)
@@ -505,7 +568,7 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 		if w.c.state == Resident || w.c.dev == nil {
 			continue
 		}
-		if uerr := w.r.r.Unmap(w.c.off, w.c.size); uerr != nil {
+		if _, uerr := w.r.g.Swap(w.c.off, nil, true); uerr != nil {
 			err = errors.Join(err, uerr) // still mapped: the next wake fills it, or Close unmaps it
 			continue
 		}
@@ -528,14 +591,19 @@ func (r *Region) repark(c *chunk) error {
 	return nil
 }
 
-// park maps c's host memory at its addresses for the region's device.
-func (r *Region) park(c *chunk) error { return mapAt(r.r, c.off, c.host, r.dev) }
+// park maps c's host memory at its addresses, with the access the chunk had.
+func (r *Region) park(c *chunk) error {
+	_, err := r.g.Swap(c.off, c.host, true)
+	return err
+}
 
 // dropHost releases c's host memory; it stays c's while its stage mapping does.
 func (r *Region) dropHost(c *chunk) error {
-	if err := r.stage.Unmap(c.off, c.size); err != nil {
-		return err
+	tx := r.p.m.Begin(&r.p.pending)
+	if _, err := tx.Remove(r.stage, c.off, c.size); err != nil {
+		return tx.Rollback(err)
 	}
+	tx.Commit()
 	err := r.p.pending.Do("release of a chunk's host memory", c.host.Close)
 	c.host = nil
 	return err
@@ -615,21 +683,10 @@ func (r *Region) closeLocked() error {
 		return nil
 	}
 	args := fmt.Sprintf("%s at %v (tag %q)", units.Size(r.size), r.Base(), r.tag)
-	for _, c := range r.chunks {
-		if c.state == Resident || c.state == Parked || c.dev != nil {
-			if err := r.r.Unmap(c.off, c.size); err != nil {
-				return fail("close", args, err)
-			}
-			c.state = Discarded // nothing mapped, nothing kept
-		}
-		if c.dev != nil {
-			_ = r.p.pending.Do("release of a chunk's device memory", c.dev.Close)
-			c.dev = nil
-		}
-		if c.host != nil {
-			if err := r.dropHost(c); err != nil {
-				return fail("close", args, err)
-			}
+	if r.own {
+		// The chunks' device memory, and host memory parked in their place, go with g.
+		if err := r.g.Close(); err != nil {
+			return fail("close", args, err)
 		}
 	}
 	if r.stage != nil {
@@ -637,9 +694,6 @@ func (r *Region) closeLocked() error {
 			return fail("close", args, err)
 		}
 		r.stage = nil
-	}
-	if err := r.r.Close(); err != nil {
-		return fail("close", args, err)
 	}
 	r.closed = true
 	return nil

@@ -39,7 +39,7 @@ func (a *Array) ExportDmaBuf(off, n uint64, opts ...vmm.DmaBufOption) (*vmm.DmaB
 		if err != nil {
 			return nil, opErr("export dma-buf", args, err)
 		}
-		chunks = append(chunks, vmm.DmaBufChunk{Addr: base + cu.DevicePtr(c.Off), Size: a.page, Props: p})
+		chunks = append(chunks, vmm.DmaBufChunk{Addr: base + cu.DevicePtr(c.Off), Size: a.page, Props: p, Alloc: c.Alloc})
 	}
 	missing := -1
 	if gaps := a.pagesIn(first, last+1, false); len(gaps) > 0 {

@@ -175,6 +175,17 @@ func (a *Array) PageSize() uint64 {
 	return a.page
 }
 
+// Region is the array's address range and committed pages, to tag with package sleep
+// (sleep.Pool.Tag): while its pages sleep, Commit, Decommit and writes that commit fail
+// with vmm.ErrAsleep, and copies over offloaded or discarded pages too. It is the array's:
+// not to be closed or changed by the caller.
+func (a *Array) Region() *vmm.Region {
+	if a == nil {
+		return nil
+	}
+	return a.g
+}
+
 // Committed reports whether the page holding offset off has physical memory.
 func (a *Array) Committed(off uint64) bool {
 	if a == nil || a.page == 0 {
@@ -195,7 +206,7 @@ func (a *Array) Stats() Stats {
 	if a.page != 0 {
 		s.Pages = int(s.Size / a.page)
 	}
-	s.CommittedSize = a.g.Mapped()
+	s.CommittedSize = a.g.Used()
 	s.Committed = int(s.CommittedSize / max(a.page, 1))
 	if s.Pages > 0 {
 		s.Occupancy = float64(s.Committed) / float64(s.Pages)
@@ -301,7 +312,7 @@ func (a *Array) commit(off, n uint64) error {
 	}
 	tx.Commit()
 	a.st.Commits += len(missing)
-	a.st.Peak = max(a.st.Peak, int(a.g.Mapped()/a.page))
+	a.st.Peak = max(a.st.Peak, int(a.g.Used()/a.page))
 	return nil
 }
 
@@ -384,8 +395,9 @@ func (a *Array) WriteAt(p []byte, off int64) (int, error) {
 			return 0, opErr("write", args, err)
 		}
 		if a.committed(uint64(off), uint64(len(p))) {
-			n, err := a.eachPage(uint64(off), p, func(va cu.DevicePtr, q []byte, _ bool) error {
-				return a.m.WriteAt(a.dev, q, va)
+			n, err := a.eachPage(uint64(off), p, func(pos uint64, q []byte, _ bool) error {
+				_, err := a.g.WriteAt(q, int64(pos))
+				return err
 			})
 			a.mu.RUnlock()
 			if err != nil {
@@ -434,12 +446,13 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 	if _, _, err := a.check(uint64(off), uint64(len(p))); err != nil {
 		return 0, opErr("read", args, err)
 	}
-	n, err := a.eachPage(uint64(off), p, func(va cu.DevicePtr, q []byte, committed bool) error {
+	n, err := a.eachPage(uint64(off), p, func(pos uint64, q []byte, committed bool) error {
 		if !committed {
 			clear(q)
 			return nil
 		}
-		return a.m.ReadAt(a.dev, q, va)
+		_, err := a.g.ReadAt(q, int64(pos))
+		return err
 	})
 	if err != nil {
 		return n, opErr("read", args, err)
@@ -450,7 +463,7 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 // eachPage calls f for the parts of p that fall in runs of pages committed alike, one run
 // at a time (the driver copies across the allocations of a run in one call, recorded:
 // vmmtest data/copy-across-allocations).
-func (a *Array) eachPage(off uint64, p []byte, f func(cu.DevicePtr, []byte, bool) error) (int, error) {
+func (a *Array) eachPage(off uint64, p []byte, f func(uint64, []byte, bool) error) (int, error) {
 	cs := a.g.Chunks(off, uint64(len(p))) // the committed pages the range touches
 	// committedAt reports whether the page at pos is committed; pos only grows.
 	committedAt := func(pos uint64) bool {
@@ -468,7 +481,7 @@ func (a *Array) eachPage(off uint64, p []byte, f func(cu.DevicePtr, []byte, bool
 			next += a.page
 		}
 		n := min(end, next) - pos
-		if err := f(a.g.Base()+cu.DevicePtr(pos), p[done:done+int(n)], committed); err != nil {
+		if err := f(pos, p[done:done+int(n)], committed); err != nil {
 			return done, err
 		}
 		done += int(n)
@@ -490,7 +503,7 @@ func (a *Array) Close() error {
 	}
 	if !a.closed {
 		a.closed = true
-		pages := int(a.g.Mapped() / a.page)
+		pages := int(a.g.Used() / a.page)
 		a.st.Calls += 1 + pages // free, and release each page
 		if pages > 0 {
 			a.st.Calls++ // one unmap of them all

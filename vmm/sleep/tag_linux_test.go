@@ -1,0 +1,32 @@
+package sleep_test
+
+import (
+	"testing"
+
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/sleep"
+	"github.com/cuvmm/cuvmm/vmm/sparse"
+	"github.com/stretchr/testify/require"
+)
+
+// TestTagRefusesDmaBuf: pages exported in a dma-buf cannot sleep, even once the descriptor
+// is closed here (it may have been handed on).
+func TestTagRefusesDmaBuf(t *testing.T) {
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	m := vmm.New(s)
+	a, err := sparse.New(m, 16*mib, sparse.Options{})
+	require.NoError(t, err)
+	require.NoError(t, a.Commit(0, 6*mib))
+	d, err := a.ExportDmaBuf(2*mib, 2*mib)
+	require.NoError(t, err)
+	require.NoError(t, d.Close())
+	p := sleep.New(m, sleep.Options{})
+	_, err = p.Tag("kv", a.Region())
+	require.ErrorIs(t, err, sleep.ErrShared)
+	require.ErrorContains(t, err, "+2MiB")
+	require.NoError(t, p.Close())
+	require.NoError(t, a.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}

@@ -1,0 +1,154 @@
+package sleep_test
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/pattern"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/sleep"
+	"github.com/cuvmm/cuvmm/vmm/sparse"
+	"github.com/stretchr/testify/require"
+)
+
+// ownRegion is a region its caller made: n chunks of 2 MiB of device 0, read-write.
+func ownRegion(t *testing.T, m *vmm.Manager, props vmm.Props, n int) *vmm.Region {
+	t.Helper()
+	g, err := m.NewRegion(uint64(n)*2*mib, 0)
+	require.NoError(t, err)
+	tx := m.Begin(nil)
+	allocs := make([]*vmm.Allocation, n)
+	for i := range allocs {
+		allocs[i], err = tx.Create(2*mib, props)
+		require.NoError(t, err)
+	}
+	require.NoError(t, tx.Add(g, 0, vmm.ReadWrite(0), allocs...))
+	tx.Commit()
+	return g
+}
+
+// TestTagRegion sleeps a region its owner made, in each mode: the owner's changes are
+// refused while it sleeps, its bytes come back, and it is the owner's again after.
+func TestTagRegion(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []sleep.Mode{sleep.Offload, sleep.Park, sleep.Discard} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s, err := sim.New(sim.PresetH200())
+			require.NoError(t, err)
+			m := vmm.New(s)
+			g := ownRegion(t, m, vmm.DeviceProps(0), 3)
+			want := pattern.Bytes(5, int(g.Size()))
+			_, err = g.WriteAt(want, 0)
+			require.NoError(t, err)
+			p := sleep.New(m, sleep.Options{})
+			r, err := p.Tag("weights", g)
+			require.NoError(t, err)
+			require.Equal(t, g.Base(), r.Base())
+			_, err = p.Tag("again", g)
+			require.ErrorIs(t, err, vmm.ErrInvalid, "a region is tagged once")
+
+			before := s.Stats().Committed[0]
+			require.NoError(t, p.Sleep(ctx, "weights", mode))
+			require.Equal(t, before-g.Size(), s.Stats().Committed[0])
+			_, err = m.Begin(nil).Remove(g, 0, 2*mib)
+			require.ErrorIs(t, err, vmm.ErrAsleep, "the owner cannot change a sleeping region")
+			buf := make([]byte, 16)
+			_, err = g.ReadAt(buf, 0)
+			if mode == sleep.Park {
+				require.NoError(t, err)
+				require.Equal(t, want[:16], buf)
+			} else {
+				require.ErrorIs(t, err, vmm.ErrAsleep)
+			}
+
+			require.NoError(t, p.Wake(ctx, "weights"))
+			got := make([]byte, g.Size())
+			_, err = g.ReadAt(got, 0)
+			require.NoError(t, err)
+			if mode == sleep.Discard {
+				require.Equal(t, make([]byte, len(got)), got)
+			} else {
+				require.Equal(t, want, got)
+			}
+			// Awake, the region is its owner's: it changes, and closes.
+			tx := m.Begin(nil)
+			gone, err := tx.Remove(g, 4*mib, 2*mib)
+			require.NoError(t, err)
+			tx.Commit()
+			require.NoError(t, gone[0].Alloc.Close())
+			require.NoError(t, r.Close())
+			require.NoError(t, g.Close())
+			require.NoError(t, p.Close())
+			require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+		})
+	}
+}
+
+// TestTagSparse sleeps a sparse array's committed pages and wakes them.
+func TestTagSparse(t *testing.T) {
+	ctx := context.Background()
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	m := vmm.New(s)
+	a, err := sparse.New(m, 64*mib, sparse.Options{})
+	require.NoError(t, err)
+	want := pattern.Bytes(9, 3*mib)
+	_, err = a.WriteAt(want, 10*mib)
+	require.NoError(t, err)
+	p := sleep.New(m, sleep.Options{})
+	_, err = p.Tag("kv", a.Region())
+	require.NoError(t, err)
+	require.NoError(t, p.Sleep(ctx, "kv", sleep.Offload))
+	require.ErrorIs(t, a.Commit(0, 2*mib), vmm.ErrAsleep)
+	_, err = a.ReadAt(make([]byte, 8), 10*mib)
+	require.ErrorIs(t, err, vmm.ErrAsleep)
+	require.NoError(t, p.Wake(ctx, "kv"))
+	got := make([]byte, len(want))
+	_, err = a.ReadAt(got, 10*mib)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.NoError(t, a.Commit(0, 2*mib))
+	require.NoError(t, p.Close())
+	require.NoError(t, a.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
+// TestTagRefusesShared: exported memory cannot be tagged, nor sleep once exported.
+func TestTagRefusesShared(t *testing.T) {
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	m := vmm.New(s)
+	shareable := vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
+	g := ownRegion(t, m, shareable, 2)
+	p := sleep.New(m, sleep.Options{})
+	r, err := p.Tag("t", g)
+	require.NoError(t, err)
+	fd, err := g.Chunks(0, g.Size())[1].Alloc.ExportFD()
+	require.NoError(t, err)
+	require.NoError(t, os.NewFile(uintptr(fd), "exported").Close()) // a handle on Windows
+	err = p.Sleep(context.Background(), "t", sleep.Offload)
+	require.ErrorIs(t, err, sleep.ErrShared)
+	require.Equal(t, map[sleep.State]uint64{sleep.Resident: g.Size()}, p.States("t"), "nothing slept")
+	require.NoError(t, r.Close())
+	_, err = p.Tag("t", g)
+	require.ErrorIs(t, err, sleep.ErrShared)
+	require.ErrorContains(t, err, "+2MiB")
+
+	// Nor memory of the host, nor a region without chunks.
+	host := ownRegion(t, m, vmm.Props{Location: vmm.OnHost()}, 1)
+	_, err = p.Tag("t", host)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.ErrorContains(t, err, "not of a device")
+	require.NoError(t, host.Close())
+	empty, err := m.NewRegion(2*mib, 0)
+	require.NoError(t, err)
+	_, err = p.Tag("t", empty)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.NoError(t, empty.Close())
+	require.NoError(t, g.Close())
+	require.NoError(t, p.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
