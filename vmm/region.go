@@ -209,16 +209,11 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 		return opErr(err, "map", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), 0))
 	}
 	start := off
-	for _, a := range allocs {
-		if _, err := t.Map(g.r, off, a); err != nil {
-			return err
-		}
-		off += a.Size()
+	if _, err := t.MapAll(g.r, off, access, allocs...); err != nil {
+		return err
 	}
-	if len(access) > 0 && off > start {
-		if err := g.r.SetAccess(start, off-start, access...); err != nil {
-			return err
-		}
+	for _, a := range allocs {
+		off += a.Size()
 	}
 	access = slices.Clone(access)
 	added := make([]Chunk, len(allocs))

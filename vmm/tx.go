@@ -79,8 +79,9 @@ func (t *Tx) Map(r *Reservation, off uint64, a *Allocation) (*Mapping, error) {
 
 // MapAll maps each allocation of allocs whole, one after another from offset off of r,
 // and gives access to the whole run in one driver call (the driver sets access over
-// adjacent mappings at once): the way the building blocks lay memory out. Each mapping is
-// undone by unmapping it.
+// adjacent mappings at once; none when access is empty): the way the building blocks lay
+// memory out. Each mapping is undone by unmapping it. Tx.Add does the same and records the
+// allocations as a Region's chunks.
 func (t *Tx) MapAll(r *Reservation, off uint64, access []cu.MemAccessDesc, allocs ...*Allocation) ([]*Mapping, error) {
 	start := off
 	mps := make([]*Mapping, 0, len(allocs))
@@ -92,8 +93,10 @@ func (t *Tx) MapAll(r *Reservation, off uint64, access []cu.MemAccessDesc, alloc
 		mps = append(mps, mp)
 		off += a.Size()
 	}
-	if err := r.SetAccess(start, off-start, access...); err != nil {
-		return nil, err
+	if len(access) > 0 && off > start {
+		if err := r.SetAccess(start, off-start, access...); err != nil {
+			return nil, err
+		}
 	}
 	return mps, nil
 }

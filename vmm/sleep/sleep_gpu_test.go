@@ -20,6 +20,7 @@ import (
 	"github.com/cuvmm/cuvmm/loader"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/sleep"
+	"github.com/cuvmm/cuvmm/vmm/sparse"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -288,4 +289,55 @@ func hostRange(m *vmm.Manager, size uint64) (*hostMem, error) {
 		return nil, errors.Join(err, a.Close(), r.Close())
 	}
 	return &hostMem{r: r, a: a}, nil
+}
+
+// TestGPUTagSparse: a sparse array's committed pages, tagged, sleep in each mode and wake
+// with their bytes (zeros after a discard); the array refuses commits while they sleep; a
+// page exported as a descriptor is refused; nothing leaks.
+func TestGPUTagSparse(t *testing.T) {
+	m := cudaOrSkip(t)
+	ctx := context.Background()
+	handles, _ := cu.LiveHandles()
+	for _, mode := range []sleep.Mode{sleep.Offload, sleep.Park, sleep.Discard} {
+		t.Run(mode.String(), func(t *testing.T) {
+			props := vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
+			a, err := sparse.New(m, 4*gib, sparse.Options{Props: &props})
+			require.NoError(t, err)
+			defer a.Close()
+			want := pattern.Bytes(byte(mode), 64<<20)
+			_, err = a.WriteAt(want, gib+3)
+			require.NoError(t, err)
+			p := sleep.New(m, sleep.Options{})
+			defer p.Close()
+			_, err = p.Tag("kv", a.Region())
+			require.NoError(t, err)
+			require.NoError(t, p.Sleep(ctx, "kv", mode))
+			require.ErrorIs(t, a.Commit(0, 1), vmm.ErrAsleep)
+			got := make([]byte, len(want))
+			_, err = a.ReadAt(got, gib+3)
+			if mode == sleep.Park {
+				require.NoError(t, err)
+				assert.True(t, bytes.Equal(want, got), "parked pages read through the host")
+			} else {
+				require.ErrorIs(t, err, vmm.ErrAsleep)
+			}
+			require.NoError(t, p.Wake(ctx, "kv"))
+			_, err = a.ReadAt(got, gib+3)
+			require.NoError(t, err)
+			if mode == sleep.Discard {
+				want = make([]byte, len(want))
+			}
+			assert.True(t, bytes.Equal(want, got), "every byte after the wake")
+			require.NoError(t, p.Close())
+
+			fd, err := a.Region().Chunks(gib, 1)[0].Alloc.ExportFD()
+			require.NoError(t, err)
+			require.NoError(t, os.NewFile(uintptr(fd), "exported").Close())
+			_, err = sleep.New(m, sleep.Options{}).Tag("kv", a.Region())
+			require.ErrorIs(t, err, sleep.ErrShared)
+			require.NoError(t, a.Close())
+		})
+	}
+	after, _ := cu.LiveHandles()
+	assert.Equal(t, handles, after, "live handles before and after")
 }
