@@ -146,6 +146,19 @@ func (a *Allocation) Properties() (cu.MemAllocationProp, error) {
 	return p, nil
 }
 
+// Props returns what the allocation was created with as Props, from Properties: what
+// creating memory like it takes.
+func (a *Allocation) Props() (Props, error) {
+	d, err := a.Properties()
+	return Props{
+		Location:      d.Location,
+		HandleTypes:   d.RequestedHandleTypes,
+		Compressible:  d.CompressionType == cu.MEM_ALLOCATION_COMP_GENERIC,
+		GPUDirectRDMA: d.GPUDirectRDMACapable != 0,
+		Usage:         d.Usage,
+	}, err
+}
+
 // Compressible reports whether the driver really made the memory compressible (asking is
 // only a hint).
 func (a *Allocation) Compressible() (bool, error) {

@@ -107,6 +107,7 @@ type Region struct {
 type chunk struct {
 	off, size uint64
 	state     State
+	props     vmm.Props       // what its device memory is made with
 	dev       *vmm.Allocation // device memory, while resident (g's chunk)
 	host      *vmm.Allocation // host memory, mapped in the region's stage, once prepared
 	unparked  bool            // a wake took its host mapping away and has not filled it yet
@@ -198,7 +199,11 @@ func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
 		return nil, fail("alloc", args, tx.Rollback(err))
 	}
 	tx.Commit()
-	return p.adopt(tag, vg, dev, true), nil
+	props := make([]vmm.Props, len(mems))
+	for i := range props {
+		props[i] = vmm.DeviceProps(dev)
+	}
+	return p.adopt(tag, vg, props, true), nil
 }
 
 // Tag puts g, a region made by its owner (a building block, or a caller of
@@ -233,42 +238,42 @@ func (p *Pool) Tag(tag string, g *vmm.Region) (*Region, error) {
 	if err != nil {
 		return nil, fail("tag", args, err)
 	}
-	for _, c := range cs {
-		if err := checkChunk(c, gh); err != nil {
+	props := make([]vmm.Props, len(cs))
+	for i, c := range cs {
+		if props[i], err = checkChunk(c, gh); err != nil {
 			return nil, fail("tag", args, err)
 		}
 	}
-	return p.adopt(tag, g, g.Device(), false), nil
+	return p.adopt(tag, g, props, false), nil
 }
 
-// checkChunk says why c cannot sleep, or nil.
-func checkChunk(c vmm.Chunk, hostGranularity uint64) error {
+// checkChunk says why c cannot sleep, or returns what its memory is made with, for its
+// wake to make the same.
+func checkChunk(c vmm.Chunk, hostGranularity uint64) (vmm.Props, error) {
 	at := func(err error, why string) error {
 		return fmt.Errorf("%w: the chunk at +%s %s", err, units.Size(c.Off), why)
 	}
 	switch {
 	case c.Asleep || c.Alloc == nil:
-		return at(ErrAsleep, "sleeps already")
+		return vmm.Props{}, at(ErrAsleep, "sleeps already")
 	case c.Alloc.Shared():
-		return at(ErrShared, "was exported or imported")
+		return vmm.Props{}, at(ErrShared, "was exported or imported")
 	case c.Size%hostGranularity != 0:
-		return at(vmm.ErrInvalid, "is no multiple of the host memory's granularity")
+		return vmm.Props{}, at(vmm.ErrInvalid, "is no multiple of the host memory's granularity")
 	}
-	p, err := c.Alloc.Properties()
-	if err != nil {
-		return err
+	p, err := c.Alloc.Props()
+	if err == nil && p.Location.Type != cu.MEM_LOCATION_TYPE_DEVICE {
+		err = at(vmm.ErrInvalid, fmt.Sprintf("is memory of %v, not of a device", p.Location))
 	}
-	if p.Location.Type != cu.MEM_LOCATION_TYPE_DEVICE {
-		return at(vmm.ErrInvalid, fmt.Sprintf("is memory of %v, not of a device", p.Location))
-	}
-	return nil
+	return p, err
 }
 
-// adopt makes g's chunks a region of tag; the caller holds p.mu.
-func (p *Pool) adopt(tag string, g *vmm.Region, dev int, own bool) *Region {
-	reg := &Region{p: p, tag: tag, dev: dev, size: g.Size(), g: g, own: own}
-	for _, c := range g.Chunks(0, g.Size()) {
-		reg.chunks = append(reg.chunks, &chunk{off: c.Off, size: c.Size, dev: c.Alloc})
+// adopt makes g's chunks, whose memory is made with props, a region of tag; the caller
+// holds p.mu.
+func (p *Pool) adopt(tag string, g *vmm.Region, props []vmm.Props, own bool) *Region {
+	reg := &Region{p: p, tag: tag, dev: g.Device(), size: g.Size(), g: g, own: own}
+	for i, c := range g.Chunks(0, g.Size()) {
+		reg.chunks = append(reg.chunks, &chunk{off: c.Off, size: c.Size, props: props[i], dev: c.Alloc})
 	}
 	p.regions[tag] = append(p.regions[tag], reg)
 	return reg
@@ -504,7 +509,7 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 		for _, c := range r.chunks {
 			if c.state != Resident {
 				todo = append(todo, work{r, c})
-				need[r.dev] += c.size
+				need[int(c.props.Location.ID)] += c.size
 			}
 		}
 	}
@@ -514,15 +519,16 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 		if w.c.dev != nil {
 			return nil // mapped by a wake that did not finish
 		}
-		a, err := p.m.Create(w.c.size, vmm.DeviceProps(w.r.dev))
+		a, err := p.m.Create(w.c.size, w.c.props)
 		if err != nil {
 			if errors.Is(err, cu.ERROR_OUT_OF_MEMORY) {
 				have := "unknown free memory"
-				if free, _, ferr := p.m.MemInfo(w.r.dev); ferr == nil {
+				dev := int(w.c.props.Location.ID)
+				if free, _, ferr := p.m.MemInfo(dev); ferr == nil {
 					have = units.Size(free) + " free"
 				}
 				return &vmm.Error{Pkg: "sleep", Op: "need", Args: fmt.Sprintf("%s more on device %d, which has %s",
-					units.Size(need[w.r.dev]), w.r.dev, have), Err: err}
+					units.Size(need[dev]), dev, have), Err: err}
 			}
 			return err
 		}
@@ -539,7 +545,7 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 			return errors.Join(err, p.pending.Do("release of a chunk's device memory", a.Close), w.r.repark(w.c))
 		}
 		w.c.dev = a
-		need[w.r.dev] -= w.c.size
+		need[int(w.c.props.Location.ID)] -= w.c.size
 		return nil
 	}
 	fill := func(w work) error {

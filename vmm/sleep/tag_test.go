@@ -152,3 +152,29 @@ func TestTagRefusesShared(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
+
+// TestTagWakeKeepsProps: a woken chunk is memory made as the owner made it (here
+// exportable as a descriptor), not plain device memory.
+func TestTagWakeKeepsProps(t *testing.T) {
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	m := vmm.New(s)
+	shareable := vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
+	g := ownRegion(t, m, shareable, 2)
+	p := sleep.New(m, sleep.Options{})
+	_, err = p.Tag("t", g)
+	require.NoError(t, err)
+	require.NoError(t, p.Sleep(context.Background(), "t", sleep.Discard))
+	require.NoError(t, p.Wake(context.Background(), "t"))
+	for _, c := range g.Chunks(0, g.Size()) {
+		got, err := c.Alloc.Props()
+		require.NoError(t, err)
+		require.Equal(t, shareable, got)
+	}
+	fd, err := g.Chunks(0, g.Size())[0].Alloc.ExportFD()
+	require.NoError(t, err)
+	require.NoError(t, os.NewFile(uintptr(fd), "exported").Close())
+	require.NoError(t, p.Close())
+	require.NoError(t, g.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
