@@ -96,6 +96,9 @@ func (g *Region) Device() int {
 	return g.dev
 }
 
+// Regions returns g alone: a Region is memory package sleep can tag (sleep.Memory).
+func (g *Region) Regions() []*Region { return []*Region{g} }
+
 // Reservation is the region's range, for calls Region does not cover (SetAccess over a
 // run, a dma-buf export); its mappings are the region's.
 func (g *Region) Reservation() *Reservation {

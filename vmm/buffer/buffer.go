@@ -153,16 +153,17 @@ type Chunk struct {
 	Props      vmm.Props    // what the chunk was made with (Config.Props at its growth)
 }
 
-// span is one reservation; the spans of a buffer are contiguous, the first at the base, and
-// off is the buffer offset of the reservation's first byte.
+// span is one reservation, a vmm.Region whose chunks are the buffer's there; the spans of a
+// buffer are contiguous, the first at the base, and off is the buffer offset of the
+// region's first byte.
 type span struct {
-	r   *vmm.Reservation
+	g   *vmm.Region
 	off uint64
 }
 
-// chunk is one allocation, mapped whole at buffer offset off of the span that holds it.
+// chunk is one allocation, mapped whole at buffer offset off of the span that holds it
+// (which holds the allocation: a sleep may put other memory in its place).
 type chunk struct {
-	a    *vmm.Allocation
 	off  uint64
 	size uint64
 	cfg  *Config // shared by the chunks made with one Config
@@ -356,7 +357,7 @@ func (b *Buffer) base() cu.DevicePtr {
 	if len(b.spans) == 0 {
 		return 0
 	}
-	return b.spans[0].r.Base()
+	return b.spans[0].g.Base()
 }
 
 // Size is the buffer's size in bytes.
@@ -398,9 +399,38 @@ func (b *Buffer) Chunks() []Chunk {
 	}
 	b.mu.RLock()
 	defer b.mu.RUnlock()
+	allocs := b.allocs()
 	out := make([]Chunk, len(b.chunks))
 	for i, c := range b.chunks {
-		out[i] = Chunk{Offset: c.off, Size: c.size, Allocation: c.a, Handle: c.a.Handle(), Props: c.cfg.Props}
+		out[i] = Chunk{Offset: c.off, Size: c.size, Allocation: allocs[i], Handle: allocs[i].Handle(), Props: c.cfg.Props}
+	}
+	return out
+}
+
+// allocs returns the allocation of each chunk, b.chunks[i]'s at i: the spans' chunks, in
+// order, are the buffer's.
+func (b *Buffer) allocs() []*vmm.Allocation {
+	out := make([]*vmm.Allocation, 0, len(b.chunks))
+	for _, s := range b.spans {
+		for _, c := range s.g.Chunks(0, s.g.Size()) {
+			out = append(out, c.Alloc)
+		}
+	}
+	return out
+}
+
+// Regions returns the buffer's reservations and the chunks in them, in address order, to
+// tag with package sleep (sleep.Memory). They are the buffer's: not to be closed or
+// changed by the caller. A Grow that moves the buffer replaces them.
+func (b *Buffer) Regions() []*vmm.Region {
+	if b == nil {
+		return nil
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]*vmm.Region, len(b.spans))
+	for i, s := range b.spans {
+		out[i] = s.g
 	}
 	return out
 }
@@ -492,7 +522,7 @@ func (b *Buffer) growBy(c uint64) error {
 	end := b.committed + c
 	tx := b.m.Begin(&b.pending)
 	spans := b.spans
-	var old []span // reservations to release once the buffer has moved
+	var old []span // reservations to free once the buffer has moved
 	extended, refused := false, false
 	if end > b.reserved {
 		want := end
@@ -501,37 +531,28 @@ func (b *Buffer) growBy(c uint64) error {
 		}
 		ext := want - b.reserved
 		hint := b.base() + cu.DevicePtr(b.reserved)
-		r, err := b.reserve(nil, ext, hint)
+		g, err := b.reserve(nil, ext, hint)
 		if err != nil {
 			return err
 		}
-		if r.Base() == hint {
-			tx.OnRollback("free extension", r.Close)
-			spans = append(spans[:len(spans):len(spans)], span{r, b.reserved})
+		if g.Base() == hint {
+			tx.OnRollback("free extension", g.Close)
+			spans = append(spans[:len(spans):len(spans)], span{g, b.reserved})
 			extended = true
 		} else {
 			refused = true
 			// The range the driver chose is no use: give it back at once. If that fails it
 			// is kept for a retry; it is not the buffer's, so growth goes on.
-			b.release("free refused extension", 1, r.Close)
+			b.release("free refused extension", 1, g.Close)
 			if b.fixed {
 				b.st.HintsRefused++
-				return fmt.Errorf("%w: the driver placed the extension at %v, not %v", vmm.ErrWouldMove, r.Base(), hint)
+				return fmt.Errorf("%w: the driver placed the extension at %v, not %v", vmm.ErrWouldMove, g.Base(), hint)
 			}
-			nr, err := b.reserve(tx, want, 0)
+			ng, err := b.reserve(tx, want, 0)
 			if err != nil {
 				return tx.Rollback(err)
 			}
-			// Map the same physical chunks at the new range while the old mappings stay:
-			// the driver maps one allocation at two addresses, and the buffer stays valid
-			// at its old base until everything at the new one is in place.
-			for _, ch := range b.chunks {
-				if err := b.mapChunk(tx, nr, ch.off, ch.a); err != nil {
-					return tx.Rollback(err)
-				}
-			}
-			old = b.spans
-			spans = []span{{nr, 0}}
+			old, spans = b.spans, []span{{ng, 0}}
 		}
 	}
 
@@ -539,30 +560,39 @@ func (b *Buffer) growBy(c uint64) error {
 	// every mapping lies inside one reservation: then each reservation can be unmapped and
 	// freed on its own (the driver refuses to free a reservation a mapping runs out of).
 	var added []chunk
+	var allocs []*vmm.Allocation
 	for _, s := range segments(spans, b.committed, end) {
 		b.st.Calls++
 		a, err := tx.Create(s.size, b.cfg.Props)
 		if err != nil {
 			return tx.Rollback(err)
 		}
-		sp := spans[s.span]
-		if err := b.mapChunk(tx, sp.r, s.off-sp.off, a); err != nil {
+		added = append(added, chunk{off: s.off, size: s.size, cfg: b.cfg})
+		allocs = append(allocs, a)
+	}
+	if old == nil {
+		if err := b.add(tx, spans, added, allocs); err != nil {
 			return tx.Rollback(err)
 		}
-		added = append(added, chunk{a: a, off: s.off, size: s.size, cfg: b.cfg})
-	}
-	// Access over everything new: after a move that is the whole buffer.
-	grant := added
-	if old != nil {
-		grant = append(slices.Clip(b.chunks), added...)
-	}
-	if err := b.grant(spans, grant); err != nil {
-		return tx.Rollback(err)
+	} else {
+		// Map the same physical chunks at the new range while the old mappings stay (the
+		// driver maps one allocation at two addresses), so that the buffer stays valid at
+		// its old base until everything at the new one is in place; then unmap the old.
+		moved := append(slices.Clip(b.chunks), added...)
+		if err := b.add(tx, spans, moved, append(b.allocs(), allocs...)); err != nil {
+			return tx.Rollback(err)
+		}
+		for _, s := range segments(old, 0, b.committed) {
+			b.st.Calls++
+			sp := old[s.span]
+			if _, err := tx.Remove(sp.g, 0, s.size); err != nil {
+				return tx.Rollback(err)
+			}
+		}
 	}
 	tx.Commit()
 
 	// Nothing below can leave the buffer inconsistent.
-	oldCommitted := b.committed
 	if old != nil {
 		b.gen++
 		b.movedAt = b.gen
@@ -574,7 +604,7 @@ func (b *Buffer) growBy(c uint64) error {
 	b.chunks = append(b.chunks, added...)
 	b.committed = end
 	last := spans[len(spans)-1]
-	b.reserved = last.off + last.r.Size()
+	b.reserved = last.off + last.g.Size()
 	if extended {
 		b.st.Extends++
 	}
@@ -583,24 +613,23 @@ func (b *Buffer) growBy(c uint64) error {
 	}
 	if old != nil {
 		b.st.Remaps++
-		b.closeSpans(old, oldCommitted)
+		b.closeSpans(old)
 	}
 	return nil
 }
 
-// grant sets the access of chunks, which are adjacent, in one call per run of chunks that
-// share a reservation and an access list (the driver takes one call over adjacent
-// mappings).
-func (b *Buffer) grant(spans []span, chunks []chunk) error {
+// add maps chunks, which are adjacent, with their allocations allocs, in spans: one
+// vmm.Tx.Add per run of chunks that share a reservation and an access list, so one access
+// call each (the driver takes one call over adjacent mappings).
+func (b *Buffer) add(tx *vmm.Tx, spans []span, chunks []chunk, allocs []*vmm.Allocation) error {
 	for i := 0; i < len(chunks); {
 		sp := spans[spanOf(spans, chunks[i].off)]
 		j := i + 1
-		for j < len(chunks) && chunks[j].off < sp.off+sp.r.Size() && slices.Equal(chunks[j].cfg.Access, chunks[i].cfg.Access) {
+		for j < len(chunks) && chunks[j].off < sp.off+sp.g.Size() && slices.Equal(chunks[j].cfg.Access, chunks[i].cfg.Access) {
 			j++
 		}
-		last := chunks[j-1]
-		b.st.Calls++
-		if err := sp.r.SetAccess(chunks[i].off-sp.off, last.off+last.size-chunks[i].off, chunks[i].cfg.Access...); err != nil {
+		b.st.Calls += j - i + 1
+		if err := tx.Add(sp.g, chunks[i].off-sp.off, chunks[i].cfg.Access, allocs[i:j]...); err != nil {
 			return err
 		}
 		i = j
@@ -634,48 +663,27 @@ func (b *Buffer) shrink(n uint64) error {
 	segs := segments(b.spans, from, b.committed)
 	// One unmap per reservation the tail lies in (the driver unmaps adjacent mappings in one
 	// call), last first; undone by mapping the same chunks back.
+	var tail []vmm.Chunk
 	for i := len(segs) - 1; i >= 0; i-- {
 		s := segs[i]
 		sp := b.spans[s.span]
 		b.st.Calls++
-		if err := sp.r.Unmap(s.off-sp.off, s.size); err != nil {
+		cs, err := tx.Remove(sp.g, s.off-sp.off, s.size)
+		if err != nil {
 			return tx.Rollback(err)
 		}
-		var back []chunk
-		for _, ch := range b.chunks[k:] {
-			if ch.off >= s.off && ch.off < s.off+s.size {
-				back = append(back, ch)
-			}
-		}
-		tx.Restore("map the shrunk chunks back", func() error { return b.mapBack(sp, back) })
+		tail = append(tail, cs...)
 	}
 	tx.Commit()
-	tail := b.chunks[k:]
 	b.chunks = b.chunks[:k:k]
 	b.committed = from
 	b.size = n
 	b.st.Shrinks++
 	b.gen++
-	for _, ch := range tail {
-		b.release("release shrunk chunk", 1, ch.a.Close)
+	for _, c := range tail {
+		b.release("release shrunk chunk", 1, c.Alloc.Close)
 	}
 	return nil
-}
-
-// mapBack maps chunks, all of span sp, where they were and gives them their access again.
-func (b *Buffer) mapBack(sp span, chunks []chunk) error {
-	var made []*vmm.Mapping
-	for _, ch := range chunks {
-		mp, err := sp.r.Map(ch.off-sp.off, ch.a)
-		if err != nil {
-			for _, mp := range made {
-				_ = mp.Close()
-			}
-			return err
-		}
-		made = append(made, mp)
-	}
-	return b.grant([]span{sp}, chunks)
 }
 
 // Close unmaps and releases every chunk and frees the reservations. It is idempotent:
@@ -699,40 +707,37 @@ func (b *Buffer) Close() error {
 func (b *Buffer) closeLocked() error {
 	if !b.closed {
 		b.closed = true
-		b.closeSpans(b.spans, b.committed)
-		for _, ch := range b.chunks {
-			b.release("release", 1, ch.a.Close)
-		}
+		b.closeSpans(b.spans)
 		b.chunks, b.spans = nil, nil
 		b.size, b.committed, b.reserved = 0, 0, 0
 	}
 	return b.pending.Retry()
 }
 
-// closeSpans unmaps and frees spans, of which the first committed bytes are mapped;
-// failures are kept for a retry.
-func (b *Buffer) closeSpans(spans []span, committed uint64) {
+// closeSpans unmaps, frees and releases the chunks of spans; failures are kept for a retry.
+func (b *Buffer) closeSpans(spans []span) {
 	for _, s := range spans {
-		calls := 1 // free, and unmap where chunks are mapped
-		if committed > s.off {
-			calls++
+		n := len(s.g.Chunks(0, s.g.Size()))
+		calls := 1 + n // free, and release each chunk
+		if n > 0 {
+			calls++ // one unmap of them all
 		}
-		b.release("unmap and free", calls, s.r.Close)
+		b.release("unmap, free and release", calls, s.g.Close)
 	}
 }
 
 // ReadAt reads len(p) bytes at offset off of the buffer into p, from the context of
 // Options.Device. It is safe alongside other ReadAt and WriteAt calls.
 func (b *Buffer) ReadAt(p []byte, off int64) (int, error) {
-	return b.copyAt("read", p, off, func(va cu.DevicePtr, q []byte) error { return b.m.ReadAt(b.dev, q, va) })
+	return b.copyAt("read", p, off, (*vmm.Region).ReadAt)
 }
 
 // WriteAt writes p at offset off of the buffer, from the context of Options.Device.
 func (b *Buffer) WriteAt(p []byte, off int64) (int, error) {
-	return b.copyAt("write", p, off, func(va cu.DevicePtr, q []byte) error { return b.m.WriteAt(b.dev, q, va) })
+	return b.copyAt("write", p, off, (*vmm.Region).WriteAt)
 }
 
-func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(cu.DevicePtr, []byte) error) (int, error) {
+func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(*vmm.Region, []byte, int64) (int, error)) (int, error) {
 	args := func() string { return fmt.Sprintf("%s at offset %d", units.Size(uint64(len(p))), off) }
 	if b == nil {
 		return 0, opErr(op, args(), errNoBuffer)
@@ -747,9 +752,10 @@ func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(cu.DevicePtr, []
 	}
 	// One copy per reservation the range lies in: the driver copies across the
 	// allocations of one in one call (recorded: vmmtest data/copy-across-allocations).
-	base, done := b.base(), 0
+	done := 0
 	for _, s := range segments(b.spans, uint64(off), uint64(off)+uint64(len(p))) {
-		if err := cp(base+cu.DevicePtr(s.off), p[done:done+int(s.size)]); err != nil {
+		sp := b.spans[s.span]
+		if _, err := cp(sp.g, p[done:done+int(s.size)], int64(s.off-sp.off)); err != nil {
 			return done, opErr(op, args(), err)
 		}
 		done += int(s.size)
@@ -767,7 +773,7 @@ type seg struct {
 func segments(spans []span, from, to uint64) []seg {
 	var out []seg
 	for i, s := range spans {
-		lo, hi := max(from, s.off), min(to, s.off+s.r.Size())
+		lo, hi := max(from, s.off), min(to, s.off+s.g.Size())
 		if lo < hi {
 			out = append(out, seg{i, lo, hi - lo})
 		}
@@ -779,7 +785,7 @@ func segments(spans []span, from, to uint64) []seg {
 func spanOf(spans []span, off uint64) int {
 	i, _ := slices.BinarySearchFunc(spans, off, func(s span, off uint64) int {
 		switch {
-		case s.off+s.r.Size() <= off:
+		case s.off+s.g.Size() <= off:
 			return -1
 		case s.off > off:
 			return 1
@@ -792,19 +798,12 @@ func spanOf(spans []span, off uint64) int {
 // The driver calls, counted for Stats.Calls.
 
 // reserve reserves size bytes at hint (0: anywhere), undone by tx if there is one.
-func (b *Buffer) reserve(tx *vmm.Tx, size uint64, hint cu.DevicePtr) (*vmm.Reservation, error) {
+func (b *Buffer) reserve(tx *vmm.Tx, size uint64, hint cu.DevicePtr) (*vmm.Region, error) {
 	b.st.Calls++
 	if tx != nil {
-		return tx.Reserve(size, vmm.At(hint))
+		return tx.NewRegion(size, b.dev, vmm.At(hint))
 	}
-	return b.m.Reserve(size, vmm.At(hint))
-}
-
-// mapChunk maps a at offset off of r, undone by tx.
-func (b *Buffer) mapChunk(tx *vmm.Tx, r *vmm.Reservation, off uint64, a *vmm.Allocation) error {
-	b.st.Calls++
-	_, err := tx.Map(r, off, a)
-	return err
+	return b.m.NewRegion(size, b.dev, vmm.At(hint))
 }
 
 // release runs do, which makes calls driver calls, and keeps it for a retry if it fails.

@@ -60,15 +60,16 @@ func (b *Buffer) exportDmaBuf(off, n uint64, opts []vmm.DmaBufOption) (*vmm.DmaB
 	}
 	base := b.base()
 	var chunks []vmm.DmaBufChunk
-	for _, ch := range b.chunks {
+	for i, a := range b.allocs() {
+		ch := b.chunks[i]
 		if ch.off+ch.size <= off || ch.off >= off+n {
 			continue
 		}
-		p, err := ch.a.Properties()
+		p, err := a.Properties()
 		if err != nil {
 			return nil, opErr("export dma-buf", args, err)
 		}
-		chunks = append(chunks, vmm.DmaBufChunk{Addr: base + cu.DevicePtr(ch.off), Size: ch.size, Props: p, Alloc: ch.a})
+		chunks = append(chunks, vmm.DmaBufChunk{Addr: base + cu.DevicePtr(ch.off), Size: ch.size, Props: p, Alloc: a})
 	}
 	d, err := b.m.ExportDmaBufChunks(base+cu.DevicePtr(off), n, chunks, opts...)
 	if err != nil {

@@ -29,10 +29,13 @@
 // Options.ReleaseHost (or until Pool.ReleaseHost). The copy of one chunk overlaps the release of the one before (and on
 // Wake, the creation and mapping of one the copy of the one before), in two goroutines.
 //
-// Memory made elsewhere sleeps too: Pool.Tag puts any vmm.Region under a tag (a sparse
-// array's, sparse.Array.Region, or one a caller made with vmm.Manager.NewRegion). The
-// region stays its owner's; while a chunk of it sleeps, the region refuses its owner's
-// changes (vmm.Tx.Add, vmm.Tx.Remove: a sparse array's Commit and Decommit) with ErrAsleep.
+// Memory made elsewhere sleeps too: Pool.Tag puts any Memory under a tag, that is memory
+// laid out in vmm.Regions (a *buffer.Buffer, a *sparse.Array, a *vmm.Region a caller
+// made). It stays its owner's, who may change it while it is awake (a buffer grows or moves,
+// an array commits pages): each Sleep and Wake takes what it holds then. While a chunk of a
+// region sleeps, the region refuses its owner's changes with ErrAsleep (a buffer's Grow and
+// Shrink, an array's Commit and Decommit). A woken chunk is memory made as its owner made
+// it (the same properties), at the same addresses.
 //
 // The rules. Memory exported to another process or device (a POSIX descriptor, a fabric
 // handle, a dma-buf of its range) or imported from one must not sleep: the other side holds

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -84,8 +85,10 @@ type Pool struct {
 	keep  bool
 
 	mu      sync.RWMutex
-	regions map[string][]*Region
+	regions map[string][]*Region  // made by Alloc
+	tagged  map[string][]*tagging // put under a tag by Tag
 	closed  bool
+	hostG   uint64 // the host memory's granularity, once a Tag asked
 	// pending are the releases the driver refused, retried by each sleep, wake and close.
 	pending vmm.Pending
 }
@@ -130,20 +133,28 @@ func New(m *vmm.Manager, opts Options) *Pool {
 	if c == 0 {
 		c = 64 << 20
 	}
-	return &Pool{m: m, chunk: c, keep: !opts.ReleaseHost, regions: map[string][]*Region{}}
+	return &Pool{m: m, chunk: c, keep: !opts.ReleaseHost, regions: map[string][]*Region{}, tagged: map[string][]*tagging{}}
 }
 
 var errNoPool = fmt.Errorf("%w: a nil Pool or Region (make them with New and Alloc)", vmm.ErrInvalid)
 
 func (p *Pool) usable() bool { return p != nil && p.m != nil }
 
-// regionsOf is tag's regions, or an error for a tag with none (a typo would otherwise
-// make every call a silent no-op); the caller holds p.mu.
+// regionsOf is tag's regions, the tagged memory's as it is now, or an error for a tag
+// with none (a typo would otherwise make every call a silent no-op); the caller holds p.mu
+// exclusively.
 func (p *Pool) regionsOf(tag string) ([]*Region, error) {
 	if p.closed {
 		return nil, vmm.ErrClosed
 	}
-	rs := p.regions[tag]
+	rs := slices.Clone(p.regions[tag])
+	for _, t := range p.tagged[tag] {
+		trs, err := p.sync(tag, t)
+		if err != nil {
+			return nil, err
+		}
+		rs = append(rs, trs...)
+	}
 	if len(rs) == 0 {
 		return nil, fmt.Errorf("%w: no region has tag %q", vmm.ErrInvalid, tag)
 	}
@@ -199,84 +210,12 @@ func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
 		return nil, fail("alloc", args, tx.Rollback(err))
 	}
 	tx.Commit()
-	props := make([]vmm.Props, len(mems))
-	for i := range props {
-		props[i] = vmm.DeviceProps(dev)
-	}
-	return p.adopt(tag, vg, props, true), nil
-}
-
-// Tag puts g, a region made by its owner (a building block, or a caller of
-// vmm.Manager.NewRegion), under tag, so that it sleeps and wakes with it; its copies run
-// from g's device. Each of its chunks must be device memory that is not shared
-// (vmm.Allocation.Shared: exported or imported memory fails with ErrShared). g stays its
-// owner's: while it sleeps, g refuses its owner's changes with ErrAsleep. The returned
-// Region's Close ends the tagging and releases the pool's host memory of it; closing the
-// tag of a sleeping region leaves it asleep, for its owner only to close.
-func (p *Pool) Tag(tag string, g *vmm.Region) (*Region, error) {
-	args := fmt.Sprintf("%v for tag %q", g.Base(), tag)
-	if !p.usable() {
-		return nil, fail("tag", args, errNoPool)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.closed {
-		return nil, fail("tag", args, vmm.ErrClosed)
-	}
-	cs := g.Chunks(0, g.Size())
-	if len(cs) == 0 {
-		return nil, fail("tag", args, fmt.Errorf("%w: a region without chunks", vmm.ErrInvalid))
-	}
-	for _, rs := range p.regions {
-		for _, r := range rs {
-			if r.g == g {
-				return nil, fail("tag", args, fmt.Errorf("%w: the region is tagged %q already", vmm.ErrInvalid, r.tag))
-			}
-		}
-	}
-	gh, err := p.m.Granularity(vmm.Props{Location: vmm.OnHost()}, false)
-	if err != nil {
-		return nil, fail("tag", args, err)
-	}
-	props := make([]vmm.Props, len(cs))
-	for i, c := range cs {
-		if props[i], err = checkChunk(c, gh); err != nil {
-			return nil, fail("tag", args, err)
-		}
-	}
-	return p.adopt(tag, g, props, false), nil
-}
-
-// checkChunk says why c cannot sleep, or returns what its memory is made with, for its
-// wake to make the same.
-func checkChunk(c vmm.Chunk, hostGranularity uint64) (vmm.Props, error) {
-	at := func(err error, why string) error {
-		return fmt.Errorf("%w: the chunk at +%s %s", err, units.Size(c.Off), why)
-	}
-	switch {
-	case c.Asleep || c.Alloc == nil:
-		return vmm.Props{}, at(ErrAsleep, "sleeps already")
-	case c.Alloc.Shared():
-		return vmm.Props{}, at(ErrShared, "was exported or imported")
-	case c.Size%hostGranularity != 0:
-		return vmm.Props{}, at(vmm.ErrInvalid, "is no multiple of the host memory's granularity")
-	}
-	p, err := c.Alloc.Props()
-	if err == nil && p.Location.Type != cu.MEM_LOCATION_TYPE_DEVICE {
-		err = at(vmm.ErrInvalid, fmt.Sprintf("is memory of %v, not of a device", p.Location))
-	}
-	return p, err
-}
-
-// adopt makes g's chunks, whose memory is made with props, a region of tag; the caller
-// holds p.mu.
-func (p *Pool) adopt(tag string, g *vmm.Region, props []vmm.Props, own bool) *Region {
-	reg := &Region{p: p, tag: tag, dev: g.Device(), size: g.Size(), g: g, own: own}
-	for i, c := range g.Chunks(0, g.Size()) {
-		reg.chunks = append(reg.chunks, &chunk{off: c.Off, size: c.Size, props: props[i], dev: c.Alloc})
+	reg := &Region{p: p, tag: tag, dev: dev, size: size, g: vg, own: true}
+	for _, c := range vg.Chunks(0, size) {
+		reg.chunks = append(reg.chunks, &chunk{off: c.Off, size: c.Size, props: vmm.DeviceProps(dev), dev: c.Alloc})
 	}
 	p.regions[tag] = append(p.regions[tag], reg)
-	return reg
+	return reg, nil
 }
 
 // granularity is the larger of the device's and the host's minimum granularity: a chunk
@@ -350,10 +289,11 @@ func (p *Pool) States(tag string) map[State]uint64 {
 	if !p.usable() {
 		return nil
 	}
-	p.mu.RLock()
-	defer p.mu.RUnlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	s := map[State]uint64{}
-	for _, r := range p.regions[tag] {
+	rs, _ := p.regionsOf(tag)
+	for _, r := range rs {
 		for _, c := range r.chunks {
 			s[c.state] += c.size
 		}
@@ -739,6 +679,14 @@ func (p *Pool) Close() error {
 	defer p.mu.Unlock()
 	p.closed = true
 	var err error
+	for tag, ts := range p.tagged {
+		for _, t := range ts {
+			for _, r := range t.regs {
+				err = errors.Join(err, p.pending.Do("release of tagged memory's host memory", r.closeLocked))
+			}
+		}
+		delete(p.tagged, tag)
+	}
 	for tag, rs := range p.regions {
 		var left []*Region
 		for _, r := range rs {

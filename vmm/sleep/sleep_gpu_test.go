@@ -309,8 +309,7 @@ func TestGPUTagSparse(t *testing.T) {
 			require.NoError(t, err)
 			p := sleep.New(m, sleep.Options{})
 			defer p.Close()
-			_, err = p.Tag("kv", a.Region())
-			require.NoError(t, err)
+			require.NoError(t, p.Tag("kv", a))
 			require.NoError(t, p.Sleep(ctx, "kv", mode))
 			require.ErrorIs(t, a.Commit(0, 1), vmm.ErrAsleep)
 			got := make([]byte, len(want))
@@ -330,11 +329,10 @@ func TestGPUTagSparse(t *testing.T) {
 			assert.True(t, bytes.Equal(want, got), "every byte after the wake")
 			require.NoError(t, p.Close())
 
-			fd, err := a.Region().Chunks(gib, 1)[0].Alloc.ExportFD()
+			fd, err := a.Regions()[0].Chunks(gib, 1)[0].Alloc.ExportFD()
 			require.NoError(t, err)
 			require.NoError(t, os.NewFile(uintptr(fd), "exported").Close())
-			_, err = sleep.New(m, sleep.Options{}).Tag("kv", a.Region())
-			require.ErrorIs(t, err, sleep.ErrShared)
+			require.ErrorIs(t, sleep.New(m, sleep.Options{}).Tag("kv", a), sleep.ErrShared)
 			require.NoError(t, a.Close())
 		})
 	}

@@ -23,7 +23,7 @@ func TestTagRefusesDmaBuf(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, d.Close())
 	p := sleep.New(m, sleep.Options{})
-	_, err = p.Tag("kv", a.Region())
+	err = p.Tag("kv", a)
 	require.ErrorIs(t, err, sleep.ErrShared)
 	require.ErrorContains(t, err, "+2MiB")
 	require.NoError(t, p.Close())

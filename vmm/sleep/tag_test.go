@@ -9,6 +9,7 @@ import (
 	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/buffer"
 	"github.com/cuvmm/cuvmm/vmm/sleep"
 	"github.com/cuvmm/cuvmm/vmm/sparse"
 	"github.com/stretchr/testify/require"
@@ -44,17 +45,15 @@ func TestTagRegion(t *testing.T) {
 			_, err = g.WriteAt(want, 0)
 			require.NoError(t, err)
 			p := sleep.New(m, sleep.Options{})
-			r, err := p.Tag("weights", g)
-			require.NoError(t, err)
-			require.Equal(t, g.Base(), r.Base())
-			_, err = p.Tag("again", g)
-			require.ErrorIs(t, err, vmm.ErrInvalid, "a region is tagged once")
+			require.NoError(t, p.Tag("weights", g))
+			require.ErrorIs(t, p.Tag("again", g), vmm.ErrInvalid, "a region is tagged once")
 
 			before := s.Stats().Committed[0]
 			require.NoError(t, p.Sleep(ctx, "weights", mode))
 			require.Equal(t, before-g.Size(), s.Stats().Committed[0])
 			_, err = m.Begin(nil).Remove(g, 0, 2*mib)
 			require.ErrorIs(t, err, vmm.ErrAsleep, "the owner cannot change a sleeping region")
+			require.ErrorIs(t, p.Untag(g), vmm.ErrAsleep)
 			buf := make([]byte, 16)
 			_, err = g.ReadAt(buf, 0)
 			if mode == sleep.Park {
@@ -73,18 +72,68 @@ func TestTagRegion(t *testing.T) {
 			} else {
 				require.Equal(t, want, got)
 			}
-			// Awake, the region is its owner's: it changes, and closes.
+			// Awake, the region is its owner's: it changes, and what it holds then sleeps.
 			tx := m.Begin(nil)
 			gone, err := tx.Remove(g, 4*mib, 2*mib)
 			require.NoError(t, err)
 			tx.Commit()
 			require.NoError(t, gone[0].Alloc.Close())
-			require.NoError(t, r.Close())
+			require.NoError(t, p.Sleep(ctx, "weights", mode))
+			state := map[sleep.Mode]sleep.State{sleep.Offload: sleep.Offloaded, sleep.Park: sleep.Parked, sleep.Discard: sleep.Discarded}[mode]
+			require.Equal(t, map[sleep.State]uint64{state: 4 * mib}, p.States("weights"))
+			require.NoError(t, p.Wake(ctx, "weights"))
+			require.NoError(t, p.Untag(g))
 			require.NoError(t, g.Close())
 			require.NoError(t, p.Close())
 			require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 		})
 	}
+}
+
+// TestTagBuffer sleeps a growable buffer: Grow is refused while it sleeps; it grows after
+// the wake, moving to a new base, and what it holds then sleeps and wakes intact.
+func TestTagBuffer(t *testing.T) {
+	ctx := context.Background()
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	m := vmm.New(s)
+	b, err := buffer.New(m, 6*mib, buffer.Options{Reserve: 8 * mib, Policy: buffer.Exact})
+	require.NoError(t, err)
+	want := pattern.Bytes(4, 6*mib)
+	_, err = b.WriteAt(want, 0)
+	require.NoError(t, err)
+	p := sleep.New(m, sleep.Options{})
+	require.NoError(t, p.Tag("weights", b))
+	require.NoError(t, p.Sleep(ctx, "weights", sleep.Offload))
+	require.ErrorIs(t, b.Grow(8*mib), vmm.ErrAsleep)
+	require.NoError(t, p.Wake(ctx, "weights"))
+
+	// Past its reservation, with the range after it taken (by the pool's staging range for
+	// the copies, or else here): the buffer moves, and the tag follows it.
+	taken, err := m.Reserve(2*mib, vmm.At(b.Base()+cu.DevicePtr(b.Stats().Reserved)))
+	require.NoError(t, err)
+	require.NoError(t, b.Grow(20*mib))
+	require.Equal(t, 1, b.Stats().Remaps)
+	require.NoError(t, taken.Close())
+	more := pattern.Bytes(6, 14*mib)
+	_, err = b.WriteAt(more, 6*mib)
+	require.NoError(t, err)
+	want = append(want, more...)
+	before := s.Stats().Committed[0]
+	require.NoError(t, p.Sleep(ctx, "weights", sleep.Offload))
+	require.Equal(t, before-20*mib, s.Stats().Committed[0], "every chunk sleeps, the new ones too")
+	require.NoError(t, p.Wake(ctx, "weights"))
+	got := make([]byte, len(want))
+	_, err = b.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	require.NoError(t, b.Shrink(2*mib)) // keeps the first chunk, 6 MiB
+	require.NoError(t, p.Sleep(ctx, "weights", sleep.Discard))
+	require.Equal(t, map[sleep.State]uint64{sleep.Discarded: 6 * mib}, p.States("weights"))
+	require.NoError(t, p.Wake(ctx, "weights"))
+	require.NoError(t, p.Close())
+	require.NoError(t, b.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
 
 // TestTagSparse sleeps a sparse array's committed pages and wakes them.
@@ -99,8 +148,7 @@ func TestTagSparse(t *testing.T) {
 	_, err = a.WriteAt(want, 10*mib)
 	require.NoError(t, err)
 	p := sleep.New(m, sleep.Options{})
-	_, err = p.Tag("kv", a.Region())
-	require.NoError(t, err)
+	require.NoError(t, p.Tag("kv", a))
 	require.NoError(t, p.Sleep(ctx, "kv", sleep.Offload))
 	require.ErrorIs(t, a.Commit(0, 2*mib), vmm.ErrAsleep)
 	_, err = a.ReadAt(make([]byte, 8), 10*mib)
@@ -124,29 +172,29 @@ func TestTagRefusesShared(t *testing.T) {
 	shareable := vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
 	g := ownRegion(t, m, shareable, 2)
 	p := sleep.New(m, sleep.Options{})
-	r, err := p.Tag("t", g)
-	require.NoError(t, err)
+	require.NoError(t, p.Tag("t", g))
 	fd, err := g.Chunks(0, g.Size())[1].Alloc.ExportFD()
 	require.NoError(t, err)
 	require.NoError(t, os.NewFile(uintptr(fd), "exported").Close()) // a handle on Windows
 	err = p.Sleep(context.Background(), "t", sleep.Offload)
 	require.ErrorIs(t, err, sleep.ErrShared)
 	require.Equal(t, map[sleep.State]uint64{sleep.Resident: g.Size()}, p.States("t"), "nothing slept")
-	require.NoError(t, r.Close())
-	_, err = p.Tag("t", g)
+	require.NoError(t, p.Untag(g))
+	err = p.Tag("t", g)
 	require.ErrorIs(t, err, sleep.ErrShared)
 	require.ErrorContains(t, err, "+2MiB")
 
-	// Nor memory of the host, nor a region without chunks.
+	// Nor memory of the host. A region without chunks is tagged, and sleeps as nothing.
 	host := ownRegion(t, m, vmm.Props{Location: vmm.OnHost()}, 1)
-	_, err = p.Tag("t", host)
+	err = p.Tag("t", host)
 	require.ErrorIs(t, err, vmm.ErrInvalid)
 	require.ErrorContains(t, err, "not of a device")
 	require.NoError(t, host.Close())
 	empty, err := m.NewRegion(2*mib, 0)
 	require.NoError(t, err)
-	_, err = p.Tag("t", empty)
-	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.NoError(t, p.Tag("t", empty))
+	require.NoError(t, p.Sleep(context.Background(), "t", sleep.Offload))
+	require.Empty(t, p.States("t"))
 	require.NoError(t, empty.Close())
 	require.NoError(t, g.Close())
 	require.NoError(t, p.Close())
@@ -162,8 +210,7 @@ func TestTagWakeKeepsProps(t *testing.T) {
 	shareable := vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
 	g := ownRegion(t, m, shareable, 2)
 	p := sleep.New(m, sleep.Options{})
-	_, err = p.Tag("t", g)
-	require.NoError(t, err)
+	require.NoError(t, p.Tag("t", g))
 	require.NoError(t, p.Sleep(context.Background(), "t", sleep.Discard))
 	require.NoError(t, p.Wake(context.Background(), "t"))
 	for _, c := range g.Chunks(0, g.Size()) {

@@ -175,15 +175,15 @@ func (a *Array) PageSize() uint64 {
 	return a.page
 }
 
-// Region is the array's address range and committed pages, to tag with package sleep
-// (sleep.Pool.Tag): while its pages sleep, Commit, Decommit and writes that commit fail
-// with vmm.ErrAsleep, and copies over offloaded or discarded pages too. It is the array's:
-// not to be closed or changed by the caller.
-func (a *Array) Region() *vmm.Region {
+// Regions returns the array's address range and committed pages, to tag with package
+// sleep (sleep.Memory): while its pages sleep, Commit, Decommit and writes that commit
+// fail with vmm.ErrAsleep, and copies over offloaded or discarded pages too. The region is
+// the array's: not to be closed or changed by the caller.
+func (a *Array) Regions() []*vmm.Region {
 	if a == nil {
 		return nil
 	}
-	return a.g
+	return []*vmm.Region{a.g}
 }
 
 // Committed reports whether the page holding offset off has physical memory.
