@@ -19,6 +19,7 @@ import (
 	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/loader"
 	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/cuvmm/cuvmm/vmm/buffer"
 	"github.com/cuvmm/cuvmm/vmm/sleep"
 	"github.com/cuvmm/cuvmm/vmm/sparse"
 	"github.com/stretchr/testify/assert"
@@ -192,17 +193,47 @@ func BenchmarkGPUSleep(b *testing.B) {
 		size = uint64(v) * gib
 	}
 	rate := func(n uint64, d time.Duration) float64 { return float64(n) / gib / d.Seconds() }
-	for _, chunk := range []uint64{64 << 20, 2 << 20} {
+	// Memory of sz bytes in chunks of chunk under tag "t": a pool's own, or a growable
+	// buffer's (grown a chunk at a time) tagged.
+	own := func(p *sleep.Pool, sz, chunk uint64) (cu.DevicePtr, func() error, error) {
+		r, err := p.Alloc("t", sz, 0)
+		if err != nil {
+			return 0, nil, err
+		}
+		return r.Base(), r.Close, nil
+	}
+	grown := func(p *sleep.Pool, sz, chunk uint64) (cu.DevicePtr, func() error, error) {
+		buf, err := buffer.New(m, 0, buffer.Options{Policy: buffer.Exact, Reserve: sz, FixedBase: true})
+		if err != nil {
+			return 0, nil, err
+		}
+		for n := chunk; n <= sz && err == nil; n += chunk {
+			err = buf.Grow(n)
+		}
+		if err == nil {
+			err = p.Tag("t", buf)
+		}
+		if err != nil {
+			return 0, nil, errors.Join(err, buf.Close())
+		}
+		return buf.Base(), func() error { return errors.Join(p.Untag(buf), buf.Close()) }, nil
+	}
+	for _, c := range []struct {
+		name  string
+		chunk uint64
+		make  func(*sleep.Pool, uint64, uint64) (cu.DevicePtr, func() error, error)
+	}{{"pool", 64 << 20, own}, {"buffer", 64 << 20, grown}, {"pool", 2 << 20, own}} {
+		chunk := c.chunk
 		sz := size
 		if chunk < 64<<20 {
 			sz = size / 4
 		}
-		b.Run(fmt.Sprintf("chunk=%dMiB/size=%dGiB", chunk>>20, sz/gib), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s/chunk=%dMiB/size=%dGiB", c.name, chunk>>20, sz/gib), func(b *testing.B) {
 			for range b.N {
 				p := sleep.New(m, sleep.Options{Chunk: chunk})
-				r, err := p.Alloc("t", sz, 0)
+				base, closeMem, err := c.make(p, sz, chunk)
 				require.NoError(b, err)
-				require.NoError(b, m.Fill(0, r.Base(), 0x5a, sz))
+				require.NoError(b, m.Fill(0, base, 0x5a, sz))
 				t0 := time.Now()
 				require.NoError(b, p.Prepare("t"))
 				b.ReportMetric(rate(sz, time.Since(t0)), "prepare-GiB/s")
@@ -213,12 +244,12 @@ func BenchmarkGPUSleep(b *testing.B) {
 				staging, err := hostRange(m, cs)
 				require.NoError(b, err)
 				t0 = time.Now()
-				require.NoError(b, m.Copy(0, staging.Base(), r.Base(), cs))
+				require.NoError(b, m.Copy(0, staging.Base(), base, cs))
 				b.ReportMetric(rate(cs, time.Since(t0)), "ceiling-out-GiB/s")
 				t0 = time.Now()
-				require.NoError(b, m.Copy(0, r.Base(), staging.Base(), cs))
+				require.NoError(b, m.Copy(0, base, staging.Base(), cs))
 				b.ReportMetric(rate(cs, time.Since(t0)), "ceiling-in-GiB/s")
-				require.NoError(b, staging.close())
+				require.NoError(b, staging.Close())
 
 				t0 = time.Now()
 				require.NoError(b, p.Sleep(ctx, "t", sleep.Offload))
@@ -245,50 +276,39 @@ func BenchmarkGPUSleep(b *testing.B) {
 				t0 = time.Now()
 				require.NoError(b, p.Wake(ctx, "t"))
 				b.ReportMetric(rate(sz, time.Since(t0)), "wake-discard-GiB/s")
+				require.NoError(b, closeMem())
 				require.NoError(b, p.Close())
 
 				// Pinning on the way: host memory made chunk by chunk during the sleep.
 				p = sleep.New(m, sleep.Options{Chunk: chunk, ReleaseHost: true})
-				_, err = p.Alloc("t", sz, 0)
+				_, closeMem, err = c.make(p, sz, chunk)
 				require.NoError(b, err)
 				t0 = time.Now()
 				require.NoError(b, p.Sleep(ctx, "t", sleep.Offload))
 				b.ReportMetric(rate(sz, time.Since(t0)), "offload-unprepared-GiB/s")
+				require.NoError(b, closeMem())
 				require.NoError(b, p.Close())
 			}
 		})
 	}
 }
 
-// hostMem is host memory mapped for device 0, for the ceiling's copies.
-type hostMem struct {
-	r *vmm.Reservation
-	a *vmm.Allocation
-}
-
-func (h *hostMem) Base() cu.DevicePtr { return h.r.Base() }
-
-func (h *hostMem) close() error {
-	return errors.Join(h.r.Unmap(0, h.r.Size()), h.a.Close(), h.r.Close())
-}
-
-func hostRange(m *vmm.Manager, size uint64) (*hostMem, error) {
-	r, err := m.Reserve(size)
+// hostRange is host memory mapped for device 0, for the ceiling's copies.
+func hostRange(m *vmm.Manager, size uint64) (*vmm.Region, error) {
+	tx := m.Begin(nil)
+	g, err := tx.NewRegion(size, 0)
 	if err != nil {
-		return nil, err
+		return nil, tx.Rollback(err)
 	}
-	a, err := m.Create(size, vmm.Props{Location: vmm.OnHost()})
+	a, err := tx.Create(size, vmm.Props{Location: vmm.OnHost()})
 	if err != nil {
-		return nil, errors.Join(err, r.Close())
+		return nil, tx.Rollback(err)
 	}
-	mp, err := r.Map(0, a)
-	if err == nil {
-		err = mp.SetAccess(vmm.ReadWrite(0)...)
+	if err := tx.Add(g, 0, vmm.ReadWrite(0), a); err != nil {
+		return nil, tx.Rollback(err)
 	}
-	if err != nil {
-		return nil, errors.Join(err, a.Close(), r.Close())
-	}
-	return &hostMem{r: r, a: a}, nil
+	tx.Commit()
+	return g, nil
 }
 
 // TestGPUTagSparse: a sparse array's committed pages, tagged, sleep in each mode and wake
