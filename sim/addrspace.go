@@ -4,6 +4,7 @@ import (
 	"math/bits"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/treap"
 )
 
 // vaSpace is the unified virtual address space of one Sim: three treaps keyed by address.
@@ -15,9 +16,9 @@ import (
 // edges/map-X-end-into-freed-Y, faults/set-access-D-end-into-E,
 // edges/unmap-X-and-freed-Y). Mappings never overlap.
 type vaSpace struct {
-	free  tree[struct{}]
-	resvs tree[struct{}]
-	maps  tree[mapping]
+	free  treap.Tree[struct{}]
+	resvs treap.Tree[struct{}]
+	maps  treap.Tree[mapping]
 	base  uint64
 	end   uint64
 	// unit is the smallest granularity of any device: every reservation's base and size
@@ -48,8 +49,8 @@ func (m *mapping) device() int {
 func (a *vaSpace) init(base, size, unit uint64) {
 	a.unit = unit
 	a.base, a.end = base, base+size
-	a.free.seed = 1
-	a.free.insert(base, size, struct{}{})
+	a.free.Seed = 1
+	a.free.Insert(base, size, struct{}{})
 }
 
 // reserve finds size bytes aligned to align: at hint if that range is free (and aligned to
@@ -57,7 +58,7 @@ func (a *vaSpace) init(base, size, unit uint64) {
 // reservations). It returns 0 when no free range is large enough.
 func (a *vaSpace) reserve(size, align, hintAlign, hint uint64) uint64 {
 	if hint != 0 && hint%hintAlign == 0 && hint+size > hint {
-		if f := a.free.floor(hint); f != nil && hint+size <= f.key+f.span {
+		if f := a.free.Floor(hint); f != nil && hint+size <= f.Key+f.Span {
 			a.take(f, hint, size)
 			return hint
 		}
@@ -71,12 +72,12 @@ func (a *vaSpace) reserve(size, align, hintAlign, hint uint64) uint64 {
 func (a *vaSpace) firstFit(size, align, avoid uint64) uint64 {
 	// The lowest free range that holds size bytes at an aligned address: the ranges large
 	// enough in address order, until one fits once its start is aligned.
-	for f := a.free.firstFit(size); f != nil; f = a.free.firstFitFrom(f.key+1, size) {
-		addr := (f.key + align - 1) &^ (align - 1)
+	for f := a.free.FirstFit(size); f != nil; f = a.free.FirstFitFrom(f.Key+1, size) {
+		addr := (f.Key + align - 1) &^ (align - 1)
 		if avoid != 0 && addr == avoid && addr+size > addr {
 			addr = (avoid + size + align - 1) &^ (align - 1)
 		}
-		if addr >= f.key && addr+size <= f.key+f.span && addr+size > addr {
+		if addr >= f.Key && addr+size <= f.Key+f.Span && addr+size > addr {
 			a.take(f, addr, size)
 			return addr
 		}
@@ -85,50 +86,50 @@ func (a *vaSpace) firstFit(size, align, avoid uint64) uint64 {
 }
 
 // take removes [addr, addr+size) from the free range f and records the reservation.
-func (a *vaSpace) take(f *node[struct{}], addr, size uint64) {
-	start, end := f.key, f.key+f.span
+func (a *vaSpace) take(f *treap.Node[struct{}], addr, size uint64) {
+	start, end := f.Key, f.Key+f.Span
 	switch {
 	case addr == start && addr+size == end:
-		a.free.delete(start)
+		a.free.Delete(start)
 	case addr == start:
-		a.free.resize(start, addr+size, end-(addr+size))
+		a.free.Resize(start, addr+size, end-(addr+size))
 	default:
-		a.free.resize(start, start, addr-start)
+		a.free.Resize(start, start, addr-start)
 		if addr+size < end {
-			a.free.insert(addr+size, end-(addr+size), struct{}{})
+			a.free.Insert(addr+size, end-(addr+size), struct{}{})
 		}
 	}
-	a.resvs.insert(addr, size, struct{}{})
+	a.resvs.Insert(addr, size, struct{}{})
 }
 
 // unreserve frees the reservation at addr if it is exactly [addr, addr+size) with nothing
 // mapped in it, and says why not otherwise ("" on success).
 func (a *vaSpace) unreserve(addr, size uint64) string {
-	if r := a.resvs.get(addr); r == nil || r.span != size {
+	if r := a.resvs.Get(addr); r == nil || r.Span != size {
 		return "not a reservation"
 	}
 	if a.anyMapped(addr, size) {
 		return "reservation still has mappings" // recorded: vmmtest free/while-mapped, faults/free-D-while-mapped-into-E
 	}
-	a.resvs.delete(addr)
+	a.resvs.Delete(addr)
 	// Give the range back, merged with the free ranges around it.
 	end := addr + size
-	prev := a.free.floor(addr)
-	if prev != nil && prev.key+prev.span != addr {
+	prev := a.free.Floor(addr)
+	if prev != nil && prev.Key+prev.Span != addr {
 		prev = nil
 	}
-	next := a.free.get(end)
+	next := a.free.Get(end)
 	switch {
 	case prev != nil && next != nil:
-		span := next.span
-		a.free.delete(end)
-		a.free.resize(prev.key, prev.key, end+span-prev.key)
+		span := next.Span
+		a.free.Delete(end)
+		a.free.Resize(prev.Key, prev.Key, end+span-prev.Key)
 	case prev != nil:
-		a.free.resize(prev.key, prev.key, end-prev.key)
+		a.free.Resize(prev.Key, prev.Key, end-prev.Key)
 	case next != nil:
-		a.free.resize(end, addr, next.span+size)
+		a.free.Resize(end, addr, next.Span+size)
 	default:
-		a.free.insert(addr, size, struct{}{})
+		a.free.Insert(addr, size, struct{}{})
 	}
 	return ""
 }
@@ -136,8 +137,8 @@ func (a *vaSpace) unreserve(addr, size uint64) string {
 // resvAt returns the reservation containing addr as its base and size; ok is false when
 // nothing is reserved there.
 func (a *vaSpace) resvAt(addr uint64) (base, size uint64, ok bool) {
-	if r := a.resvs.floor(addr); r != nil && addr-r.key < r.span {
-		return r.key, r.span, true
+	if r := a.resvs.Floor(addr); r != nil && addr-r.Key < r.Span {
+		return r.Key, r.Span, true
 	}
 	return 0, 0, false
 }
@@ -158,8 +159,8 @@ func (a *vaSpace) covered(addr, size uint64) bool {
 
 // mappingAt returns the mapping containing addr, or nil.
 func (a *vaSpace) mappingAt(addr uint64) *mapping {
-	if n := a.maps.floor(addr); n != nil && addr-n.key < n.span {
-		return &n.val
+	if n := a.maps.Floor(addr); n != nil && addr-n.Key < n.Span {
+		return &n.Val
 	}
 	return nil
 }
@@ -174,13 +175,13 @@ func (a *vaSpace) overlapping(addr, size uint64, f func(*mapping) bool) {
 	if last < addr {
 		last = ^uint64(0)
 	}
-	n := a.maps.floor(addr)
-	if n == nil || addr-n.key >= n.span {
-		n = a.maps.ceil(addr)
+	n := a.maps.Floor(addr)
+	if n == nil || addr-n.Key >= n.Span {
+		n = a.maps.Ceil(addr)
 	}
-	for ; n != nil && n.key <= last; n = a.maps.ceil(n.key + 1) {
+	for ; n != nil && n.Key <= last; n = a.maps.Ceil(n.Key + 1) {
 		// Mappings do not overlap: none after n starts before n's end.
-		if !f(&n.val) || n.key+n.span-1 >= last {
+		if !f(&n.Val) || n.Key+n.Span-1 >= last {
 			return
 		}
 	}
@@ -196,8 +197,8 @@ func (a *vaSpace) anyMapped(addr, size uint64) bool {
 	if last < addr {
 		last = ^uint64(0)
 	}
-	n := a.maps.floor(last)
-	return n != nil && n.key+n.span > addr
+	n := a.maps.Floor(last)
+	return n != nil && n.Key+n.Span > addr
 }
 
 // whole returns the mappings intersecting [addr, addr+size) in address order, appended to
@@ -216,7 +217,7 @@ func (a *vaSpace) whole(addr, size uint64, buf []*mapping) (ms []*mapping, ok bo
 // addMapping records a mapping of [base, base+size) through h with no access for any of n
 // devices.
 func (a *vaSpace) addMapping(base, size uint64, h *handle, n int) {
-	m := &a.maps.insert(base, size, mapping{base: base, size: size, h: h}).val
+	m := &a.maps.Insert(base, size, mapping{base: base, size: size, h: h}).Val
 	if n <= len(m.inline) {
 		m.access = m.inline[:n]
 	} else {

@@ -46,8 +46,8 @@ func (s *Sim) Stats() Stats {
 	st := Stats{
 		Handles:      s.live,
 		Multicast:    s.mcs,
-		Reservations: s.va.resvs.n,
-		Mappings:     s.va.maps.n,
+		Reservations: s.va.resvs.Len(),
+		Mappings:     s.va.maps.Len(),
 		Bindings:     s.bindings,
 		Committed:    make([]uint64, len(s.devMem)),
 		Host:         s.hostMem.committed,

@@ -461,7 +461,7 @@ func (s *Sim) unmapLocked(ptr, size uint64) *failure {
 	}
 	for _, m := range victims {
 		h := m.h
-		s.va.maps.delete(m.base)
+		s.va.maps.Delete(m.base)
 		s.unmapped(h)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/treap"
 	"github.com/cuvmm/cuvmm/internal/units"
 )
 
@@ -31,7 +32,9 @@ type Region struct {
 	dev int
 
 	mu     sync.Mutex
-	chunks []Chunk // sorted by offset, none overlapping
+	chunks treap.Tree[Chunk] // by offset, none overlapping
+	used   uint64            // the chunks' bytes
+	asleep int               // chunks asleep
 }
 
 // Chunk is one allocation mapped whole at offset Off of a Region, with the access it was
@@ -116,8 +119,9 @@ func (g *Region) Chunks(off, size uint64) []Chunk {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	lo, hi := g.span(off, size)
-	return slices.Clone(g.chunks[lo:hi])
+	var out []Chunk
+	g.each(off, size, func(n *treap.Node[Chunk]) { out = append(out, n.Val) })
+	return out
 }
 
 // Used is the number of bytes the region's chunks cover, asleep or not.
@@ -127,44 +131,43 @@ func (g *Region) Used() uint64 {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	n := uint64(0)
-	for _, c := range g.chunks {
-		n += c.Size
-	}
-	return n
+	return g.used
 }
 
 // sleeping says why the region may not change while a chunk of it sleeps, or nil; the
 // caller holds g.mu.
 func (g *Region) sleeping() error {
-	for _, c := range g.chunks {
-		if c.Asleep {
-			return fmt.Errorf("%w: the chunk at +%s sleeps", ErrAsleep, units.Size(c.Off))
-		}
+	if g.asleep == 0 {
+		return nil
 	}
-	return nil
-}
-
-// span is the index range of the chunks that overlap [off, off+size); the caller holds g.mu.
-func (g *Region) span(off, size uint64) (lo, hi int) {
-	lo = firstAfter(g.chunks, func(c Chunk) bool { return c.End() > off })
-	hi = lo
-	for hi < len(g.chunks) && g.chunks[hi].Off < off+size {
-		hi++
-	}
-	return lo, hi
-}
-
-// firstAfter is the index of the first chunk for which after holds (chunks are in address
-// order, so after is false then true).
-func firstAfter(chunks []Chunk, after func(Chunk) bool) int {
-	i, _ := slices.BinarySearchFunc(chunks, true, func(c Chunk, _ bool) int {
-		if after(c) {
-			return 1
+	var at uint64
+	g.each(0, g.Size(), func(n *treap.Node[Chunk]) {
+		if n.Val.Asleep && at == 0 {
+			at = n.Key + 1
 		}
-		return -1
 	})
-	return i
+	return fmt.Errorf("%w: the chunk at +%s sleeps", ErrAsleep, units.Size(at-1))
+}
+
+// each calls f with the chunks that overlap [off, off+size), in address order; the caller
+// holds g.mu, and f does not change the tree.
+func (g *Region) each(off, size uint64, f func(*treap.Node[Chunk])) {
+	n := g.chunks.Floor(off)
+	if n == nil || n.Key+n.Span <= off {
+		n = g.chunks.Ceil(off)
+	}
+	for ; n != nil && n.Key < off+size; n = g.chunks.Ceil(n.Key + 1) {
+		f(n)
+	}
+}
+
+// insert records c; the caller holds g.mu.
+func (g *Region) insert(c Chunk) {
+	g.chunks.Insert(c.Off, c.Size, c)
+	g.used += c.Size
+	if c.Asleep {
+		g.asleep++
+	}
 }
 
 // ReadAt reads len(p) bytes at offset off of the region into p, from the context of the
@@ -177,16 +180,23 @@ func (g *Region) ReadAt(p []byte, off int64) (int, error) { return g.copyAt(View
 func (g *Region) WriteAt(p []byte, off int64) (int, error) { return g.copyAt(View.WriteAt, p, off) }
 
 func (g *Region) copyAt(cp func(View, []byte, int64) (int, error), p []byte, off int64) (int, error) {
-	v := g.From(g.Device())
 	if g != nil && off >= 0 {
-		for _, c := range g.Chunks(uint64(off), uint64(len(p))) {
-			if c.Alloc == nil {
-				return 0, opErr(fmt.Errorf("%w (the chunk at +%s)", ErrAsleep, units.Size(c.Off)), "copy",
-					"%s at offset %d", units.Size(uint64(len(p))), off)
-			}
+		g.mu.Lock()
+		var gone *Chunk // a chunk of the range asleep with nothing mapped
+		if g.asleep > 0 {
+			g.each(uint64(off), uint64(len(p)), func(n *treap.Node[Chunk]) {
+				if n.Val.Alloc == nil && gone == nil {
+					gone = &n.Val
+				}
+			})
+		}
+		g.mu.Unlock()
+		if gone != nil {
+			return 0, opErr(fmt.Errorf("%w (the chunk at +%s)", ErrAsleep, units.Size(gone.Off)), "copy",
+				"%s at offset %d", units.Size(uint64(len(p))), off)
 		}
 	}
-	return cp(v, p, off)
+	return cp(g.From(g.Device()), p, off)
 }
 
 // From returns the region as device dev reaches it.
@@ -219,15 +229,12 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 		off += a.Size()
 	}
 	access = slices.Clone(access)
-	added := make([]Chunk, len(allocs))
+	g.mu.Lock()
 	at := start
-	for i, a := range allocs {
-		added[i] = Chunk{Off: at, Size: a.Size(), Alloc: a, Access: access}
+	for _, a := range allocs {
+		g.insert(Chunk{Off: at, Size: a.Size(), Alloc: a, Access: access})
 		at += a.Size()
 	}
-	g.mu.Lock()
-	i := firstAfter(g.chunks, func(c Chunk) bool { return c.Off >= start })
-	g.chunks = slices.Insert(g.chunks, i, added...)
 	g.mu.Unlock()
 	t.OnRollback("forget", func() error { g.forget(start, off-start); return nil })
 	return nil
@@ -237,9 +244,15 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 func (g *Region) forget(off, size uint64) []Chunk {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	lo, hi := g.span(off, size)
-	gone := slices.Clone(g.chunks[lo:hi])
-	g.chunks = slices.Delete(g.chunks, lo, hi)
+	var gone []Chunk
+	g.each(off, size, func(n *treap.Node[Chunk]) { gone = append(gone, n.Val) })
+	for _, c := range gone {
+		g.chunks.Delete(c.Off)
+		g.used -= c.Size
+		if c.Asleep {
+			g.asleep--
+		}
+	}
 	return gone
 }
 
@@ -252,11 +265,12 @@ func (t *Tx) Remove(g *Region, off, size uint64) ([]Chunk, error) {
 		return nil, opErr(errNoRegion, "unmap", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), size))
 	}
 	g.mu.Lock()
-	lo, hi := g.span(off, size)
 	err := g.sleeping()
-	if err == nil && lo < hi && (g.chunks[lo].Off < off || g.chunks[hi-1].End() > off+size) {
-		err = invalid("the range splits a chunk")
-	}
+	g.each(off, size, func(n *treap.Node[Chunk]) {
+		if err == nil && (n.Key < off || n.Val.End() > off+size) {
+			err = invalid("the range splits a chunk")
+		}
+	})
 	g.mu.Unlock()
 	if err != nil {
 		return nil, &Error{Op: "unmap", Args: rangeArgs(g.Base()+cu.DevicePtr(off), size), Err: err}
@@ -287,8 +301,7 @@ func (g *Region) putBack(chunks []Chunk) error {
 			err = tx.Rollback(err)
 			g.mu.Lock()
 			for _, c := range chunks[i:] {
-				k := firstAfter(g.chunks, func(x Chunk) bool { return x.Off >= c.Off })
-				g.chunks = slices.Insert(g.chunks, k, c)
+				g.insert(c)
 			}
 			g.mu.Unlock()
 			return err
@@ -309,21 +322,16 @@ func (g *Region) Close() error {
 	if err := g.r.Close(); err != nil {
 		return err
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
 	var errs []error
-	left := g.chunks[:0]
-	for _, c := range g.chunks {
-		if c.Alloc == nil {
-			continue
+	for _, c := range g.Chunks(0, g.Size()) {
+		if c.Alloc != nil {
+			if err := c.Alloc.Close(); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 		}
-		if err := c.Alloc.Close(); err != nil {
-			errs = append(errs, err)
-			left = append(left, c)
-		}
+		g.forget(c.Off, c.Size)
 	}
-	clear(g.chunks[len(left):])
-	g.chunks = left
 	return errors.Join(errs...)
 }
 
@@ -340,22 +348,33 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 		return nil, &Error{Op: "swap", Args: args(), Err: errNoRegion}
 	}
 	g.mu.Lock()
-	i := firstAfter(g.chunks, func(c Chunk) bool { return c.Off >= off })
-	if i == len(g.chunks) || g.chunks[i].Off != off || (a != nil && a.Size() != g.chunks[i].Size) {
+	n := g.chunks.Get(off)
+	if n == nil || (a != nil && a.Size() != n.Span) {
 		g.mu.Unlock()
 		return nil, &Error{Op: "swap", Args: args(), Err: invalid("no chunk of that size starts there")}
 	}
-	c := g.chunks[i]
-	if a != nil && a == c.Alloc {
-		g.chunks[i].Asleep = asleep
-		g.mu.Unlock()
-		return nil, nil
-	}
+	c := n.Val
 	g.mu.Unlock()
+	// set records what is mapped at the chunk, unless an owner's change that did not wait
+	// for the swap (which it must) took the chunk away meanwhile.
 	set := func(a *Allocation) {
 		g.mu.Lock()
-		g.chunks[i].Alloc, g.chunks[i].Asleep = a, asleep
-		g.mu.Unlock()
+		defer g.mu.Unlock()
+		n := g.chunks.Get(off)
+		if n == nil {
+			return
+		}
+		switch {
+		case asleep && !n.Val.Asleep:
+			g.asleep++
+		case !asleep && n.Val.Asleep:
+			g.asleep--
+		}
+		n.Val.Alloc, n.Val.Asleep = a, asleep
+	}
+	if a != nil && a == c.Alloc {
+		set(a)
+		return nil, nil
 	}
 	if c.Alloc != nil {
 		if err := g.r.Unmap(off, c.Size); err != nil {

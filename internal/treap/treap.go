@@ -1,39 +1,47 @@
-package sim
+// Package treap is an ordered map from uint64 keys to values, for the simulator's address
+// space and vmm.Region's chunks.
+package treap
 
-// tree is an ordered map from uint64 keys to values: a treap (a binary search tree whose
+// Tree is an ordered map from uint64 keys to values: a treap (a binary search tree whose
 // nodes also form a heap on random priorities), so insert, delete and the floor and ceiling
 // lookups cost O(log n) expected time whatever the order of the keys. Priorities come from
 // a per-tree splitmix64 sequence, so a tree built by the same calls has the same shape:
-// the simulator stays deterministic.
+// the simulator stays deterministic. The zero Tree is empty and ready.
 //
 // Each node carries a span (the length of the range it stands for) and the largest span in
 // its subtree, which lets firstFit find the lowest-keyed node with a span of at least n in
-// O(log n): the free-address tree uses it to place reservations.
-type tree[V any] struct {
-	root *node[V]
+// O(log n): the simulator's free-address tree uses it to place reservations.
+type Tree[V any] struct {
+	root *Node[V]
 	n    int
-	seed uint64
-	free *node[V] // nodes kept for reuse, linked through right
+	// Seed starts the priorities' sequence: trees built alike with different seeds have
+	// different shapes.
+	Seed uint64
+	free *Node[V] // nodes kept for reuse, linked through right
 }
 
-type node[V any] struct {
-	key         uint64
-	prio        uint64
-	span, max   uint64
-	left, right *node[V]
-	val         V
+// Node is one key of a Tree, its span and its value. Key and Span are read-only (Resize
+// changes them); Val is the caller's, and stays at its address until the key is deleted.
+type Node[V any] struct {
+	Key, Span   uint64
+	Val         V
+	prio, max   uint64
+	left, right *Node[V]
 }
 
-func (t *tree[V]) rand() uint64 {
-	t.seed += 0x9e3779b97f4a7c15
-	z := t.seed
+// Len is the number of keys in t.
+func (t *Tree[V]) Len() int { return t.n }
+
+func (t *Tree[V]) rand() uint64 {
+	t.Seed += 0x9e3779b97f4a7c15
+	z := t.Seed
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return z ^ (z >> 31)
 }
 
-func (n *node[V]) fix() {
-	m := n.span
+func (n *Node[V]) fix() {
+	m := n.Span
 	if n.left != nil && n.left.max > m {
 		m = n.left.max
 	}
@@ -44,11 +52,11 @@ func (n *node[V]) fix() {
 }
 
 // split returns the nodes with keys < key and those with keys >= key.
-func split[V any](n *node[V], key uint64) (l, r *node[V]) {
+func split[V any](n *Node[V], key uint64) (l, r *Node[V]) {
 	if n == nil {
 		return nil, nil
 	}
-	if n.key < key {
+	if n.Key < key {
 		n.right, r = split(n.right, key)
 		n.fix()
 		return n, r
@@ -59,7 +67,7 @@ func split[V any](n *node[V], key uint64) (l, r *node[V]) {
 }
 
 // merge joins two treaps whose keys are all ordered a < b.
-func merge[V any](a, b *node[V]) *node[V] {
+func merge[V any](a, b *Node[V]) *Node[V] {
 	if a == nil {
 		return b
 	}
@@ -76,38 +84,38 @@ func merge[V any](a, b *node[V]) *node[V] {
 	return b
 }
 
-// insert adds key (which must not be present) and returns its node, whose val stays where
+// Insert adds key (which must not be present) and returns its node, whose val stays where
 // it is until the key is deleted.
-func (t *tree[V]) insert(key, span uint64, v V) *node[V] {
+func (t *Tree[V]) Insert(key, span uint64, v V) *Node[V] {
 	nd := t.free
 	if nd != nil {
 		t.free = nd.right
 		nd.right = nil
 	} else {
-		nd = new(node[V])
+		nd = new(Node[V])
 	}
-	nd.key, nd.span, nd.max, nd.val, nd.prio = key, span, span, v, t.rand()
+	nd.Key, nd.Span, nd.max, nd.Val, nd.prio = key, span, span, v, t.rand()
 	l, r := split(t.root, key)
 	t.root = merge(merge(l, nd), r)
 	t.n++
 	return nd
 }
 
-// delete removes key and reports whether it was present.
-func (t *tree[V]) delete(key uint64) bool {
+// Delete removes key and reports whether it was present.
+func (t *Tree[V]) Delete(key uint64) bool {
 	var zero V
 	// Walk down to the node, remembering the link that points at it, then replace it by the
 	// merge of its children, fixing the augmented maxima on the way back up.
-	var path [128]*node[V]
+	var path [128]*Node[V]
 	depth := 0
 	link := &t.root
-	for *link != nil && (*link).key != key {
+	for *link != nil && (*link).Key != key {
 		path[depth] = *link
 		depth++
 		if depth == len(path) {
 			return t.deleteSlow(key)
 		}
-		if key < (*link).key {
+		if key < (*link).Key {
 			link = &(*link).left
 		} else {
 			link = &(*link).right
@@ -121,26 +129,26 @@ func (t *tree[V]) delete(key uint64) bool {
 	for i := depth - 1; i >= 0; i-- {
 		path[i].fix()
 	}
-	nd.left, nd.val = nil, zero
+	nd.left, nd.Val = nil, zero
 	nd.right, t.free = t.free, nd
 	t.n--
 	return true
 }
 
-// resize changes the key and span of the node with key, which must keep its place in the
+// Resize changes the key and span of the node with key, which must keep its place in the
 // key order (a free range that shrinks from its front, or grows backwards into freed
 // space), and fixes the maxima above it: cheaper than a delete and an insert, and the
 // common case when reservations come and go at the edge of the free space.
-func (t *tree[V]) resize(key, newKey, newSpan uint64) { resize(t.root, key, newKey, newSpan) }
+func (t *Tree[V]) Resize(key, newKey, newSpan uint64) { resize(t.root, key, newKey, newSpan) }
 
-func resize[V any](n *node[V], key, newKey, newSpan uint64) bool {
+func resize[V any](n *Node[V], key, newKey, newSpan uint64) bool {
 	switch {
 	case n == nil:
 		return false
-	case key == n.key:
-		n.key, n.span = newKey, newSpan
-	case key < n.key && !resize(n.left, key, newKey, newSpan),
-		key > n.key && !resize(n.right, key, newKey, newSpan):
+	case key == n.Key:
+		n.Key, n.Span = newKey, newSpan
+	case key < n.Key && !resize(n.left, key, newKey, newSpan),
+		key > n.Key && !resize(n.right, key, newKey, newSpan):
 		return false
 	}
 	n.fix()
@@ -148,7 +156,7 @@ func resize[V any](n *node[V], key, newKey, newSpan uint64) bool {
 }
 
 // deleteSlow handles the (astronomically unlikely) tree deeper than delete's path buffer.
-func (t *tree[V]) deleteSlow(key uint64) bool {
+func (t *Tree[V]) deleteSlow(key uint64) bool {
 	l, r := split(t.root, key)
 	m, r := split(r, key+1)
 	t.root = merge(l, r)
@@ -159,11 +167,11 @@ func (t *tree[V]) deleteSlow(key uint64) bool {
 	return true
 }
 
-// get returns the node with key, or nil.
-func (t *tree[V]) get(key uint64) *node[V] {
+// Get returns the node with key, or nil.
+func (t *Tree[V]) Get(key uint64) *Node[V] {
 	n := t.root
-	for n != nil && n.key != key {
-		if key < n.key {
+	for n != nil && n.Key != key {
+		if key < n.Key {
 			n = n.left
 		} else {
 			n = n.right
@@ -172,11 +180,11 @@ func (t *tree[V]) get(key uint64) *node[V] {
 	return n
 }
 
-// floor returns the node with the greatest key <= key, or nil.
-func (t *tree[V]) floor(key uint64) *node[V] {
-	var best *node[V]
+// Floor returns the node with the greatest key <= key, or nil.
+func (t *Tree[V]) Floor(key uint64) *Node[V] {
+	var best *Node[V]
 	for n := t.root; n != nil; {
-		if n.key <= key {
+		if n.Key <= key {
 			best, n = n, n.right
 		} else {
 			n = n.left
@@ -185,11 +193,11 @@ func (t *tree[V]) floor(key uint64) *node[V] {
 	return best
 }
 
-// ceil returns the node with the least key >= key, or nil.
-func (t *tree[V]) ceil(key uint64) *node[V] {
-	var best *node[V]
+// Ceil returns the node with the least key >= key, or nil.
+func (t *Tree[V]) Ceil(key uint64) *Node[V] {
+	var best *Node[V]
 	for n := t.root; n != nil; {
-		if n.key >= key {
+		if n.Key >= key {
 			best, n = n, n.left
 		} else {
 			n = n.right
@@ -198,13 +206,13 @@ func (t *tree[V]) ceil(key uint64) *node[V] {
 	return best
 }
 
-// firstFit returns the node with the least key whose span is at least n, or nil.
-func (t *tree[V]) firstFit(n uint64) *node[V] {
+// FirstFit returns the node with the least key whose span is at least n, or nil.
+func (t *Tree[V]) FirstFit(n uint64) *Node[V] {
 	for nd := t.root; nd != nil; {
 		switch {
 		case nd.left != nil && nd.left.max >= n:
 			nd = nd.left
-		case nd.span >= n:
+		case nd.Span >= n:
 			return nd
 		case nd.right != nil && nd.right.max >= n:
 			nd = nd.right
@@ -215,21 +223,21 @@ func (t *tree[V]) firstFit(n uint64) *node[V] {
 	return nil
 }
 
-// firstFitFrom returns the node with the least key >= from whose span is at least n, or
+// FirstFitFrom returns the node with the least key >= from whose span is at least n, or
 // nil: firstFit's search, started past the ranges already tried.
-func (t *tree[V]) firstFitFrom(from, n uint64) *node[V] {
+func (t *Tree[V]) FirstFitFrom(from, n uint64) *Node[V] {
 	return firstFitFrom(t.root, from, n)
 }
 
-func firstFitFrom[V any](nd *node[V], from, n uint64) *node[V] {
+func firstFitFrom[V any](nd *Node[V], from, n uint64) *Node[V] {
 	if nd == nil || nd.max < n {
 		return nil
 	}
-	if nd.key >= from {
+	if nd.Key >= from {
 		if l := firstFitFrom(nd.left, from, n); l != nil {
 			return l
 		}
-		if nd.span >= n {
+		if nd.Span >= n {
 			return nd
 		}
 	}
