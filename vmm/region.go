@@ -240,6 +240,23 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 	return nil
 }
 
+// SetAccess sets the access of each descriptor's location to the chunks in the size bytes
+// at offset off, in one driver call (the range starts and ends with whole chunks), and
+// records it as theirs.
+func (g *Region) SetAccess(off, size uint64, access ...cu.MemAccessDesc) error {
+	if !g.usable() {
+		return opErr(errNoRegion, "set access", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), size))
+	}
+	if err := g.r.SetAccess(off, size, access...); err != nil {
+		return err
+	}
+	access = slices.Clone(access)
+	g.mu.Lock()
+	g.each(off, size, func(n *treap.Node[Chunk]) { n.Val.Access = access })
+	g.mu.Unlock()
+	return nil
+}
+
 // forget drops the chunks in [off, off+size) from g's list and returns them.
 func (g *Region) forget(off, size uint64) []Chunk {
 	g.mu.Lock()

@@ -296,9 +296,7 @@ func (r *Received) Close() error {
 // Only Import, ReceiveAndImport, FetchAndImport and ImportFabric make one: a nil or zero
 // Imported fails every call with vmm.ErrInvalid.
 type Imported struct {
-	r      *vmm.Reservation
-	allocs []*vmm.Allocation
-	dev    int
+	g *vmm.Region // its device is the one ReadAt and WriteAt copy from
 }
 
 // Import imports the descriptors r carries, maps them in one reservation and grants the
@@ -368,7 +366,7 @@ func mapAll(m *vmm.Manager, sizes []uint64, access []int, name func(int) string,
 		total += s
 	}
 	tx := m.Begin(nil)
-	imp := &Imported{dev: access[0]}
+	var allocs []*vmm.Allocation
 	c := claims{m: m}
 	var align, off uint64
 	for i, s := range sizes {
@@ -377,7 +375,7 @@ func mapAll(m *vmm.Manager, sizes []uint64, access []int, name func(int) string,
 			return nil, tx.Rollback(opError("import", name(i), err))
 		}
 		tx.OnRollback("release", a.Close)
-		imp.allocs = append(imp.allocs, a)
+		allocs = append(allocs, a)
 		g, err := c.check(a, off, name(i))
 		if err != nil {
 			return nil, tx.Rollback(err)
@@ -385,25 +383,22 @@ func mapAll(m *vmm.Manager, sizes []uint64, access []int, name func(int) string,
 		align = max(align, g)
 		off += s
 	}
-	r, err := tx.Reserve(total, vmm.WithAlignment(align))
+	g, err := tx.NewRegion(total, access[0], vmm.WithAlignment(align))
 	if err != nil {
 		return nil, tx.Rollback(err)
 	}
-	// Not undone one by one: the reservation's Close, the Reserve's undo, unmaps every
-	// allocation mapped so far in one driver call.
 	off = 0
-	for i, a := range imp.allocs {
-		if _, err := r.Map(off, a); err != nil {
+	for i, a := range allocs {
+		if err := tx.Add(g, off, nil, a); err != nil {
 			return nil, tx.Rollback(opError("map", fmt.Sprintf("%s, claimed size %s", name(i), units.Size(a.Size())), err))
 		}
 		off += a.Size()
 	}
-	if err := r.SetAccess(0, total, vmm.ReadWrite(access...)...); err != nil {
+	if err := g.SetAccess(0, total, vmm.ReadWrite(access...)...); err != nil {
 		return nil, tx.Rollback(err)
 	}
 	tx.Commit()
-	imp.r = r
-	return imp, nil
+	return &Imported{g: g}, nil
 }
 
 // claims checks the sizes a peer claims for imported allocations against what the driver
@@ -468,14 +463,14 @@ func (c *claims) check(a *vmm.Allocation, off uint64, name string) (uint64, erro
 	return g, nil
 }
 
-func (i *Imported) usable() bool { return i != nil && i.r != nil }
+func (i *Imported) usable() bool { return i != nil && i.g != nil }
 
 // Base is the imported memory's device address in this process.
 func (i *Imported) Base() cu.DevicePtr {
 	if !i.usable() {
 		return 0
 	}
-	return i.r.Base()
+	return i.g.Base()
 }
 
 // Size is the total size of the imported allocations.
@@ -483,7 +478,7 @@ func (i *Imported) Size() uint64 {
 	if !i.usable() {
 		return 0
 	}
-	return i.r.Size()
+	return i.g.Size()
 }
 
 // ReadAt reads len(p) bytes at offset off from the first access device's context.
@@ -496,7 +491,7 @@ func (i *Imported) view() vmm.View {
 	if !i.usable() {
 		return vmm.View{}
 	}
-	return i.r.From(i.dev)
+	return i.g.From(i.g.Device())
 }
 
 // From returns the memory as device dev reaches it.
@@ -504,7 +499,7 @@ func (i *Imported) From(dev int) vmm.View {
 	if !i.usable() {
 		return vmm.View{}
 	}
-	return i.r.From(dev)
+	return i.g.From(dev)
 }
 
 // Close unmaps the memory and frees the reservation once the copies in flight have
@@ -514,11 +509,7 @@ func (i *Imported) Close() error {
 	if !i.usable() {
 		return opError("close", "imported memory", invalid("a nil or zero Imported (make one with Import)"))
 	}
-	errs := []error{i.r.Close()}
-	for _, a := range i.allocs {
-		errs = append(errs, a.Close())
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := i.g.Close(); err != nil {
 		return opError("close", "imported memory", err)
 	}
 	return nil

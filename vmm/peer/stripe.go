@@ -1,7 +1,6 @@
 package peer
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -34,11 +33,9 @@ type StripeInfo struct {
 //
 // Only Stripe makes one: a nil or zero Striped fails every call with vmm.ErrInvalid.
 type Striped struct {
-	r       *vmm.Reservation
-	dev     int // the device ReadAt and WriteAt copy from
+	g       *vmm.Region // its device is the one ReadAt and WriteAt copy from
 	stripe  uint64
 	stripes []StripeInfo
-	allocs  []*vmm.Allocation
 }
 
 // Stripe reserves one range of size bytes (rounded up to a whole number of stripes), backs
@@ -99,35 +96,36 @@ func Stripe(m *vmm.Manager, size uint64, resident []int, opts StripeOptions) (*S
 	}
 
 	tx := m.Begin(nil)
-	r, err := tx.Reserve(total, vmm.WithAlignment(g))
+	r, err := tx.NewRegion(total, access[0], vmm.WithAlignment(g))
 	if err != nil {
 		return fail(tx.Rollback(err))
 	}
-	s := &Striped{r: r, dev: access[0], stripe: stripe}
+	s := &Striped{g: r, stripe: stripe}
+	var allocs []*vmm.Allocation
 	for i := range n {
 		dev := resident[i%uint64(len(resident))]
 		a, err := tx.Create(stripe, vmm.DeviceProps(dev))
 		if err != nil {
 			return fail(tx.Rollback(err))
 		}
-		s.allocs = append(s.allocs, a)
+		allocs = append(allocs, a)
 		s.stripes = append(s.stripes, StripeInfo{Offset: i * stripe, Size: stripe, Device: dev})
 	}
-	if _, err := tx.MapAll(r, 0, vmm.ReadWrite(access...), s.allocs...); err != nil {
+	if err := tx.Add(r, 0, vmm.ReadWrite(access...), allocs...); err != nil {
 		return fail(tx.Rollback(err))
 	}
 	tx.Commit()
 	return s, nil
 }
 
-func (s *Striped) usable() bool { return s != nil && s.r != nil }
+func (s *Striped) usable() bool { return s != nil && s.g != nil }
 
 // Base is the range's first device address.
 func (s *Striped) Base() cu.DevicePtr {
 	if !s.usable() {
 		return 0
 	}
-	return s.r.Base()
+	return s.g.Base()
 }
 
 // Size is the range's size, a whole number of stripes.
@@ -135,7 +133,7 @@ func (s *Striped) Size() uint64 {
 	if !s.usable() {
 		return 0
 	}
-	return s.r.Size()
+	return s.g.Size()
 }
 
 // Stripes lists the stripes in address order.
@@ -170,7 +168,7 @@ func (s *Striped) view() vmm.View {
 	if !s.usable() {
 		return vmm.View{}
 	}
-	return s.From(s.dev)
+	return s.From(s.g.Device())
 }
 
 // From returns the range as device dev reaches it: its reads and writes are issued from
@@ -180,7 +178,7 @@ func (s *Striped) From(dev int) vmm.View {
 	if !s.usable() {
 		return vmm.View{}
 	}
-	return s.r.From(dev).SplitEvery(s.stripe)
+	return s.g.From(dev).SplitEvery(s.stripe)
 }
 
 // Close unmaps the range and frees it once the copies in flight have finished, and
@@ -190,11 +188,7 @@ func (s *Striped) Close() error {
 	if !s.usable() {
 		return opError("close", "", errNoStriped)
 	}
-	errs := []error{s.r.Close()}
-	for _, a := range s.allocs {
-		errs = append(errs, a.Close())
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := s.g.Close(); err != nil {
 		return opError("close", "", err)
 	}
 	return nil
