@@ -97,9 +97,10 @@ func (m *Manager) imported(h cu.MemHandle, size uint64) *Allocation {
 }
 
 // Shared reports whether the memory was exported (as a file descriptor, a fabric handle or
-// in a dma-buf) or imported: another process or device may hold it, so releasing this
-// reference frees nothing, and memory put in its place would not be what the other side
-// sees. Package sleep refuses such memory.
+// in a dma-buf), bound to a multicast object (Multicast.Bind; memory bound by address with
+// BindAddress is not known here), or imported: another process or device may hold it, so
+// releasing this reference frees nothing, and memory put in its place would not be what
+// the other side sees. Package sleep refuses such memory.
 func (a *Allocation) Shared() bool { return a != nil && a.shared.Load() }
 
 // Handle is the backend's handle value, for calls the typed layer does not cover (0 for a

@@ -184,6 +184,7 @@ func (mc *Multicast) bind(dev int, off uint64, a *Allocation, memOffset, size ui
 	if err := mc.bindMem(dev, off, a.h, memOffset, size, device); err != nil {
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
 	}
+	a.shared.Store(true) // other devices reach it through the object
 	mc.bound(dev, off, size)
 	return nil
 }

@@ -31,6 +31,10 @@ type Region struct {
 	r   *Reservation
 	dev int
 
+	// change is held across each change of what is mapped (Add, Remove, Swap, SetAccess,
+	// Close), driver calls included, so that a sleep's swap and its owner's change of one
+	// region never interleave; mu guards the fields below and is never held across a call.
+	change sync.Mutex
 	mu     sync.Mutex
 	chunks treap.Tree[Chunk] // by offset, none overlapping
 	used   uint64            // the chunks' bytes
@@ -124,6 +128,17 @@ func (g *Region) Chunks(off, size uint64) []Chunk {
 	return out
 }
 
+// Asleep reports whether a chunk of g sleeps: then g refuses Add and Remove (vmm.ErrAsleep),
+// and its owner should refuse what would change it (a buffer's Grow into a new region).
+func (g *Region) Asleep() bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.asleep > 0
+}
+
 // Used is the number of bytes the region's chunks cover, asleep or not.
 func (g *Region) Used() uint64 {
 	if g == nil {
@@ -215,6 +230,8 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 	if !g.usable() {
 		return opErr(errNoRegion, "map", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), 0))
 	}
+	g.change.Lock()
+	defer g.change.Unlock()
 	g.mu.Lock()
 	err := g.sleeping()
 	g.mu.Unlock()
@@ -236,7 +253,12 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 		at += a.Size()
 	}
 	g.mu.Unlock()
-	t.OnRollback("forget", func() error { g.forget(start, off-start); return nil })
+	t.OnRollback("forget", func() error {
+		g.change.Lock()
+		defer g.change.Unlock()
+		g.forget(start, off-start)
+		return nil
+	})
 	return nil
 }
 
@@ -247,6 +269,8 @@ func (g *Region) SetAccess(off, size uint64, access ...cu.MemAccessDesc) error {
 	if !g.usable() {
 		return opErr(errNoRegion, "set access", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), size))
 	}
+	g.change.Lock()
+	defer g.change.Unlock()
 	if err := g.r.SetAccess(off, size, access...); err != nil {
 		return err
 	}
@@ -281,6 +305,8 @@ func (t *Tx) Remove(g *Region, off, size uint64) ([]Chunk, error) {
 	if !g.usable() {
 		return nil, opErr(errNoRegion, "unmap", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), size))
 	}
+	g.change.Lock()
+	defer g.change.Unlock()
 	g.mu.Lock()
 	err := g.sleeping()
 	g.each(off, size, func(n *treap.Node[Chunk]) {
@@ -336,6 +362,8 @@ func (g *Region) Close() error {
 	if !g.usable() {
 		return opErr(errNoRegion, "free", "%s", rangeArgs(g.Base(), g.Size()))
 	}
+	g.change.Lock()
+	defer g.change.Unlock()
 	if err := g.r.Close(); err != nil {
 		return err
 	}
@@ -364,6 +392,8 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	if !g.usable() {
 		return nil, &Error{Op: "swap", Args: args(), Err: errNoRegion}
 	}
+	g.change.Lock()
+	defer g.change.Unlock()
 	g.mu.Lock()
 	n := g.chunks.Get(off)
 	if n == nil || (a != nil && a.Size() != n.Span) {
@@ -372,15 +402,10 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	}
 	c := n.Val
 	g.mu.Unlock()
-	// set records what is mapped at the chunk, unless an owner's change that did not wait
-	// for the swap (which it must) took the chunk away meanwhile.
+	// set records what is mapped at the chunk (whose node stays: no change runs meanwhile).
 	set := func(a *Allocation) {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		n := g.chunks.Get(off)
-		if n == nil {
-			return
-		}
 		switch {
 		case asleep && !n.Val.Asleep:
 			g.asleep++

@@ -3,11 +3,13 @@ package vmm_test
 import (
 	"bytes"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/sim"
 	"github.com/cuvmm/cuvmm/vmm"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -137,4 +139,55 @@ func TestRegionNilAndZero(t *testing.T) {
 	require.ErrorIs(t, vmm.New(nil).Begin(nil).Add(&vmm.Region{}, 0, nil), vmm.ErrInvalid)
 	_, err = vmm.New(nil).NewRegion(2*mib, 0)
 	require.ErrorIs(t, err, vmm.ErrInvalid)
+}
+
+// gate is the simulator with a Map that can be held, to run a change of a region while a
+// Swap of it is in a driver call.
+type gate struct {
+	*sim.Sim
+	hold    atomic.Bool
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gate) Map(ptr cu.DevicePtr, size, offset uint64, h cu.MemHandle, flags uint64) error {
+	if g.hold.Swap(false) {
+		close(g.entered)
+		<-g.release
+	}
+	return g.Sim.Map(ptr, size, offset, h, flags)
+}
+
+// An Add that comes while a Swap is in the driver waits for it: each lands in its own
+// chunk, and nothing leaks. (A hostile review found the Swap's result written into the
+// Add's chunk.)
+func TestRegionSwapAlongsideAdd(t *testing.T) {
+	s := newSim(t)
+	b := &gate{Sim: s, entered: make(chan struct{}), release: make(chan struct{})}
+	m := vmm.New(b)
+	g, err := m.NewRegion(16*mib, 0)
+	require.NoError(t, err)
+	require.NoError(t, addRun(m, g, 8*mib, 1))
+	fresh, err := m.Create(2*mib, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	b.hold.Store(true)
+	swapped := make(chan *vmm.Allocation)
+	go func() {
+		old, err := g.Swap(8*mib, fresh, false)
+		assert.NoError(t, err)
+		swapped <- old
+	}()
+	<-b.entered
+	added := make(chan error)
+	go func() { added <- addRun(m, g, 0, 1) }()
+	close(b.release)
+	old := <-swapped
+	require.NoError(t, <-added)
+	cs := g.Chunks(0, g.Size())
+	require.Len(t, cs, 2)
+	require.Equal(t, fresh, cs[1].Alloc, "the swap's memory is at +8 MiB")
+	require.NotEqual(t, fresh, cs[0].Alloc)
+	require.NoError(t, old.Close())
+	require.NoError(t, g.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }

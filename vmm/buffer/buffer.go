@@ -446,6 +446,17 @@ func (b *Buffer) usable() error {
 	return b.pending.Broken()
 }
 
+// changeable says why the buffer's chunks cannot change, or nil: a chunk of it sleeps
+// (package sleep), and a new reservation would not.
+func (b *Buffer) changeable() error {
+	for _, s := range b.spans {
+		if s.g.Asleep() {
+			return fmt.Errorf("%w: the buffer's memory sleeps", vmm.ErrAsleep)
+		}
+	}
+	return nil
+}
+
 // Grow makes the buffer at least n bytes long, committing memory if it needs more than is
 // committed; a smaller n does nothing. The bytes already written keep their addresses and
 // values. On error the buffer is unchanged.
@@ -465,7 +476,7 @@ func (b *Buffer) resize(op string, n uint64, do func(*Buffer, uint64) error) err
 	args := func() string {
 		return fmt.Sprintf("to %s (size %s, committed %s)", units.Size(n), units.Size(size), units.Size(committed))
 	}
-	if err := b.usable(); err != nil {
+	if err := errors.Join(b.usable(), b.changeable()); err != nil {
 		return opErr(op, args(), err)
 	}
 	if err := do(b, n); err != nil {

@@ -58,6 +58,9 @@ func (b *Buffer) exportDmaBuf(off, n uint64, opts []vmm.DmaBufOption) (*vmm.DmaB
 	if off > b.committed || n > b.committed-off {
 		return nil, opErr("export dma-buf", args, fmt.Errorf("%w: %s committed", vmm.ErrOutOfRange, units.Size(b.committed)))
 	}
+	if err := b.changeable(); err != nil {
+		return nil, opErr("export dma-buf", args, err)
+	}
 	base := b.base()
 	var chunks []vmm.DmaBufChunk
 	for i, a := range b.allocs() {

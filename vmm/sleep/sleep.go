@@ -442,6 +442,11 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 	if err != nil {
 		return fail("wake", args, err)
 	}
+	return fail("wake", args, p.wake(ctx, rs))
+}
+
+// wake is Wake of the regions rs; the caller holds p.mu.
+func (p *Pool) wake(ctx context.Context, rs []*Region) error {
 	_ = p.pending.Retry()
 	var todo []work
 	need := map[int]uint64{} // by device
@@ -507,7 +512,7 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 		}
 		return err
 	}
-	err = pipeline(ctx, todo, create, fill)
+	err := pipeline(ctx, todo, create, fill)
 	// A chunk mapped but not filled goes back to sleep as it slept: its device memory is
 	// released again, and its bytes are where they were.
 	for _, w := range todo {
@@ -521,7 +526,7 @@ func (p *Pool) Wake(ctx context.Context, tag string) error {
 		err = errors.Join(err, p.pending.Do("release of a chunk's device memory", w.c.dev.Close), w.r.repark(w.c))
 		w.c.dev = nil
 	}
-	return fail("wake", args, err)
+	return err
 }
 
 // repark maps c's host memory back at its addresses when c was parked before a wake that
@@ -635,14 +640,26 @@ func (r *Region) closeLocked() error {
 			return fail("close", args, err)
 		}
 	}
-	if r.stage != nil {
-		if err := r.stage.Close(); err != nil {
-			return fail("close", args, err)
-		}
-		r.stage = nil
+	if err := r.dropStage(); err != nil {
+		return fail("close", args, err)
 	}
 	r.closed = true
 	return nil
+}
+
+// dropStage releases the region's host memory and the range it is mapped in for the
+// copies; a later sleep makes them again. What the driver refuses is kept in the pool's
+// pending list, not in the region: the stage is gone either way.
+func (r *Region) dropStage() error {
+	if r.stage == nil {
+		return nil
+	}
+	err := r.p.pending.Do("release of a region's host memory", r.stage.Close)
+	r.stage = nil
+	for _, c := range r.chunks {
+		c.host = nil
+	}
+	return err
 }
 
 // ReleaseHost releases the host memory of tag's resident chunks, which Prepare made and
@@ -669,24 +686,46 @@ func (p *Pool) ReleaseHost(tag string) error {
 	return nil
 }
 
-// Close closes every region of every tag. It is idempotent; what the driver refused stays
-// for the next Close.
+// Close closes every region the pool allocated, whatever its state, and gives tagged
+// memory back to its owners awake: it wakes, then its host memory is released. If tagged
+// memory cannot wake, Close fails with nothing closed, the memory asleep with its bytes,
+// and can be called again. It is idempotent; what the driver refused stays for the next
+// Close.
 func (p *Pool) Close() error {
 	if !p.usable() {
 		return fail("close", "pool", errNoPool)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.closed = true
 	var err error
 	for tag, ts := range p.tagged {
+		// Tagged memory is its owner's: it wakes before its host memory goes.
+		var left []*tagging
 		for _, t := range ts {
-			for _, r := range t.regs {
-				err = errors.Join(err, p.pending.Do("release of tagged memory's host memory", r.closeLocked))
+			rs, terr := p.sync(tag, t)
+			if terr == nil {
+				terr = p.wake(context.Background(), rs)
+			}
+			for _, r := range rs {
+				if terr == nil {
+					terr = r.dropStage()
+				}
+			}
+			if terr != nil {
+				err = errors.Join(err, fail("close", fmt.Sprintf("%T under tag %q", t.mem, tag), terr))
+				left = append(left, t)
 			}
 		}
-		delete(p.tagged, tag)
+		if len(left) == 0 {
+			delete(p.tagged, tag)
+		} else {
+			p.tagged[tag] = left
+		}
 	}
+	if err != nil {
+		return err // nothing closed yet: the tagged memory sleeps with its bytes
+	}
+	p.closed = true
 	for tag, rs := range p.regions {
 		var left []*Region
 		for _, r := range rs {

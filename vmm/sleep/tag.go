@@ -2,6 +2,8 @@ package sleep
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/units"
@@ -33,8 +35,8 @@ func (p *Pool) Tag(tag string, mem Memory) error {
 	if !p.usable() {
 		return fail("tag", args, errNoPool)
 	}
-	if mem == nil {
-		return fail("tag", args, fmt.Errorf("%w: nil memory", vmm.ErrInvalid))
+	if mem == nil || !reflect.TypeOf(mem).Comparable() {
+		return fail("tag", args, fmt.Errorf("%w: nil memory, or of a type that is not comparable", vmm.ErrInvalid))
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -42,8 +44,8 @@ func (p *Pool) Tag(tag string, mem Memory) error {
 		return fail("tag", args, vmm.ErrClosed)
 	}
 	for _, g := range mem.Regions() {
-		if other := p.taggedAs(g); other != "" {
-			return fail("tag", args, fmt.Errorf("%w: the region at %v is tagged %q already", vmm.ErrInvalid, g.Base(), other))
+		if other := p.taggedAs(mem, g); other != "" {
+			return fail("tag", args, fmt.Errorf("%w: the memory, or its region at %v, is tagged %q already", vmm.ErrInvalid, g.Base(), other))
 		}
 	}
 	t := &tagging{mem: mem, regs: map[*vmm.Region]*Region{}}
@@ -54,11 +56,11 @@ func (p *Pool) Tag(tag string, mem Memory) error {
 	return nil
 }
 
-// taggedAs is the tag g is under, or ""; the caller holds p.mu.
-func (p *Pool) taggedAs(g *vmm.Region) string {
+// taggedAs is the tag mem or g is under, or ""; the caller holds p.mu.
+func (p *Pool) taggedAs(mem Memory, g *vmm.Region) string {
 	for tag, ts := range p.tagged {
 		for _, t := range ts {
-			if _, ok := t.regs[g]; ok {
+			if t.mem == mem || slices.Contains(t.mem.Regions(), g) {
 				return tag
 			}
 		}
@@ -99,7 +101,7 @@ func (p *Pool) Untag(mem Memory) error {
 				}
 			}
 			for _, r := range rs {
-				if err := r.closeLocked(); err != nil {
+				if err := r.dropStage(); err != nil {
 					return fail("untag", args, err)
 				}
 			}
@@ -134,7 +136,7 @@ func (p *Pool) sync(tag string, t *tagging) ([]*Region, error) {
 	}
 	for g, r := range t.regs {
 		if regs[g] == nil {
-			_ = p.pending.Do("release of a region's host memory", r.closeLocked)
+			_ = p.pending.Do("release of a region's host memory", r.dropStage)
 		}
 	}
 	t.regs = regs

@@ -29,6 +29,9 @@ func (a *Array) ExportDmaBuf(off, n uint64, opts ...vmm.DmaBufOption) (*vmm.DmaB
 		return nil, opErr("export dma-buf", args, err)
 	}
 	first, last, err := a.check(off, n)
+	if err == nil && a.g.Asleep() {
+		err = fmt.Errorf("%w: the array's pages sleep", vmm.ErrAsleep)
+	}
 	if err != nil {
 		return nil, opErr("export dma-buf", args, err)
 	}
