@@ -383,8 +383,8 @@ func (g *Region) Close() error {
 // Swap puts a in the place of the chunk at offset off: it unmaps what is mapped there, maps
 // a whole (nil: nothing) with the chunk's access, and marks the chunk asleep or awake (a
 // that is there already is only marked). It returns what was mapped there before, which is
-// the caller's from then on. The region
-// holds a until the next Swap gives it back, and releases it on Close. On failure the chunk
+// the caller's from then on. The region holds a until the next Swap gives it back, and
+// releases it on Close. On failure the chunk
 // holds what is mapped there: the old allocation when the unmap failed (and nothing is
 // returned), nothing when the map failed (and the old allocation is returned).
 func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, error) {
@@ -392,6 +392,25 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	if !g.usable() {
 		return nil, &Error{Op: "swap", Args: args(), Err: errNoRegion}
 	}
+	// set records what is mapped at chunk n; the caller holds g.mu.
+	set := func(n *treap.Node[Chunk], a *Allocation) {
+		switch {
+		case asleep && !n.Val.Asleep:
+			g.asleep++
+		case !asleep && n.Val.Asleep:
+			g.asleep--
+		}
+		n.Val.Alloc, n.Val.Asleep = a, asleep
+	}
+	// Marking what is there changes nothing mapped: no change lock, so that a wake's
+	// copies do not wait behind the next chunk's map.
+	g.mu.Lock()
+	if n := g.chunks.Get(off); n != nil && a != nil && a == n.Val.Alloc {
+		set(n, a)
+		g.mu.Unlock()
+		return nil, nil
+	}
+	g.mu.Unlock()
 	g.change.Lock()
 	defer g.change.Unlock()
 	g.mu.Lock()
@@ -402,27 +421,17 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	}
 	c := n.Val
 	g.mu.Unlock()
-	// set records what is mapped at the chunk (whose node stays: no change runs meanwhile).
-	set := func(a *Allocation) {
+	// The node stays while the change lock is held: no Add, Remove or Close runs.
+	record := func(a *Allocation) {
 		g.mu.Lock()
-		defer g.mu.Unlock()
-		switch {
-		case asleep && !n.Val.Asleep:
-			g.asleep++
-		case !asleep && n.Val.Asleep:
-			g.asleep--
-		}
-		n.Val.Alloc, n.Val.Asleep = a, asleep
-	}
-	if a != nil && a == c.Alloc {
-		set(a)
-		return nil, nil
+		set(n, a)
+		g.mu.Unlock()
 	}
 	if c.Alloc != nil {
 		if err := g.r.Unmap(off, c.Size); err != nil {
 			return nil, err
 		}
-		set(nil)
+		record(nil)
 	}
 	if a == nil {
 		return c.Alloc, nil
@@ -431,7 +440,7 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	if err == nil && len(c.Access) > 0 {
 		if err = mp.SetAccess(c.Access...); err != nil {
 			if uerr := mp.Close(); uerr != nil {
-				set(a) // mapped all the same: Close unmaps and releases it
+				record(a) // mapped all the same: Close unmaps and releases it
 				return c.Alloc, errors.Join(err, uerr)
 			}
 		}
@@ -439,6 +448,6 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	if err != nil {
 		return c.Alloc, err
 	}
-	set(a)
+	record(a)
 	return c.Alloc, nil
 }

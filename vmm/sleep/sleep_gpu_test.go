@@ -216,7 +216,7 @@ func BenchmarkGPUSleep(b *testing.B) {
 		if err != nil {
 			return 0, nil, errors.Join(err, buf.Close())
 		}
-		return buf.Base(), func() error { return errors.Join(p.Untag(buf), buf.Close()) }, nil
+		return buf.Base(), func() error { return errors.Join(p.Close(), buf.Close()) }, nil // Close wakes it
 	}
 	for _, c := range []struct {
 		name  string
