@@ -129,6 +129,49 @@ func testData(t *testing.T, e *env) {
 		}
 		e.c.check(t, "data/copy-across-allocations", err)
 	})
+	t.Run("host-at-former-device-range", func(t *testing.T) {
+		// What package sleep's park does: a range's device memory is copied into host VMM
+		// memory, unmapped and released, and the host memory is mapped at the same range
+		// for the device, which then reads and writes it there (over the host link).
+		j := newJanitor(t, e.b)
+		hostProp := e.prop(0)
+		hostProp.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}
+		host, err := j.create(e.g, hostProp)
+		e.c.check(t, "data/host-at-former-device-range-create", err)
+		if err != nil {
+			return
+		}
+		stage := j.mustReserve(e.g)
+		j.mustMap(stage, e.g, 0, host)
+		noError(t, e.b.SetAccess(stage, e.g, rw(0)))
+		dev, va := j.mustBuffer(e.g, 0)
+		want := Pattern(12, int(e.g))
+		noError(t, e.b.CopyHtoD(0, va, want))
+		noError(t, e.b.CopyDtoD(0, stage, va, e.g))
+		noError(t, e.b.Unmap(va, e.g))
+		noError(t, e.b.Release(dev))
+		err = e.b.Map(va, e.g, 0, host, 0)
+		if err == nil {
+			err = e.b.SetAccess(va, e.g, rw(0))
+		}
+		e.c.check(t, "data/host-at-former-device-range", err)
+		if err != nil {
+			return
+		}
+		// The device reads the range into device memory of its own, and writes it from there.
+		_, scratch := j.mustBuffer(e.g, 0)
+		err = e.b.CopyDtoD(0, scratch, va, e.g)
+		if err == nil {
+			requireBytes(t, e.b, 0, scratch, want)
+			w2 := Pattern(13, int(e.g))
+			noError(t, e.b.CopyHtoD(0, scratch, w2))
+			err = e.b.CopyDtoD(0, va, scratch, e.g)
+			if err == nil {
+				requireBytes(t, e.b, 0, stage, w2) // the host memory holds what was written
+			}
+		}
+		e.c.check(t, "data/host-at-former-device-range-device-copies", err)
+	})
 	t.Run("offset", func(t *testing.T) {
 		// The driver documents the offset as "currently must be zero" and, on 13.0, refuses
 		// any mapping that is not the whole allocation (NOT_SUPPORTED). If a backend ever
