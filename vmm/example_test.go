@@ -79,3 +79,45 @@ func ExampleError() {
 	// vmm: create 3MiB on device 0: CUDA_ERROR_INVALID_VALUE: one or more of the parameters passed to the API call is not within an acceptable range of values (size is not a positive multiple of the granularity)
 	// true
 }
+
+// A region laid out in one transaction: two chunks created and mapped with one access
+// call, every byte written across both in one copy, and the second chunk taken back.
+func ExampleRegion() {
+	b, err := sim.New(sim.PresetH200())
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := vmm.New(b)
+	tx := m.Begin(nil)
+	g, err := tx.NewRegion(8<<20, 0)
+	if err != nil {
+		log.Fatal(tx.Rollback(err))
+	}
+	var chunks []*vmm.Allocation
+	for range 2 {
+		a, err := tx.Create(2<<20, vmm.DeviceProps(0))
+		if err != nil {
+			log.Fatal(tx.Rollback(err))
+		}
+		chunks = append(chunks, a)
+	}
+	if err := tx.Add(g, 0, vmm.ReadWrite(0), chunks...); err != nil {
+		log.Fatal(tx.Rollback(err))
+	}
+	tx.Commit()
+	defer g.Close()
+
+	_, err = g.WriteAt(make([]byte, 4<<20), 0)
+	fmt.Println("write across both:", err)
+	tx = m.Begin(nil)
+	gone, err := tx.Remove(g, 2<<20, 2<<20)
+	if err != nil {
+		log.Fatal(tx.Rollback(err))
+	}
+	tx.Commit()
+	fmt.Println("taken back:", len(gone), "chunk; mapped:", g.Used()>>20, "MiB")
+	_ = gone[0].Alloc.Close() // it is the caller's now
+	// Output:
+	// write across both: <nil>
+	// taken back: 1 chunk; mapped: 2 MiB
+}

@@ -12,8 +12,8 @@ import (
 )
 
 // Region is a reservation and the allocations mapped whole in it, in address order: the
-// layout the building blocks stand on (a sparse array's pages, a KV cache's planes, a
-// sleep tag's memory, peer memory, an import). Tx.Add maps a run of allocations with one
+// layout the building blocks stand on (a buffer's reservations, a sparse array's pages, a
+// sleep tag's memory, striped peer memory, an import). Tx.Add maps a run of allocations with one
 // access call and Tx.Remove unmaps a range in one call, each undone by the transaction;
 // Close unmaps everything, frees the range and releases the allocations the region holds,
 // which are the region's from Add until Remove gives them back.
