@@ -106,15 +106,6 @@ func (g *Region) Device() int {
 // Regions returns g alone: a Region is memory package sleep can tag (sleep.Memory).
 func (g *Region) Regions() []*Region { return []*Region{g} }
 
-// Reservation is the region's range, for calls Region does not cover (SetAccess over a
-// run, a dma-buf export); its mappings are the region's.
-func (g *Region) Reservation() *Reservation {
-	if g == nil {
-		return nil
-	}
-	return g.r
-}
-
 // Chunks lists the chunks that lie wholly or partly in the size bytes at offset off, in
 // address order; Chunks(0, Size()) lists them all.
 func (g *Region) Chunks(off, size uint64) []Chunk {
