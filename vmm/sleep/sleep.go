@@ -412,8 +412,8 @@ func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 		switch {
 		case err != nil && (old == nil) == (w.c.state == Resident):
 			return err // the unmap failed: nothing changed
-		case err != nil: // unmapped, but the host memory is not in its place: the bytes are
-			w.c.state = Offloaded
+		case err != nil: // unmapped, but the host memory is not in its place, though it
+			w.c.state = Offloaded // holds the bytes
 		default:
 			w.c.state = asleep(mode)
 		}
