@@ -36,9 +36,7 @@ func TestTaggedFaults(t *testing.T) {
 					for _, during := range []string{"sleep", "wake"} {
 						name := fmt.Sprintf("%s/%v/%v/%d/%s", kind, mode, op, n, during)
 						t.Run(name, func(t *testing.T) {
-							s, err := sim.New(sim.PresetH200())
-							require.NoError(t, err)
-							m := vmm.New(s)
+							s, m := h200(t)
 							want := pattern.Bytes(3, 6*mib)
 							var o owner
 							if kind == "buffer" {
@@ -66,6 +64,7 @@ func TestTaggedFaults(t *testing.T) {
 								require.NoError(t, p.Sleep(ctx, "t", mode))
 							}
 							require.NoError(t, s.FailNth(op, n, cu.ERROR_UNKNOWN))
+							var err error
 							if during == "sleep" {
 								err = p.Sleep(ctx, "t", mode)
 							} else {
@@ -101,9 +100,7 @@ func (r *twoRegions) Regions() []*vmm.Region { return r.gs }
 // untags again; nothing leaks.
 func TestRegressUntagPartialFailure(t *testing.T) {
 	ctx := context.Background()
-	s, err := sim.New(sim.PresetH200())
-	require.NoError(t, err)
-	m := vmm.New(s)
+	s, m := h200(t)
 	mem := &twoRegions{[]*vmm.Region{ownRegion(t, m, vmm.DeviceProps(0), 1), ownRegion(t, m, vmm.DeviceProps(0), 1)}}
 	p := sleep.New(m, sleep.Options{})
 	require.NoError(t, p.Tag("t", mem))
@@ -127,9 +124,7 @@ func TestRegressUntagPartialFailure(t *testing.T) {
 // with its bytes.
 func TestRegressPoolCloseWakesTagged(t *testing.T) {
 	ctx := context.Background()
-	s, err := sim.New(sim.PresetH200())
-	require.NoError(t, err)
-	m := vmm.New(s)
+	s, m := h200(t)
 	b, err := buffer.New(m, 4*mib, buffer.Options{Policy: buffer.Exact})
 	require.NoError(t, err)
 	want := pattern.Bytes(1, 4*mib)
@@ -180,9 +175,7 @@ func TestRegressMulticastBoundIsShared(t *testing.T) {
 // sleeps and wakes what it holds now.
 func TestRegressTagTwiceAfterMove(t *testing.T) {
 	ctx := context.Background()
-	s, err := sim.New(sim.PresetH200())
-	require.NoError(t, err)
-	m := vmm.New(s)
+	s, m := h200(t)
 	b, err := buffer.New(m, 4*mib, buffer.Options{Reserve: 4 * mib, Policy: buffer.Exact})
 	require.NoError(t, err)
 	want := pattern.Bytes(2, 6*mib)
@@ -213,9 +206,7 @@ func TestRegressTagTwiceAfterMove(t *testing.T) {
 func TestRegressAsleepRefusesChanges(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []sleep.Mode{sleep.Offload, sleep.Park, sleep.Discard} {
-		s, err := sim.New(sim.PresetH200())
-		require.NoError(t, err)
-		m := vmm.New(s)
+		s, m := h200(t)
 		a, err := sparse.New(m, 8*mib, sparse.Options{})
 		require.NoError(t, err)
 		require.NoError(t, a.Commit(0, 2*mib))
@@ -248,9 +239,7 @@ func (r regions) Regions() []*vmm.Region { return r }
 
 // Memory of a type that cannot be compared is refused, not a panic at Untag.
 func TestRegressTagUncomparable(t *testing.T) {
-	s, err := sim.New(sim.PresetH200())
-	require.NoError(t, err)
-	m := vmm.New(s)
+	_, m := h200(t)
 	g := ownRegion(t, m, vmm.DeviceProps(0), 1)
 	p := sleep.New(m, sleep.Options{})
 	require.ErrorIs(t, p.Tag("w", regions{g}), vmm.ErrInvalid)

@@ -3,8 +3,6 @@ package sleep_test
 import (
 	"testing"
 
-	"github.com/cuvmm/cuvmm/sim"
-	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/sleep"
 	"github.com/cuvmm/cuvmm/vmm/sparse"
 	"github.com/stretchr/testify/require"
@@ -13,9 +11,7 @@ import (
 // TestTagRefusesDmaBuf: pages exported in a dma-buf cannot sleep, even once the descriptor
 // is closed here (it may have been handed on).
 func TestTagRefusesDmaBuf(t *testing.T) {
-	s, err := sim.New(sim.PresetH200())
-	require.NoError(t, err)
-	m := vmm.New(s)
+	s, m := h200(t)
 	a, err := sparse.New(m, 16*mib, sparse.Options{})
 	require.NoError(t, err)
 	require.NoError(t, a.Commit(0, 6*mib))

@@ -15,6 +15,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// h200 is a simulated H200 and a Manager over it.
+func h200(t *testing.T) (*sim.Sim, *vmm.Manager) {
+	t.Helper()
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	return s, vmm.New(s)
+}
+
 // ownRegion is a region its caller made: n chunks of 2 MiB of device 0, read-write.
 func ownRegion(t *testing.T, m *vmm.Manager, props vmm.Props, n int) *vmm.Region {
 	t.Helper()
@@ -37,12 +45,10 @@ func TestTagRegion(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []sleep.Mode{sleep.Offload, sleep.Park, sleep.Discard} {
 		t.Run(mode.String(), func(t *testing.T) {
-			s, err := sim.New(sim.PresetH200())
-			require.NoError(t, err)
-			m := vmm.New(s)
+			s, m := h200(t)
 			g := ownRegion(t, m, vmm.DeviceProps(0), 3)
 			want := pattern.Bytes(5, int(g.Size()))
-			_, err = g.WriteAt(want, 0)
+			_, err := g.WriteAt(want, 0)
 			require.NoError(t, err)
 			p := sleep.New(m, sleep.Options{})
 			require.NoError(t, p.Tag("weights", g))
@@ -94,9 +100,7 @@ func TestTagRegion(t *testing.T) {
 // the wake, moving to a new base, and what it holds then sleeps and wakes intact.
 func TestTagBuffer(t *testing.T) {
 	ctx := context.Background()
-	s, err := sim.New(sim.PresetH200())
-	require.NoError(t, err)
-	m := vmm.New(s)
+	s, m := h200(t)
 	b, err := buffer.New(m, 6*mib, buffer.Options{Reserve: 8 * mib, Policy: buffer.Exact})
 	require.NoError(t, err)
 	want := pattern.Bytes(4, 6*mib)
@@ -139,9 +143,7 @@ func TestTagBuffer(t *testing.T) {
 // TestTagSparse sleeps a sparse array's committed pages and wakes them.
 func TestTagSparse(t *testing.T) {
 	ctx := context.Background()
-	s, err := sim.New(sim.PresetH200())
-	require.NoError(t, err)
-	m := vmm.New(s)
+	s, m := h200(t)
 	a, err := sparse.New(m, 64*mib, sparse.Options{})
 	require.NoError(t, err)
 	want := pattern.Bytes(9, 3*mib)
@@ -166,9 +168,7 @@ func TestTagSparse(t *testing.T) {
 
 // TestTagRefusesShared: exported memory cannot be tagged, nor sleep once exported.
 func TestTagRefusesShared(t *testing.T) {
-	s, err := sim.New(sim.PresetH200())
-	require.NoError(t, err)
-	m := vmm.New(s)
+	s, m := h200(t)
 	shareable := vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
 	g := ownRegion(t, m, shareable, 2)
 	p := sleep.New(m, sleep.Options{})
@@ -204,9 +204,7 @@ func TestTagRefusesShared(t *testing.T) {
 // TestTagWakeKeepsProps: a woken chunk is memory made as the owner made it (here
 // exportable as a descriptor), not plain device memory.
 func TestTagWakeKeepsProps(t *testing.T) {
-	s, err := sim.New(sim.PresetH200())
-	require.NoError(t, err)
-	m := vmm.New(s)
+	s, m := h200(t)
 	shareable := vmm.Props{Location: vmm.OnDevice(0), HandleTypes: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR}
 	g := ownRegion(t, m, shareable, 2)
 	p := sleep.New(m, sleep.Options{})
