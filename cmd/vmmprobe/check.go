@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -79,8 +80,9 @@ func runChecks(b vmm.Backend, doc *document, opts checkOptions) {
 			}
 			continue
 		}
-		c.posixFD(d)
-		c.fabric(d)
+		for _, k := range shareKinds {
+			c.share(d, k)
+		}
 		c.compression(d)
 		c.gpuDirectRDMA(d)
 		c.dmaBuf(d)
@@ -101,23 +103,26 @@ func runChecks(b vmm.Backend, doc *document, opts checkOptions) {
 	}
 	c.multicastCheck()
 	s := &summary{}
+	count := map[string]*int{statusOK: &s.OK, statusUnsupported: &s.Unsupported, statusFailed: &s.Failed, statusSkipped: &s.Skipped}
 	for _, r := range doc.Checks {
-		switch r.Status {
-		case statusOK:
-			s.OK++
-		case statusUnsupported:
-			s.Unsupported++
-		case statusFailed:
-			s.Failed++
-		case statusSkipped:
-			s.Skipped++
+		if n := count[r.Status]; n != nil {
+			*n++
 		}
 	}
 	doc.Summary = s
 }
 
+// add appends a result, with the remedy of its device (the first of a node-wide check's)
+// when it has none of its own.
 func (c *checker) add(r checkResult) {
 	r.Backend = c.b.Name()
+	dev := r.Devices
+	if r.Device != nil {
+		dev = []int{*r.Device}
+	}
+	if r.Remedy == "" && len(dev) > 0 {
+		r.Remedy = checkFix(r.Check, r, c.doc.Devices[dev[0]]).text(c.doc.Backend.Simulated)
+	}
 	c.doc.Checks = append(c.doc.Checks, r)
 }
 
@@ -126,17 +131,12 @@ func intp(i int) *int { return &i }
 // result builds a check result from an error: ok without one; with one, failed when the
 // device claims support and unsupported otherwise.
 func result(name string, dev int, err error, claimed bool, detail string) checkResult {
-	r := checkResult{Check: name, Device: intp(dev), Detail: detail}
-	if err == nil {
-		r.Status = statusOK
-		return r
-	}
-	r.Result = resultName(err)
-	r.Error = errText(err)
-	if claimed {
-		r.Status = statusFailed
-	} else {
-		r.Status = statusUnsupported
+	r := checkResult{Check: name, Device: intp(dev), Detail: detail, Status: statusOK}
+	if err != nil {
+		r.Result, r.Error, r.Status = resultName(err), errText(err), statusUnsupported
+		if claimed {
+			r.Status = statusFailed
+		}
 	}
 	return r
 }
@@ -173,12 +173,15 @@ var errMismatch = errors.New("data read back differs from data written")
 
 // openTrial creates size bytes with props p, lets afterCreate inspect them (its failure is
 // reported under the stage name it returns), reserves, maps, grants read-write access to
-// the devices in access, and copies a pattern in with the first device of each pair of
-// copies and out with the second: all of it, or with a window, only the first and the
-// last window bytes. On failure it returns the stage that failed, having
-// released what it made.
-func (c *checker) openTrial(p vmm.Props, size uint64, access []int, copies [][2]int, window uint64, seed byte,
+// devs, and copies a pattern in and out with the device (or, for two, in with each and out
+// with the other): all of it, or with a window, only the first and the last window bytes.
+// On failure it returns the stage that failed, having released what it made.
+func openTrial(m *vmm.Manager, p vmm.Props, size uint64, devs []int, window uint64, seed byte,
 	afterCreate func(*vmm.Allocation) (string, error)) (t *trial, stage string, err error) {
+	copies := [][2]int{{devs[0], devs[0]}}
+	if len(devs) == 2 {
+		copies = [][2]int{{devs[0], devs[1]}, {devs[1], devs[0]}}
+	}
 	t = &trial{}
 	defer func() {
 		if err != nil {
@@ -186,7 +189,7 @@ func (c *checker) openTrial(p vmm.Props, size uint64, access []int, copies [][2]
 			t = nil
 		}
 	}()
-	if t.mem, err = c.m.Create(size, p); err != nil {
+	if t.mem, err = m.Create(size, p); err != nil {
 		return t, "create", err
 	}
 	if afterCreate != nil {
@@ -194,20 +197,20 @@ func (c *checker) openTrial(p vmm.Props, size uint64, access []int, copies [][2]
 			return t, stage, err
 		}
 	}
-	if t.va, err = c.m.Reserve(size); err != nil {
+	if t.va, err = m.Reserve(size); err != nil {
 		return t, "reserve", err
 	}
 	if t.mp, err = t.va.Map(0, t.mem); err != nil {
 		return t, "map", err
 	}
-	if err = t.mp.SetAccess(vmm.ReadWrite(access...)...); err != nil {
+	if err = t.mp.SetAccess(vmm.ReadWrite(devs...)...); err != nil {
 		return t, "set-access", err
 	}
 	for i, cp := range copies {
 		if window == 0 || 2*window >= size {
-			err = c.roundTrip(t.mp.Addr(), size, cp[0], cp[1], seed+byte(i))
-		} else if err = c.roundTrip(t.mp.Addr(), window, cp[0], cp[1], seed+byte(i)); err == nil {
-			err = c.roundTrip(t.mp.Addr()+cu.DevicePtr(size-window), window, cp[0], cp[1], seed+byte(i)+0x80)
+			err = roundTrip(m, t.mp.Addr(), size, cp[0], cp[1], seed+byte(i))
+		} else if err = roundTrip(m, t.mp.Addr(), window, cp[0], cp[1], seed+byte(i)); err == nil {
+			err = roundTrip(m, t.mp.Addr()+cu.DevicePtr(size-window), window, cp[0], cp[1], seed+byte(i)+0x80)
 		}
 		if err != nil {
 			return t, "copy", err
@@ -217,13 +220,13 @@ func (c *checker) openTrial(p vmm.Props, size uint64, access []int, copies [][2]
 }
 
 // roundTrip writes a pattern at addr from device w's context and reads it back from r's.
-func (c *checker) roundTrip(addr cu.DevicePtr, size uint64, w, r int, seed byte) error {
+func roundTrip(m *vmm.Manager, addr cu.DevicePtr, size uint64, w, r int, seed byte) error {
 	want := pattern.Bytes(seed, int(size))
-	if err := c.m.WriteAt(w, want, addr); err != nil {
+	if err := m.WriteAt(w, want, addr); err != nil {
 		return err
 	}
 	got := make([]byte, size)
-	if err := c.m.ReadAt(r, got, addr); err != nil {
+	if err := m.ReadAt(r, got, addr); err != nil {
 		return err
 	}
 	return compare(got, want)
@@ -260,10 +263,10 @@ const skipNoVMM = "not run: virtual memory management is unsupported"
 // nothing else that allocates can work).
 func (c *checker) basic(d deviceInfo) bool {
 	dev := d.Index
-	t, stage, err := c.openTrial(vmm.DeviceProps(dev), size(d), []int{dev}, [][2]int{{dev, dev}}, 0, byte(dev), nil)
+	t, stage, err := openTrial(c.m, vmm.DeviceProps(dev), size(d), []int{dev}, 0, byte(dev), nil)
 	failedAt := len(basicStages) - 1
 	if err != nil {
-		failedAt = indexOf(basicStages, stage)
+		failedAt = slices.Index(basicStages, stage)
 	}
 	for i, name := range basicStages[:len(basicStages)-1] {
 		switch {
@@ -274,7 +277,6 @@ func (c *checker) basic(d deviceInfo) bool {
 			if !d.VMM {
 				r.Detail = "the device does not support virtual memory management"
 			}
-			r.Remedy = c.remedy(name, r, d)
 			c.add(r)
 		default:
 			c.add(skipped(name, dev, "not run: "+stage+" "+r2s(d.VMM)))
@@ -289,9 +291,7 @@ func (c *checker) basic(d deviceInfo) bool {
 		}
 		return stage != "create" || d.VMM
 	}
-	r := result("teardown", dev, t.close(), true, "")
-	r.Remedy = c.remedy("teardown", r, d)
-	c.add(r)
+	c.add(result("teardown", dev, t.close(), true, ""))
 	return true
 }
 
@@ -302,15 +302,6 @@ func r2s(claimed bool) string {
 	return "is unsupported"
 }
 
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return len(list)
-}
-
 // compression asks for generically compressible memory and reads back whether the driver
 // made it so (asking is only a hint), then maps it and copies through it.
 func (c *checker) compression(d deviceInfo) {
@@ -318,19 +309,13 @@ func (c *checker) compression(d deviceInfo) {
 	p := vmm.DeviceProps(dev)
 	p.Compressible = true
 	var compressible bool
-	t, stage, err := c.openTrial(p, size(d), []int{dev}, [][2]int{{dev, dev}}, copyWindow, 0xc0, func(a *vmm.Allocation) (string, error) {
+	r, _ := c.trialCheck("compression", p, size(d), []int{dev}, 0xc0, d.GenericCompression, func(a *vmm.Allocation) (string, error) {
 		var err error
 		compressible, err = a.Compressible()
 		return "properties", err
 	})
-	if err == nil {
-		err = t.close()
-		stage = "teardown"
-	}
-	r := result("compression", dev, err, d.GenericCompression, "")
 	switch {
-	case err != nil:
-		r.Detail = stage + " failed"
+	case r.Status != statusOK:
 	case compressible:
 		r.Detail = "the allocation came back compressible (compressionType GENERIC); mapped and copied through"
 	case d.GenericCompression:
@@ -340,7 +325,6 @@ func (c *checker) compression(d deviceInfo) {
 		r.Status = statusUnsupported
 		r.Detail = "the device does not support generic compression: the allocation came back uncompressible"
 	}
-	r.Remedy = c.remedy("compression", r, d)
 	c.add(r)
 }
 
@@ -369,22 +353,30 @@ func (c *checker) host(d deviceInfo, numa bool) {
 	c.simple(name, d, p, sz, claimed, "created "+what+", mapped it for the device and copied through it")
 }
 
-// simple runs one trial and reports it as one check.
-func (c *checker) simple(name string, d deviceInfo, p vmm.Props, sz uint64, claimed bool, okDetail string) {
-	dev := d.Index
-	t, stage, err := c.openTrial(p, sz, []int{dev}, [][2]int{{dev, dev}}, copyWindow, byte(len(name)), nil)
+// trialCheck runs one trial on devs (the first holds the memory) through its teardown and
+// returns it as check name, with the stage that failed.
+func (c *checker) trialCheck(name string, p vmm.Props, sz uint64, devs []int, seed byte, claimed bool,
+	afterCreate func(*vmm.Allocation) (string, error)) (checkResult, string) {
+	t, stage, err := openTrial(c.m, p, sz, devs, copyWindow, seed, afterCreate)
 	if err == nil {
-		err = t.close()
-		stage = "teardown"
+		err, stage = t.close(), "teardown"
 	}
-	r := result(name, dev, err, claimed, okDetail)
+	r := result(name, devs[0], err, claimed, "")
 	if err != nil {
 		r.Detail = stage + " failed"
-		if !claimed {
-			r.Detail = "the device does not support it (" + stage + " failed)"
-		}
 	}
-	r.Remedy = c.remedy(name, r, d)
+	return r, stage
+}
+
+// simple runs one trial and reports it as one check.
+func (c *checker) simple(name string, d deviceInfo, p vmm.Props, sz uint64, claimed bool, okDetail string) {
+	r, stage := c.trialCheck(name, p, sz, []int{d.Index}, byte(len(name)), claimed, nil)
+	switch {
+	case r.Status == statusOK:
+		r.Detail = okDetail
+	case !claimed:
+		r.Detail = "the device does not support it (" + stage + " failed)"
+	}
 	c.add(r)
 }
 
@@ -392,23 +384,14 @@ func (c *checker) simple(name string, d deviceInfo, p vmm.Props, sz uint64, clai
 // it from each device's context, reading back from the other's.
 func (c *checker) peer(p peerInfo) {
 	a, b := p.Device, p.Peer
-	d := c.doc.Devices[a]
-	t, stage, err := c.openTrial(vmm.DeviceProps(a), size(d), []int{a, b}, [][2]int{{a, b}, {b, a}}, copyWindow, byte(16*a+b), nil)
-	if err == nil {
-		err = t.close()
-		stage = "teardown"
-	}
-	r := result("peer-map", a, err, p.Access, "")
+	r, stage := c.trialCheck("peer-map", vmm.DeviceProps(a), size(c.doc.Devices[a]), []int{a, b}, byte(16*a+b), p.Access, nil)
 	r.Peer = intp(b)
 	switch {
-	case err == nil:
+	case r.Status == statusOK:
 		r.Detail = fmt.Sprintf("memory of device %d, mapped for devices %d and %d, written and read back by each", a, a, b)
 	case !p.Access:
 		r.Detail = fmt.Sprintf("device %d cannot access device %d's memory (%s failed)", b, a, stage)
-	default:
-		r.Detail = stage + " failed"
 	}
-	r.Remedy = c.remedy("peer-map", r, d)
 	c.add(r)
 }
 
@@ -416,12 +399,7 @@ func (c *checker) peer(p peerInfo) {
 // was given; with it, it creates a multicast object over every multicast-capable device,
 // adds the devices, binds memory of each, and takes it all down again.
 func (c *checker) multicastCheck() {
-	var devs []int
-	for _, d := range c.doc.Devices {
-		if d.Multicast.Supported {
-			devs = append(devs, d.Index)
-		}
-	}
+	devs := multicastDevices(c.doc.Devices)
 	r := checkResult{Check: "multicast", Devices: devs}
 	if !c.opts.multicast {
 		r.Status = statusSkipped
@@ -448,7 +426,6 @@ func (c *checker) multicastCheck() {
 		r.Result = resultName(err)
 		r.Error = errText(err)
 		r.Detail = step + " failed"
-		r.Remedy = c.remedy("multicast", r, c.doc.Devices[devs[0]])
 	}
 	c.add(r)
 }
@@ -461,8 +438,12 @@ func exerciseMulticast(m *vmm.Manager, all []deviceInfo, devs []int) (string, er
 	if err != nil {
 		return "granularity", err
 	}
+	aligns := []uint64{g}
+	for _, i := range devs {
+		aligns = append(aligns, size(all[i]))
+	}
 	var ok bool
-	for _, align := range append([]uint64{g}, sizesOf(all, devs)...) {
+	for _, align := range aligns {
 		if props.Size, ok = units.AlignUp(props.Size, align); !ok {
 			return "granularity", fmt.Errorf("%w: multicast size overflows", vmm.ErrTooLarge)
 		}
@@ -502,18 +483,101 @@ func exerciseMulticast(m *vmm.Manager, all []deviceInfo, devs []int) (string, er
 	return step, err
 }
 
-func sizesOf(all []deviceInfo, devs []int) []uint64 {
-	out := make([]uint64, len(devs))
-	for k, i := range devs {
-		out[k] = size(all[i])
-	}
-	return out
-}
-
 func joinInts(v []int) string {
 	s := make([]string, len(v))
 	for i, x := range v {
 		s[i] = fmt.Sprint(x)
 	}
 	return strings.Join(s, ",")
+}
+
+// checkFix says what an operator can do about an unsupported or failed check (nothing for
+// the others). Driver results that mean the same whatever the check come first; then what
+// each check needs.
+func checkFix(check string, r checkResult, d deviceInfo) fix {
+	if r.Status != statusUnsupported && r.Status != statusFailed {
+		return fix{}
+	}
+	// For failures, some driver results call for the same action whatever the check; an
+	// unsupported check is explained by what the check needs.
+	switch res := r.Result; {
+	case r.Status != statusFailed:
+	case res == "CUDA_ERROR_OUT_OF_MEMORY":
+		return fix{do: fmt.Sprintf("device %d is out of memory: find the processes holding it ({cmd}) and free it", d.Index), cmd: "nvidia-smi"}
+	case res == "CUDA_ERROR_DEVICE_UNAVAILABLE" || res == "CUDA_ERROR_INVALID_DEVICE" || res == "CUDA_ERROR_NO_DEVICE":
+		return fix{do: fmt.Sprintf("device %d is not available to this process: check its compute mode ({cmd}: "+
+			"Exclusive_Process admits one process), MIG, CUDA_VISIBLE_DEVICES and the container's device list", d.Index), cmd: "nvidia-smi -q -d COMPUTE"}
+	case res == "CUDA_ERROR_ECC_UNCORRECTABLE" || res == "CUDA_ERROR_NVLINK_UNCORRECTABLE" || res == "CUDA_ERROR_CONTAINED" || res == "CUDA_ERROR_ILLEGAL_ADDRESS":
+		return fix{do: fmt.Sprintf("device %d reported a hardware error: check the kernel log for Xid errors and the ECC counters ({cmd}); reset the GPU or drain the node", d.Index),
+			cmd: "dmesg; nvidia-smi -q -d ECC"}
+	case res == "CUDA_ERROR_SYSTEM_NOT_READY":
+		return fix{do: "the NVSwitch fabric is not ready: start nvidia-fabricmanager and check its log ({cmd})", cmd: "systemctl status nvidia-fabricmanager"}
+	}
+	if strings.Contains(r.Error, errMismatch.Error()) {
+		return fix{do: fmt.Sprintf("device %d returned other bytes than were written: check the kernel log for Xid errors and the ECC counters ({cmd}); reset the GPU or drain the node", d.Index),
+			cmd: "dmesg; nvidia-smi -q -d ECC"}
+	}
+	switch check {
+	case "create", "reserve", "map", "set-access", "copy", "teardown":
+		if r.Status == statusUnsupported {
+			return fix{do: "virtual memory management needs a CUDA 10.2+ driver and a device that supports it (compute capability 6.0+; not on vGPU profiles without unified memory)"}
+		}
+		return fix{do: "update the NVIDIA driver; if it persists, report it with the output of vmmprobe check -o json"}
+	case "posix-fd-export":
+		return fix{do: "POSIX file descriptor handles need Linux and a device that supports them; update the driver if the device should"}
+	case "posix-fd-ipc", "fabric-ipc":
+		if r.Status == statusUnsupported {
+			return fix{do: "sharing memory with another process is checked on Linux only: run vmmprobe check there"}
+		}
+		return fix{do: "the child process must load the same driver and see the same device (same CUDA_VISIBLE_DEVICES and container devices); " +
+			"seccomp or AppArmor profiles must allow SCM_RIGHTS over unix sockets"}
+	case "fabric":
+		if r.Result == "CUDA_ERROR_NOT_PERMITTED" {
+			return fix{do: "an IMEX channel is accessible but the driver refused: start the nvidia-imex daemon ({cmd}) and check " + imexNodesConfig,
+				cmd: "systemctl status nvidia-imex"}
+		}
+		return fix{do: "fabric handles need a GPU on an NVLink fabric (GH200, GB200, HGX with NVSwitch) and an R550+ driver"}
+	case "compression":
+		return fix{do: "generic compression needs a data-center GPU that supports it (A100 and newer) with compressible memory available; the driver may decline the request"}
+	case "gpudirect-rdma":
+		return fix{do: "GPUDirect RDMA with VMM needs a device that supports it (GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED); NICs also need the nvidia-peermem module"}
+	case "dma-buf":
+		return dmaBufFix(r)
+	case "host", "host-numa":
+		return fix{do: "host memory through VMM needs a CUDA 12.2+ driver and a device that supports it (HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)"}
+	case "peer-map":
+		return fix{do: "the devices cannot reach each other's memory: check the topology and NVLink state ({cmd}); " +
+			"on PCIe, ACS or the IOMMU can block peer traffic; in VMs the hypervisor often disables it", cmd: "nvidia-smi topo -m; nvidia-smi nvlink -s"}
+	case "multicast":
+		return fix{do: "multicast needs NVSwitch (HGX H100/H200 and newer) with nvidia-fabricmanager running, a CUDA 12.1+ driver, and no other tenant holding the fabric's multicast resources"}
+	}
+	return fix{}
+}
+
+// fix is a remedy: what to do, in words (do), and the commands that do it on a real node
+// (cmd), which take the place of "{cmd}" in the words. On a simulated node the commands
+// are left out: there they would run on a machine with nothing to fix (a laptop showing
+// the simulated fallback, say), so a remedy with commands says what a real node would
+// need instead.
+type fix struct {
+	do  string
+	cmd string
+}
+
+// cmdMark is where a fix's command goes in its words.
+const cmdMark = "{cmd}"
+
+func (f fix) text(simulated bool) string {
+	if f.do == "" {
+		return ""
+	}
+	if simulated && f.cmd != "" {
+		do := strings.ReplaceAll(f.do, " ("+cmdMark+")", "")
+		do = strings.ReplaceAll(do, " "+cmdMark, "")
+		return "simulated node, nothing to run here; a real node would need: " + strings.ReplaceAll(do, cmdMark, "")
+	}
+	if f.cmd == "" || !strings.Contains(f.do, cmdMark) {
+		return strings.ReplaceAll(f.do, " ("+cmdMark+")", "")
+	}
+	return strings.ReplaceAll(f.do, cmdMark, f.cmd)
 }

@@ -28,7 +28,6 @@ func (c *checker) dmaBuf(d deviceInfo) {
 		} else {
 			r.Detail = "the device does not export dma-bufs (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)"
 		}
-		r.Remedy = c.remedy("dma-buf", r, d)
 		c.add(r)
 		return
 	}
@@ -40,7 +39,6 @@ func (c *checker) dmaBuf(d deviceInfo) {
 	if err != nil {
 		r.Detail = stage + " failed"
 	}
-	r.Remedy = c.remedy("dma-buf", r, d)
 	c.add(r)
 }
 

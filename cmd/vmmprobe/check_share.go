@@ -17,87 +17,75 @@ import (
 // fabric handle; the child imports with ipc.ReceiveAndImport or ipc.ImportFabric, checks
 // every byte and writes its own, which this process reads back through its mapping.
 
-// Seeds of the sharing checks' patterns.
-const (
-	seedPosixFD = 0x5a
-	seedFabric  = 0xfa
-)
+// shareKind is a sharing check: the memory's handle type, the export check and the
+// cross-process one that imports what it exported, the seed of its pattern, and its words.
+type shareKind struct {
+	handle      cu.MemHandleType
+	export, ipc string
+	seed        byte
+	what, noun  string // what the device may not support; what the child imports
+	ipcOK       string
+}
 
-// posixFD exports memory as a POSIX file descriptor, then has the child import it.
-func (c *checker) posixFD(d deviceInfo) {
-	dev := d.Index
+var shareKinds = []shareKind{
+	{cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, "posix-fd-export", "posix-fd-ipc", 0x5a, "POSIX file descriptor handles", "descriptor",
+		"a child process received the descriptor, imported and mapped it, read this process's bytes and wrote its own"},
+	// Without an IMEX channel the driver refuses to create fabric memory with
+	// CUDA_ERROR_NOT_PERMITTED although the device attribute says fabric handles are
+	// supported; that is reported as unsupported, with the IMEX diagnosis and its remedy.
+	{cu.MEM_HANDLE_TYPE_FABRIC, "fabric", "fabric-ipc", 0xfa, "fabric handles", "fabric handle",
+		"a child process imported the fabric handle, mapped it, read this process's bytes and wrote its own"},
+}
+
+// share creates memory exportable as k's handle type, maps and fills it and exports it;
+// then the child imports it.
+func (c *checker) share(d deviceInfo, k shareKind) {
+	dev, sz := d.Index, size(d)
+	fabric := k.handle == cu.MEM_HANDLE_TYPE_FABRIC
+	claimed := d.HandleTypes.PosixFD
+	if fabric {
+		claimed = d.HandleTypes.Fabric
+	}
 	p := vmm.DeviceProps(dev)
-	p.HandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	sz := size(d)
-	t, stage, err := c.openTrial(p, sz, []int{dev}, [][2]int{{dev, dev}}, 0, seedPosixFD, nil)
+	p.HandleTypes = k.handle
+	t, stage, err := openTrial(c.m, p, sz, []int{dev}, 0, k.seed, nil)
 	if t != nil {
 		defer t.close()
 	}
 	var exp *ipc.Exported
-	if err == nil {
+	var fh ipc.FabricHandle
+	if err == nil && fabric {
+		fh, err = ipc.ExportFabric(t.mem)
+		stage = "export"
+	} else if err == nil {
 		exp, err = ipc.Export(c.m, t.mem)
 		stage = "export"
 	}
-	r := result("posix-fd-export", dev, err, d.HandleTypes.PosixFD, "")
-	if err != nil {
-		r.Detail = stage + " failed"
-		if !d.HandleTypes.PosixFD {
-			r.Detail = "the device does not support POSIX file descriptor handles (" + stage + " failed)"
-		}
-	} else {
-		r.Detail = fmt.Sprintf("exported %s as a file descriptor", units.Size(sz))
-	}
-	r.Remedy = c.remedy("posix-fd-export", r, d)
-	c.add(r)
-	if err != nil {
-		c.add(skipped("posix-fd-ipc", dev, "not run: no descriptor to import (the posix-fd-export check is "+r.Status+")"))
-		return
-	}
-	defer exp.Close()
-	ierr := c.runIPC(childRequest{Kind: kindPosixFD, Device: dev, Size: sz, Seed: seedPosixFD}, exp)
-	c.addShared("posix-fd-ipc", d, c.readBack(ierr, t, dev, seedPosixFD),
-		"a child process received the descriptor, imported and mapped it, read this process's bytes and wrote its own")
-}
-
-// fabric creates memory exportable as a fabric handle, maps it, fills it and exports the
-// handle; then the child imports it (fabric-ipc). Without an IMEX channel the driver
-// refuses the creation with CUDA_ERROR_NOT_PERMITTED although the device attribute says
-// fabric handles are supported; that is reported as unsupported, with the IMEX diagnosis
-// and its remedy.
-func (c *checker) fabric(d deviceInfo) {
-	dev := d.Index
-	p := vmm.DeviceProps(dev)
-	p.HandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
-	sz := size(d)
-	t, stage, err := c.openTrial(p, sz, []int{dev}, [][2]int{{dev, dev}}, 0, seedFabric, nil)
-	if t != nil {
-		defer t.close()
-	}
-	var fh ipc.FabricHandle
-	if err == nil {
-		fh, err = ipc.ExportFabric(t.mem)
-		stage = "export"
-	}
-	r := result("fabric", dev, err, d.HandleTypes.Fabric, "")
+	r := result(k.export, dev, err, claimed, "")
 	switch {
-	case err == nil:
+	case err == nil && fabric:
 		r.Detail = "created, mapped and filled fabric memory and exported its handle"
-	case !d.HandleTypes.Fabric:
-		r.Detail = "the device does not support fabric handles (" + stage + " failed)"
-	default:
+	case err == nil:
+		r.Detail = fmt.Sprintf("exported %s as a file descriptor", units.Size(sz))
+	case !claimed:
+		r.Detail = "the device does not support " + k.what + " (" + stage + " failed)"
+	case fabric:
 		c.explainFabric(&r, stage, err)
-	}
-	if r.Remedy == "" {
-		r.Remedy = c.remedy("fabric", r, d)
+	default:
+		r.Detail = stage + " failed"
 	}
 	c.add(r)
 	if err != nil {
-		c.add(skipped("fabric-ipc", dev, "not run: no fabric handle to import (the fabric check is "+r.Status+")"))
+		c.add(skipped(k.ipc, dev, "not run: no "+k.noun+" to import (the "+k.export+" check is "+r.Status+")"))
 		return
 	}
-	ierr := c.runIPC(childRequest{Kind: kindFabric, Device: dev, Size: sz, Seed: seedFabric, Fabric: fh.String()}, nil)
-	c.addShared("fabric-ipc", d, c.readBack(ierr, t, dev, seedFabric),
-		"a child process imported the fabric handle, mapped it, read this process's bytes and wrote its own")
+	req := childRequest{Kind: kindPosixFD, Device: dev, Size: sz, Seed: k.seed}
+	if fabric {
+		req.Kind, req.Fabric = kindFabric, fh.String()
+	} else {
+		defer exp.Close()
+	}
+	c.addShared(k.ipc, dev, c.readBack(c.runIPC(req, exp), t, dev, k.seed), k.ipcOK)
 }
 
 // explainFabric says why a fabric step the device claims to support was refused: with
@@ -135,26 +123,20 @@ func (c *checker) readBack(ierr error, t *trial, dev int, seed byte) error {
 }
 
 // addShared reports a cross-process check from the child's answer.
-func (c *checker) addShared(name string, d deviceInfo, ierr error, okDetail string) {
-	dev := d.Index
-	var r checkResult
+func (c *checker) addShared(name string, dev int, ierr error, okDetail string) {
+	r := result(name, dev, ierr, true, okDetail)
 	var ce *childError
 	switch {
 	case ierr == nil:
-		r = checkResult{Check: name, Device: intp(dev), Status: statusOK, Detail: okDetail}
 	case errors.Is(ierr, errIPCUnsupported):
-		r = checkResult{Check: name, Device: intp(dev), Status: statusUnsupported, Detail: errIPCUnsupported.Error()}
+		r.Status, r.Error, r.Detail = statusUnsupported, "", errIPCUnsupported.Error()
 	case errors.As(ierr, &ce):
-		r = checkResult{Check: name, Device: intp(dev), Status: statusFailed, Result: ce.Result, Error: ierr.Error(),
-			Detail: "the child process failed at " + ce.Step}
+		r.Result, r.Detail = ce.Result, "the child process failed at "+ce.Step
 		if name == "fabric-ipc" && ce.Result == cu.ERROR_NOT_PERMITTED.Name() {
 			c.explainFabric(&r, "the child's import", cu.ERROR_NOT_PERMITTED)
 		}
 	default:
-		r = result(name, dev, ierr, true, "")
-	}
-	if r.Remedy == "" {
-		r.Remedy = c.remedy(name, r, d)
+		r.Detail = ""
 	}
 	c.add(r)
 }

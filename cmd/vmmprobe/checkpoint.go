@@ -6,7 +6,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cuvmm/cuvmm/checkpoint"
 	"github.com/cuvmm/cuvmm/cu"
@@ -27,29 +26,21 @@ type checkpointReport struct {
 	Error     string            `json:"error,omitempty"`
 	Pairs     []string          `json:"gpu_pairs,omitempty"` // restore --to-gpu: OLD=NEW
 	Notes     []string          `json:"notes,omitempty"`
-	Steps     []pairStep        `json:"steps"`
+	Steps     steps             `json:"steps"`
 	Diagnosis string            `json:"diagnosis"`
 }
 
 // runCheckpoint runs checkpoint-check, checkpoint or restore on opts.pid; root is the
 // machine's file system (its /proc).
 func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn func(string)) int {
-	rep := checkpointReport{Command: opts.command, Vmmprobe: programInfo{Version: d.build.Version, Revision: d.build.Revision}, Steps: []pairStep{}}
+	rep := checkpointReport{Command: opts.command, Vmmprobe: d.program(), Steps: steps{}}
 	rep.Process = checkpoint.Preflight(d.root, opts.pid)
-	step := func(name string, f func() error) error {
-		t0 := time.Now()
-		err := f()
-		rep.Steps = append(rep.Steps, pairStep{Step: name, Microseconds: time.Since(t0).Microseconds()})
-		return err
-	}
 	var err error
 	if opts.command != cmdCheckpointCheck && sel.backend() == nil {
 		// The driver loaded but did not initialize: nothing to checkpoint with.
 		rep.Error = "the CUDA driver did not initialize: " + oneLine(errText(sel.initErr))
 		rep.Diagnosis = "failed"
-		if werr := writeReport(opts, stdout, &rep, func() string { return renderCheckpoint(&rep) }); werr != nil {
-			warn(werr.Error())
-		}
+		writeReport(opts, stdout, &rep, renderCheckpoint(&rep), warn)
 		return exitNoDriver
 	}
 	switch opts.command {
@@ -66,14 +57,14 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 		}
 		var p *checkpoint.Process
 		if p, err = checkpoint.NewIn(d.root, d.checkpointer(sel.backend()), opts.pid); err == nil {
-			if err = step("lock", func() error { return p.Lock(opts.pair.timeout) }); err == nil {
-				err = step("checkpoint", p.Checkpoint)
+			if err = rep.Steps.run("lock", func() error { return p.Lock(opts.pair.timeout) }); err == nil {
+				err = rep.Steps.run("checkpoint", p.Checkpoint)
 			}
 		}
 		rep.OK = err == nil
 		rep.Diagnosis = "checkpointed: its GPU memory is in host memory, its GPUs released; restore it with vmmprobe restore " + strconv.Itoa(opts.pid)
 	case cmdRestore:
-		err = runRestore(sel, opts, d, &rep, step)
+		err = runRestore(sel, opts, d, &rep)
 	}
 	if err != nil {
 		rep.Error = err.Error()
@@ -82,11 +73,10 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 			rep.Diagnosis = "failed: the GPU lacks the memory the process held; free some, or restore it onto another GPU (--to-gpu)"
 		}
 	}
-	if err := writeReport(opts, stdout, &rep, func() string { return renderCheckpoint(&rep) }); err != nil {
-		warn(err.Error())
+	switch {
+	case writeReport(opts, stdout, &rep, renderCheckpoint(&rep), warn) != nil:
 		return exitFailure
-	}
-	if !rep.OK {
+	case !rep.OK:
 		return exitCheckFailed
 	}
 	return exitOK
@@ -95,14 +85,9 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 func renderCheckpoint(r *checkpointReport) string {
 	var b strings.Builder
 	p := r.Process
-	yes := map[bool]string{true: "yes", false: "no"}
-	gpus := make([]string, len(p.GPUs))
-	for i, g := range p.GPUs {
-		gpus[i] = strconv.Itoa(g)
-	}
 	// The name is the process's own choice: quoted, so that it cannot write lines of ours.
 	kvLine(&b, 0, "process", fmt.Sprintf("%d %q, state %s, CUDA %s, GPUs %s, nvidiactl fds %d, dma-buf fds %d",
-		p.Pid, p.Comm, p.State, yes[p.CUDA], strings.Join(gpus, ","), p.Control, p.DmaBufs))
+		p.Pid, p.Comm, p.State, yn(p.CUDA), joinInts(p.GPUs), p.Control, p.DmaBufs))
 	for _, h := range p.Hazards {
 		kvLine(&b, 0, "hazard", h.What)
 		kvLine(&b, 2, "remedy", h.Remedy)
@@ -114,23 +99,12 @@ func renderCheckpoint(r *checkpointReport) string {
 	for _, n := range r.Notes {
 		kvLine(&b, 0, "note", n)
 	}
-	verdict := "ok: " + r.Diagnosis
-	if !r.OK {
-		verdict = "FAILED: " + r.Diagnosis
-	}
 	if len(r.Pairs) > 0 {
 		kvLine(&b, 0, "onto", strings.Join(r.Pairs, ", "))
 	}
-	kvLine(&b, 0, r.Command, verdict)
-	if r.Error != "" {
-		kvLine(&b, 2, "error", oneLine(r.Error))
-	}
+	verdictLines(&b, r.Command, r.OK, "", r.Diagnosis, r.Error)
 	if len(r.Steps) > 0 {
-		var steps []string
-		for _, s := range r.Steps {
-			steps = append(steps, fmt.Sprintf("%s %s", s.Step, time.Duration(s.Microseconds)*time.Microsecond))
-		}
-		kvLine(&b, 0, "steps", strings.Join(steps, ", "))
+		kvLine(&b, 0, "steps", r.Steps.String())
 	}
 	return b.String()
 }
@@ -142,7 +116,8 @@ func renderCheckpoint(r *checkpointReport) string {
 // When the driver refuses the pairs as given (INVALID_VALUE: it wants every GPU the
 // process saw paired), it retries once with them completed by checkpoint.CompletePairs,
 // after the same memory check of every GPU the completion moves memory onto.
-func runRestore(sel *opened, opts options, d deps, rep *checkpointReport, step func(string, func() error) error) error {
+func runRestore(sel *opened, opts options, d deps, rep *checkpointReport) error {
+	step := rep.Steps.run
 	pairs, err := parseToGPU(opts.toGPU)
 	if err != nil {
 		return fmt.Errorf("--to-gpu: %w", err)

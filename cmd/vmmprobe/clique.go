@@ -1,7 +1,8 @@
 package main
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -72,10 +73,10 @@ func cliqueOf(nv nvml.Node) cliqueVerdict {
 	case len(cliques) > 1:
 		v.Why = "the GPUs disagree on the clique id: " + groups(cliques)
 	default:
-		cluster, clique := onlyKey(clusters), onlyKey(cliques)
+		cluster, clique := slices.Collect(maps.Keys(clusters))[0], slices.Collect(maps.Keys(cliques))[0]
 		v.Value = cluster + "." + clique
 		v.Unique = clique != strconv.Itoa(sharedCliqueID)
-		v.Why = "GPUs " + ints(v.GPUs) + " are in cluster " + cluster + ", clique " + clique
+		v.Why = "GPUs " + joinInts(v.GPUs) + " are in cluster " + cluster + ", clique " + clique
 		if !v.Unique {
 			v.Why += "; clique id " + clique + " is reported by unrelated racks alike: only cluster UUID and clique id together identify an NVLink domain"
 		}
@@ -83,31 +84,11 @@ func cliqueOf(nv nvml.Node) cliqueVerdict {
 	return v
 }
 
-func onlyKey(m map[string][]int) string {
-	for k := range m {
-		return k
-	}
-	return ""
-}
-
 // groups writes which GPUs reported which value: "a (GPUs 0,1), b (GPUs 2)".
 func groups(m map[string][]int) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + " (GPUs " + ints(m[k]) + ")"
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+" (GPUs "+joinInts(m[k])+")")
 	}
 	return strings.Join(parts, ", ")
-}
-
-func ints(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
 }

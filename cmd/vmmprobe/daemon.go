@@ -1,13 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -88,7 +90,6 @@ func changes(before, after []byte) string {
 		return m
 	}
 	b, a := count(before), count(after)
-	var keys []string
 	seen := map[string]bool{}
 	n := 0
 	for _, side := range []struct{ x, y map[string]int }{{a, b}, {b, a}} {
@@ -101,16 +102,13 @@ func changes(before, after []byte) string {
 			if i := strings.IndexAny(k, "={: "); i > 0 {
 				k = k[:i]
 			}
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, strings.Trim(k, `"`))
-			}
+			seen[strings.Trim(k, `"`)] = true
 		}
 	}
 	if n == 0 {
 		return "changed=0"
 	}
-	sort.Strings(keys)
+	keys := slices.Sorted(maps.Keys(seen))
 	if len(keys) > 5 {
 		keys = append(keys[:5], "...")
 	}
@@ -140,20 +138,7 @@ func removeOutput(path string) error {
 
 // watchSignals closes stop when SIGTERM (Kubernetes stopping a pod) or SIGINT arrives.
 // Only the daemon watches: elsewhere the signals end vmmprobe as they normally do.
-func watchSignals() (<-chan struct{}, func()) {
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		select {
-		case <-sig:
-			close(stop)
-		case <-done:
-		}
-	}()
-	return stop, func() {
-		signal.Stop(sig)
-		close(done)
-	}
+func watchSignals() (stop <-chan struct{}, release func()) {
+	ctx, release := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	return ctx.Done(), release
 }

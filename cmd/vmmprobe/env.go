@@ -28,52 +28,41 @@ func decideSettings(doc *document) []setting {
 	vmmOK, vmmWhy := everyDevice(doc, basicStages...)
 	fdOK, fdWhy := everyDevice(doc, "posix-fd-ipc")
 	fabOK, fabWhy := everyDevice(doc, "fabric-ipc")
-	var out []setting
 
 	// cumem: NCCL allocates its buffers with cuMem* and shares them between the processes
 	// of a node as POSIX file descriptors when NCCL_CUMEM_ENABLE=1.
-	s := setting{Name: "NCCL_CUMEM_ENABLE", Rule: "cumem"}
+	cumem := setting{"NCCL_CUMEM_ENABLE", "1", "cumem", "VMM and POSIX file descriptor sharing work on every device (checks create to teardown and posix-fd-ipc)"}
 	switch {
 	case !vmmOK:
-		s.Value, s.Reason = "0", "VMM does not work on every device: "+vmmWhy
+		cumem.Value, cumem.Reason = "0", "VMM does not work on every device: "+vmmWhy
 	case !fdOK:
-		s.Value, s.Reason = "0", "memory cannot be shared between processes as POSIX file descriptors: "+fdWhy
-	default:
-		s.Value, s.Reason = "1", "VMM and POSIX file descriptor sharing work on every device (checks create to teardown and posix-fd-ipc)"
+		cumem.Value, cumem.Reason = "0", "memory cannot be shared between processes as POSIX file descriptors: "+fdWhy
 	}
-	out = append(out, s)
 
 	// nvls: NVLink SHARP needs multicast objects, which need a registered fabric.
-	s = setting{Name: "NCCL_NVLS_ENABLE", Rule: "nvls"}
-	if v := doc.NVLS; v != nil && v.Verdict == verdictYes {
-		s.Value, s.Reason = "1", v.Detail
-	} else if v != nil {
-		s.Value, s.Reason = "0", v.Detail
-	} else {
-		s.Value, s.Reason = "0", "no NVLS verdict"
+	nvls := setting{"NCCL_NVLS_ENABLE", "0", "nvls", "no NVLS verdict"}
+	if v := doc.NVLS; v != nil {
+		nvls.Reason = v.Detail
+		if v.Verdict == verdictYes {
+			nvls.Value = "1"
+		}
 	}
-	out = append(out, s)
 
 	// mnnvl: multi-node NVLink shares memory as fabric handles through IMEX.
-	s = setting{Name: "NCCL_MNNVL_ENABLE", Rule: "mnnvl"}
-	if fabOK {
-		s.Reason = "fabric handles work across processes on every device (check fabric-ipc): NCCL's own detection decides"
-	} else {
-		s.Value, s.Reason = "0", "fabric handles do not work across processes: "+fabWhy
+	mnnvl := setting{"NCCL_MNNVL_ENABLE", "", "mnnvl", "fabric handles work across processes on every device (check fabric-ipc): NCCL's own detection decides"}
+	if !fabOK {
+		mnnvl.Value, mnnvl.Reason = "0", "fabric handles do not work across processes: "+fabWhy
 	}
-	out = append(out, s)
 
 	// handle: what to request for memory that other processes import.
-	s = setting{Name: handleTypeVar, Rule: "handle"}
+	handle := setting{handleTypeVar, "none", "handle", "no handle type works across processes on every device: " + fdWhy}
 	switch {
 	case fabOK:
-		s.Value, s.Reason = "fabric", "fabric handles work across processes on every device (check fabric-ipc); they also cross nodes of an IMEX domain"
+		handle.Value, handle.Reason = "fabric", "fabric handles work across processes on every device (check fabric-ipc); they also cross nodes of an IMEX domain"
 	case fdOK:
-		s.Value, s.Reason = "posix_fd", "POSIX file descriptors work across processes on every device (check posix-fd-ipc); fabric handles do not: "+fabWhy
-	default:
-		s.Value, s.Reason = "none", "no handle type works across processes on every device: "+fdWhy
+		handle.Value, handle.Reason = "posix_fd", "POSIX file descriptors work across processes on every device (check posix-fd-ipc); fabric handles do not: "+fabWhy
 	}
-	return append(out, s)
+	return []setting{cumem, nvls, mnnvl, handle}
 }
 
 // dependsOn names the check whose result a check needs (and is skipped without).

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -169,8 +170,6 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 		if fs.NArg() > 0 {
 			return usage("unexpected argument %q", fs.Arg(0))
 		}
-	} else if takesPid(opts.command) {
-		return usage("%s needs the process id", opts.command)
 	}
 	if opts.showVersion {
 		return opts, -1
@@ -198,7 +197,7 @@ func validateOptions(opts options, set map[string]bool, require string, usage fu
 	if opts.format == "" {
 		opts.format = ok[0]
 	}
-	if !contains(ok, opts.format) {
+	if !slices.Contains(ok, opts.format) {
 		return usage("-o %q: %s writes %s", opts.format, opts.command, strings.Join(ok, ", "))
 	}
 	if err := opts.backend.Check(); err != nil {
@@ -210,7 +209,7 @@ func validateOptions(opts options, set map[string]bool, require string, usage fu
 		if _, known := requirements[r]; !known {
 			return usage("--require %q: unknown requirement %q (known: %s)", require, r, strings.Join(requirementNames(), ", "))
 		}
-		if !contains(opts.require, r) {
+		if !slices.Contains(opts.require, r) {
 			opts.require = append(opts.require, r)
 		}
 	}
@@ -228,7 +227,7 @@ func validateOptions(opts options, set map[string]bool, require string, usage fu
 	if set["quiet"] && opts.interval == 0 {
 		return usage("--quiet applies to the daemon (--interval)")
 	}
-	if err := opts.pair.check(opts.command, set); err != nil {
+	if err := opts.pair.check(opts.command); err != nil {
 		return usage("%v", err)
 	}
 	if _, err := parseToGPU(opts.toGPU); err != nil {

@@ -5,7 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/cuvmm/cuvmm/sim"
@@ -52,14 +53,7 @@ func commandNames() []string {
 	return n
 }
 
-func isCommand(s string) bool {
-	for _, c := range commands {
-		if c.name == s {
-			return true
-		}
-	}
-	return false
-}
+func isCommand(s string) bool { return slices.Contains(commandNames(), s) }
 
 // flagCommands are the commands each flag applies to; a flag not listed applies to all.
 var flagCommands = map[string][]string{
@@ -80,25 +74,12 @@ var flagCommands = map[string][]string{
 
 func appliesTo(flagName, command string) bool {
 	cmds, ok := flagCommands[flagName]
-	if !ok {
-		return true
-	}
-	for _, c := range cmds {
-		if c == command {
-			return true
-		}
-	}
-	return false
+	return !ok || slices.Contains(cmds, command)
 }
 
 // misplaced is the first flag in set that does not apply to command, or "".
 func misplaced(command string, set map[string]bool) string {
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(set)) {
 		if !appliesTo(n, command) {
 			return n
 		}
@@ -109,11 +90,8 @@ func misplaced(command string, set map[string]bool) string {
 // joinCommands writes commands as a sentence: "ready only", "report and check",
 // "check, env and ready".
 func joinCommands(c []string) string {
-	switch len(c) {
-	case 1:
+	if len(c) == 1 {
 		return c[0] + " only"
-	case 2:
-		return c[0] + " and " + c[1]
 	}
 	return strings.Join(c[:len(c)-1], ", ") + " and " + c[len(c)-1]
 }
@@ -179,33 +157,11 @@ Flags:
 		if cmds, ok := flagCommands[f.Name]; ok && command == "" {
 			name += "  (" + strings.Join(cmds, ", ") + ")"
 		}
-		fmt.Fprintln(w, name)
-		for _, line := range strings.Split(usage, "\n") {
-			fmt.Fprintln(w, "        "+line)
-		}
+		fmt.Fprintln(w, name+"\n        "+strings.ReplaceAll(usage, "\n", "\n        "))
 		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" && f.DefValue != "0" {
 			fmt.Fprintf(w, "        (default %s)\n", f.DefValue)
 		}
 	})
-}
-
-// wrapWords wraps the words of s at width for text that starts at column n, continuation
-// lines indented to n.
-func wrapWords(s string, width, n int) string {
-	var b strings.Builder
-	col := n
-	for i, w := range strings.Fields(s) {
-		if i > 0 && col+1+len(w) > width {
-			b.WriteString("\n" + strings.Repeat(" ", n))
-			col = n
-		} else if i > 0 {
-			b.WriteString(" ")
-			col++
-		}
-		b.WriteString(w)
-		col += len(w)
-	}
-	return b.String()
 }
 
 // shortOutput turns kubectl's -ojson into -o json.

@@ -10,12 +10,14 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/cuvmm/cuvmm/checkpoint"
@@ -55,6 +57,11 @@ type deps struct {
 	// the CUDA devices with their free memory for a restore (cudaDevices; nil: none known).
 	checkpointer func(vmm.Backend) checkpoint.Driver
 	gpus         func(vmm.Backend) ([]device, error)
+}
+
+// program names this vmmprobe in what it writes.
+func (d deps) program() programInfo {
+	return programInfo{Version: d.build.Version, Revision: d.build.Revision}
 }
 
 func defaultDeps() deps {
@@ -131,23 +138,30 @@ func run(args []string, stdout, stderr io.Writer, d deps) int {
 	if doc == nil {
 		return code
 	}
-	if err := emit(doc, opts, d, stdout); err != nil {
+	out, err := render(doc, opts, d)
+	if err == nil {
+		err = deliver(opts, stdout, out)
+	}
+	if err != nil {
 		warn(err.Error())
 		return exitFailure
 	}
 	return code
 }
 
+// system is the node sel runs on: a sim preset's, or this host.
+func (d deps) system(sel *opened) system {
+	if sel.info.Simulated {
+		return simSystem(sel.cfg)
+	}
+	return d.host()
+}
+
 // probe builds the document the command asks for and the exit code it means; the
 // document is nil when there is nothing to write (no device).
 func probe(sel *opened, opts options, d deps, warn func(string)) (*document, int) {
-	var sys system
-	if sel.info.Simulated {
-		sys = simSystem(sel.cfg)
-	} else {
-		sys = d.host()
-	}
-	doc, err := gather(sel, sys, opts.command, programInfo{Version: d.build.Version, Revision: d.build.Revision}, d.now())
+	sys := d.system(sel)
+	doc, err := gather(sel, sys, opts.command, d.program(), d.now())
 	if err != nil {
 		warn(errText(err))
 		if errors.Is(err, errNoDevice) {
@@ -191,6 +205,17 @@ func probe(sel *opened, opts options, d deps, warn func(string)) (*document, int
 	return doc, exitOK
 }
 
+// renderJSON is the document as indented JSON: the schema of docs/vmmprobe.md, version
+// schemaVersion. Shell commands in remedies keep their & < > unescaped.
+func renderJSON(doc *document) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	err := enc.Encode(doc)
+	return b.Bytes(), err
+}
+
 // render is the document in the format asked for.
 func render(doc *document, opts options, d deps) ([]byte, error) {
 	switch opts.format {
@@ -209,16 +234,6 @@ func render(doc *document, opts options, d deps) ([]byte, error) {
 	return []byte(wrapTable(string(renderTable(doc)), tableWidth)), nil
 }
 
-// emit renders the document and writes it to the output file or stdout; the error names
-// where it could not be written.
-func emit(doc *document, opts options, d deps, stdout io.Writer) error {
-	out, err := render(doc, opts, d)
-	if err != nil {
-		return err
-	}
-	return deliver(opts, stdout, out)
-}
-
 // deliver writes out to --output-file, or to stdout.
 func deliver(opts options, stdout io.Writer, out []byte) error {
 	if opts.outputFile != "" {
@@ -230,15 +245,59 @@ func deliver(opts options, stdout io.Writer, out []byte) error {
 	return nil
 }
 
-// writeReport writes the report of pair or the checkpoint commands: v as indented JSON
-// with -o json, else table() wrapped for the terminal.
-func writeReport(opts options, stdout io.Writer, v any, table func() string) error {
-	if opts.format != formatJSON {
-		return deliver(opts, stdout, []byte(wrapTable(table(), tableWidth)))
+// writeReport writes the report of pair or the checkpoint commands, v, as indented JSON
+// with -o json, else its table wrapped for the terminal; it warns of a failure to write.
+func writeReport(opts options, stdout io.Writer, v any, table string, warn func(string)) error {
+	out := []byte(wrapTable(table, tableWidth))
+	var err error
+	if opts.format == formatJSON {
+		out, err = json.MarshalIndent(v, "", "  ")
+		out = append(out, '\n')
 	}
-	out, err := json.MarshalIndent(v, "", "  ")
+	if err == nil {
+		err = deliver(opts, stdout, out)
+	}
 	if err != nil {
-		return err
+		warn(err.Error())
 	}
-	return deliver(opts, stdout, append(out, '\n'))
+	return err
+}
+
+// pairStep is one timed step of pair or a checkpoint command.
+type pairStep struct {
+	Step         string `json:"step"`
+	Microseconds int64  `json:"us"`
+}
+
+// steps are the timed steps of pair or a checkpoint command, in order.
+type steps []pairStep
+
+// run runs f as the named step and records how long it took.
+func (s *steps) run(name string, f func() error) error {
+	t0 := time.Now()
+	err := f()
+	*s = append(*s, pairStep{name, time.Since(t0).Microseconds()})
+	return err
+}
+
+// String is the steps as the tables show them: "lock 1.2ms, checkpoint 3s".
+func (s steps) String() string {
+	var parts []string
+	for _, st := range s {
+		parts = append(parts, st.Step+" "+(time.Duration(st.Microseconds)*time.Microsecond).String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// verdictLines are the verdict of pair or a checkpoint command in its table: what, then
+// "ok: diagnosis" or "FAILED" and why, with the error below.
+func verdictLines(b *strings.Builder, what string, ok bool, failed, diagnosis, err string) {
+	verdict := "ok: " + diagnosis
+	if !ok {
+		verdict = "FAILED" + failed + ": " + diagnosis
+	}
+	kvLine(b, 0, what, verdict)
+	if err != "" {
+		kvLine(b, 2, "error", oneLine(err))
+	}
 }

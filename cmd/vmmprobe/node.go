@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"strconv"
 	"strings"
 
@@ -46,6 +47,14 @@ type part struct {
 	State     string `json:"state"`
 	Diagnosis string `json:"diagnosis"`
 	Remedy    string `json:"remedy,omitempty"`
+}
+
+// fine says the part is ok or not needed.
+func (p part) fine() bool { return p.State == stateOK || p.State == stateNotNeeded }
+
+// parts are the node's parts but its GPUs, by name, in the order the outputs list them.
+func (n *nodeReport) parts() []problem {
+	return []problem{{"nvml", n.NVML.part}, {"nvswitch", n.NVSwitch.part}, {"fabric_manager", n.FabricManager.part}, {"imex_daemon", n.IMEXDaemon.part}}
 }
 
 type nvmlPart struct {
@@ -111,12 +120,10 @@ type gpuFabric struct {
 	cluster    bool // in a multi-node cluster (a cluster UUID other than zero)
 }
 
-// problem is one thing wrong with the node.
+// problem is one thing wrong with the node: a part in state problem or degraded.
 type problem struct {
-	Part      string `json:"part"`  // "nvml", "fabric_manager", "gpu 3", "imex_channels", ...
-	State     string `json:"state"` // problem or degraded
-	Diagnosis string `json:"diagnosis"`
-	Remedy    string `json:"remedy,omitempty"`
+	Part string `json:"part"` // "nvml", "fabric_manager", "gpu 3", "imex_channels", ...
+	part
 }
 
 const zeroCluster = "00000000-0000-0000-0000-000000000000"
@@ -139,23 +146,16 @@ func readNode(sys system, imex *imexState, devs []deviceInfo, initErr error) *no
 	if sys.Linux() {
 		n.NVSwitch.DeviceFiles, n.NVSwitch.ProcEntries = nvswitchDevices(sys)
 		procs := processes(sys, fmComm, imexComm)
-		n.FabricManager.Processes = nonNil(procs[fmComm])
+		n.FabricManager.Processes = procs[fmComm]
 		n.FabricManager.Unit, n.FabricManager.Enabled = fmUnitFile(sys)
 		n.FabricManager.Listening = fmListening(sys)
-		n.IMEXDaemon.Processes = nonNil(procs[imexComm])
+		n.IMEXDaemon.Processes = procs[imexComm]
 		n.IMEXDaemon.NodesConfig = exists(sys, imexNodesConfig)
 	} else {
 		n.FabricManager.Processes, n.IMEXDaemon.Processes = []int{}, []int{}
 	}
 	n.diagnose(sys, imex, devs, initErr)
 	return n
-}
-
-func nonNil(v []int) []int {
-	if v == nil {
-		return []int{}
-	}
-	return v
 }
 
 func nvmlPartOf(nv nvml.Node, sim bool) nvmlPart {
@@ -168,33 +168,22 @@ func nvmlPartOf(nv nvml.Node, sim bool) nvmlPart {
 			cmd: "-e NVIDIA_DRIVER_CAPABILITIES=compute,utility"}.text(sim)
 		return p
 	}
-	p.Available = true
-	p.DriverVersion = nv.DriverVersion.Value
-	p.State = stateOK
-	p.Diagnosis = "NVML " + nvmlVersionText(nv) + " reports " + strconv.Itoa(len(nv.GPUs)) + " GPU(s)"
+	version := "(driver version unknown)"
+	if nv.DriverVersion.Known() {
+		version = "of driver " + nv.DriverVersion.Value
+	}
+	p.Available, p.DriverVersion, p.State = true, nv.DriverVersion.Value, stateOK
+	p.Diagnosis = "NVML " + version + " reports " + strconv.Itoa(len(nv.GPUs)) + " GPU(s)"
 	return p
 }
 
-func nvmlVersionText(nv nvml.Node) string {
-	if nv.DriverVersion.Known() {
-		return "of driver " + nv.DriverVersion.Value
-	}
-	return "(driver version unknown)"
-}
-
-// fabricStateName is a fabric state as the report writes it.
+// fabricStateName is a fabric state as the report writes it: "not-supported", "not-started",
+// "in-progress", "completed".
 func fabricStateName(s nvml.FabricState) string {
-	switch s {
-	case nvml.GPU_FABRIC_STATE_NOT_SUPPORTED:
-		return "not-supported"
-	case nvml.GPU_FABRIC_STATE_NOT_STARTED:
-		return "not-started"
-	case nvml.GPU_FABRIC_STATE_IN_PROGRESS:
-		return "in-progress"
-	case nvml.GPU_FABRIC_STATE_COMPLETED:
-		return "completed"
+	if s > nvml.GPU_FABRIC_STATE_COMPLETED {
+		return "state-" + strconv.Itoa(int(s))
 	}
-	return "state-" + strconv.Itoa(int(s))
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s.String(), "NVML_GPU_FABRIC_STATE_")), "_", "-")
 }
 
 // gpuFabricOf takes what NVML says of one GPU; the verdict comes later (diagnose).
@@ -245,6 +234,7 @@ func gpuFabricOf(g nvml.GPU, devs []deviceInfo) gpuFabric {
 // GPUs' registration says whether Fabric Manager did its work.
 func (n *nodeReport) diagnose(sys system, imex *imexState, devs []deviceInfo, initErr error) {
 	sim := sys.Simulated()
+	fx := func(do, cmd string) string { return fix{do: do, cmd: cmd}.text(sim) }
 	driver := "the driver's"
 	if n.NVML.DriverVersion != "" {
 		driver = n.NVML.DriverVersion
@@ -264,15 +254,9 @@ func (n *nodeReport) diagnose(sys system, imex *imexState, devs []deviceInfo, in
 	local := sw.DeviceFiles > 0 || sw.ProcEntries > 0
 	// Without NVML the fabric cannot be read: that is a problem where there is a fabric to
 	// read (NVSwitches here, multicast-capable devices, cuInit waiting for the fabric).
-	if !n.NVML.Available {
-		multicast := false
-		for _, d := range devs {
-			multicast = multicast || d.Multicast.Supported
-		}
-		if !local && !multicast && !notReady {
-			n.NVML.State = stateUnknown
-			n.NVML.Diagnosis += " (nothing here suggests an NVLink fabric)"
-		}
+	if !n.NVML.Available && !local && len(multicastDevices(devs)) == 0 && !notReady {
+		n.NVML.State = stateUnknown
+		n.NVML.Diagnosis += " (nothing here suggests an NVLink fabric)"
 	}
 	switch {
 	case !sys.Linux():
@@ -292,7 +276,14 @@ func (n *nodeReport) diagnose(sys system, imex *imexState, devs []deviceInfo, in
 	fm := &n.FabricManager
 	fm.Local = local
 	fm.Needed = local || sw.GPUsLinked > 0 || onFabric || notReady
-	fmFix := n.fabricManagerFix(driver, sim)
+	// The remedy for GPUs that no Fabric Manager registered.
+	fmFix := fx("start Fabric Manager and enable it at boot ({cmd}); its version must equal the driver's ("+driver+")", fmStart)
+	switch {
+	case !local && sw.GPUsLinked > 0 && fm.Unit == "":
+		fmFix = fx("the GPUs' NVSwitches are managed outside this system: on their host (or the NVSwitch trays), start nvidia-fabricmanager of the driver's version ("+driver+")", "")
+	case fm.Unit == "":
+		fmFix = fx("install nvidia-fabricmanager of the driver's version ("+driver+") and start it ({cmd})", fmStart)
+	}
 	unregistered := 0
 	for i := range n.GPUs {
 		g := &n.GPUs[i]
@@ -308,13 +299,11 @@ func (n *nodeReport) diagnose(sys system, imex *imexState, devs []deviceInfo, in
 		case g.FabricState == "in-progress":
 			unregistered++
 			g.part = part{State: stateProblem, Diagnosis: name + "'s fabric registration is in progress",
-				Remedy: fix{do: "wait: Fabric Manager registers the GPUs in the seconds after it starts; if this stays, read its log ({cmd})",
-					cmd: "journalctl -u nvidia-fabricmanager, /var/log/fabricmanager.log"}.text(sim)}
+				Remedy: fx("wait: Fabric Manager registers the GPUs in the seconds after it starts; if this stays, read its log ({cmd})", fmLog)}
 		case !g.registered:
 			unregistered++
 			g.part = part{State: stateProblem, Diagnosis: name + "'s fabric registration failed: " + g.Status,
-				Remedy: fix{do: "read Fabric Manager's log ({cmd}); its version must equal the driver's (" + driver + "); restart it, then reset the GPUs or reboot",
-					cmd: "journalctl -u nvidia-fabricmanager, /var/log/fabricmanager.log"}.text(sim)}
+				Remedy: fx("read Fabric Manager's log ({cmd}); its version must equal the driver's ("+driver+"); restart it, then reset the GPUs or reboot", fmLog)}
 		case g.Summary == "UNHEALTHY" || hasAny(g.Health, "ROUTE_UNHEALTHY", "INCORRECT_CONFIGURATION"):
 			g.part = part{State: stateProblem, Diagnosis: name + "'s fabric is unhealthy: " + g.healthText(), Remedy: degradedFix.text(sim)}
 		case len(g.Health) > 0 || g.Summary == "LIMITED_CAPACITY" || g.linksDown():
@@ -339,9 +328,7 @@ func (n *nodeReport) diagnose(sys system, imex *imexState, devs []deviceInfo, in
 			n.fmEvidence(), unregistered), Remedy: fmFix}
 	case unregistered > 0 && visible:
 		fm.part = part{State: stateProblem, Diagnosis: fmt.Sprintf("Fabric Manager runs (process %s) but %d GPU(s) are not registered",
-			joinInts(fm.Processes), unregistered),
-			Remedy: fix{do: "read its log ({cmd}); its version must equal the driver's (" + driver + ")",
-				cmd: "journalctl -u nvidia-fabricmanager, /var/log/fabricmanager.log"}.text(sim)}
+			joinInts(fm.Processes), unregistered), Remedy: fx("read its log ({cmd}); its version must equal the driver's ("+driver+")", fmLog)}
 	case unregistered > 0:
 		fm.part = part{State: stateProblem, Diagnosis: fmt.Sprintf("%d GPU(s) are not registered with the fabric, whose Fabric Manager "+
 			"runs outside this system", unregistered), Remedy: fmFix}
@@ -365,8 +352,7 @@ func (n *nodeReport) diagnose(sys system, imex *imexState, devs []deviceInfo, in
 	case cluster:
 		d.part = part{State: stateUnknown, Diagnosis: "the GPUs are in a multi-node NVLink cluster and no nvidia-imex process is visible from here: " +
 			"sharing fabric memory with other nodes needs it (in Kubernetes it runs in the DRA driver's ComputeDomain pods)",
-			Remedy: fix{do: "start the IMEX daemon with the domain's nodes in " + imexNodesConfig + " ({cmd}); in Kubernetes, create a ComputeDomain",
-				cmd: "sudo systemctl enable --now nvidia-imex"}.text(sim)}
+			Remedy: fx("start the IMEX daemon with the domain's nodes in "+imexNodesConfig+" ({cmd}); in Kubernetes, create a ComputeDomain", "sudo systemctl enable --now nvidia-imex")}
 	default:
 		d.part = part{State: stateNotNeeded, Diagnosis: "it shares fabric memory across nodes, and no GPU is in a multi-node cluster"}
 	}
@@ -374,26 +360,23 @@ func (n *nodeReport) diagnose(sys system, imex *imexState, devs []deviceInfo, in
 	// Gather the problems; an IMEX channel is one only where fabric memory is expected.
 	add := func(name string, p part) {
 		if p.State == stateProblem || p.State == stateDegraded {
-			n.Problems = append(n.Problems, problem{Part: name, State: p.State, Diagnosis: p.Diagnosis, Remedy: p.Remedy})
+			n.Problems = append(n.Problems, problem{name, p})
 		}
 	}
-	add("nvml", n.NVML.part)
-	add("fabric_manager", fm.part)
+	for _, p := range n.parts() {
+		add(p.Part, p.part)
+	}
 	for _, g := range n.GPUs {
 		add("gpu "+strconv.Itoa(g.Index), g.part)
 	}
 	if imex != nil && !imex.Ready && (cluster || len(d.Processes) > 0) {
-		add("imex_channels", part{State: stateProblem, Diagnosis: "the GPUs are set up for fabric memory (" + n.fabricIntent() +
+		intent := "they are in a multi-node NVLink cluster"
+		if len(d.Processes) > 0 {
+			intent = "the IMEX daemon runs"
+		}
+		add("imex_channels", part{State: stateProblem, Diagnosis: "the GPUs are set up for fabric memory (" + intent +
 			") but this process has no IMEX channel: " + imex.Diagnosis, Remedy: imex.Remedy})
 	}
-}
-
-// fabricIntent says why fabric memory is expected here.
-func (n *nodeReport) fabricIntent() string {
-	if len(n.IMEXDaemon.Processes) > 0 {
-		return "the IMEX daemon runs"
-	}
-	return "they are in a multi-node NVLink cluster"
 }
 
 // fmEvidence lists what else says Fabric Manager is not there.
@@ -414,19 +397,11 @@ func (n *nodeReport) fmEvidence() string {
 	return ", " + strings.Join(e, ", ")
 }
 
-// fabricManagerFix is the remedy for GPUs that no Fabric Manager registered.
-func (n *nodeReport) fabricManagerFix(driver string, sim bool) string {
-	fm := n.FabricManager
-	switch {
-	case !fm.Local && n.NVSwitch.GPUsLinked > 0 && fm.Unit == "":
-		return fix{do: "the GPUs' NVSwitches are managed outside this system: on their host (or the NVSwitch trays), start nvidia-fabricmanager of the driver's version (" + driver + ")"}.text(sim)
-	case fm.Unit == "":
-		return fix{do: "install nvidia-fabricmanager of the driver's version (" + driver + ") and start it ({cmd})",
-			cmd: "sudo systemctl enable --now nvidia-fabricmanager"}.text(sim)
-	}
-	return fix{do: "start Fabric Manager and enable it at boot ({cmd}); its version must equal the driver's (" + driver + ")",
-		cmd: "sudo systemctl enable --now nvidia-fabricmanager"}.text(sim)
-}
+// Fabric Manager's log, and how to start it, as remedies name them.
+const (
+	fmLog   = "journalctl -u nvidia-fabricmanager, /var/log/fabricmanager.log"
+	fmStart = "sudo systemctl enable --now nvidia-fabricmanager"
+)
 
 // degradedFix is the remedy for a fabric that registered but is not whole.
 var degradedFix = fix{do: "check the GPU's NVLinks and fabric health ({cmd}) and the kernel log for Xid errors; drain the node for service if it persists",
@@ -469,4 +444,148 @@ func hasAny(list []string, subs ...string) bool {
 		}
 	}
 	return false
+}
+
+// What the fabric picture looks for on a node, and where.
+const (
+	// fmComm is nv-fabricmanager's process name as /proc/PID/comm shows it (truncated to
+	// 15 characters by the kernel).
+	fmComm = "nv-fabricmanage"
+	// fmConfig is Fabric Manager's configuration; its FM_CMD_PORT_NUMBER (6666 when
+	// absent) is the TCP port its command interface listens on, FM_CMD_UNIX_SOCKET_PATH a
+	// Unix socket that replaces it when set.
+	fmConfig      = "/usr/share/nvidia/nvswitch/fabricmanager.cfg"
+	fmDefaultPort = 6666
+	fmUnit        = "nvidia-fabricmanager.service"
+	// imexComm is the IMEX daemon's process name.
+	imexComm = "nvidia-imex"
+	// imexNodesConfig lists the nodes of an IMEX domain.
+	imexNodesConfig = "/etc/nvidia-imex/nodes_config.cfg"
+	// nvswitchProcDir has one entry per NVSwitch the nvidia-nvswitch driver manages.
+	nvswitchProcDir = "/proc/driver/nvidia-nvswitch/devices"
+)
+
+// fmUnitDirs are where systemd looks for unit files, the administrator's first.
+var fmUnitDirs = []string{"/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system"}
+
+// processes returns the ids of the processes whose /proc/PID/comm is one of names, by
+// name (an empty list for a name none has). Only what this process can see is found: in a
+// container with its own process namespace, the host's daemons are not there.
+func processes(sys system, names ...string) map[string][]int {
+	found := map[string][]int{}
+	for _, n := range names {
+		found[n] = []int{}
+	}
+	ents, err := sys.ReadDir("/proc")
+	if err != nil {
+		return found
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		comm, err := sys.ReadFile("/proc/" + e + "/comm")
+		if err != nil || len(comm) > 64 {
+			continue
+		}
+		c := strings.TrimSpace(string(comm))
+		for _, n := range names {
+			if c == n {
+				found[n] = append(found[n], pid)
+			}
+		}
+	}
+	return found
+}
+
+// fmListening says where Fabric Manager's command interface listens, if it does: the Unix
+// socket its configuration names, or its TCP port in /proc/net/tcp (of this network
+// namespace).
+func fmListening(sys system) string {
+	port := fmDefaultPort
+	if cfg, err := sys.ReadFile(fmConfig); err == nil {
+		vals := keyValues(cfg, "=")
+		if p, err := strconv.Atoi(vals["FM_CMD_PORT_NUMBER"]); err == nil && p > 0 && p < 1<<16 {
+			port = p
+		}
+		if sock := vals["FM_CMD_UNIX_SOCKET_PATH"]; strings.HasPrefix(sock, "/") {
+			if fi, err := sys.Stat(sock); err == nil && fi.Mode&fs.ModeSocket != 0 {
+				return "unix socket " + sock
+			}
+			return ""
+		}
+	}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		if data, err := sys.ReadFile(f); err == nil && tcpListening(data, port) {
+			return "tcp port " + strconv.Itoa(port)
+		}
+	}
+	return ""
+}
+
+// keyValues parses KEY<sep>VALUE lines, skipping comments.
+func keyValues(data []byte, sep string) map[string]string {
+	vals := map[string]string{}
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), sep); ok && !strings.HasPrefix(k, "#") {
+			vals[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	return vals
+}
+
+// tcpListening reports whether a /proc/net/tcp table has a socket listening on port
+// ("sl local_address rem_address st ...": the local address is HEXIP:HEXPORT, LISTEN is
+// state 0A).
+func tcpListening(data []byte, port int) bool {
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		if len(f) < 4 || f[3] != "0A" {
+			continue
+		}
+		_, hexPort, ok := strings.Cut(f[1], ":")
+		if !ok {
+			continue
+		}
+		if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
+			return true
+		}
+	}
+	return false
+}
+
+// fmUnitFile returns the path of Fabric Manager's systemd unit file and whether it is
+// enabled (linked into multi-user.target.wants), "" when it is not installed.
+func fmUnitFile(sys system) (string, bool) {
+	for _, d := range fmUnitDirs {
+		p := d + "/" + fmUnit
+		if _, err := sys.Stat(p); err == nil {
+			_, err := sys.Stat("/etc/systemd/system/multi-user.target.wants/" + fmUnit)
+			return p, err == nil
+		}
+	}
+	return "", false
+}
+
+// nvswitchDevices counts the NVSwitch device files in /dev (nvidia-nvswitch0, ...; not
+// the control file nvidia-nvswitchctl) and the switches in /proc/driver/nvidia-nvswitch.
+func nvswitchDevices(sys system) (files, proc int) {
+	if names, err := sys.ReadDir("/dev"); err == nil {
+		for _, n := range names {
+			if num, ok := strings.CutPrefix(n, "nvidia-nvswitch"); ok && isDecimal(num) {
+				files++
+			}
+		}
+	}
+	if names, err := sys.ReadDir(nvswitchProcDir); err == nil {
+		proc = len(names)
+	}
+	return files, proc
+}
+
+// exists reports whether sys has something at name.
+func exists(sys system, name string) bool {
+	_, err := sys.Stat(name)
+	return err == nil
 }

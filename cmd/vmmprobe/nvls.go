@@ -30,18 +30,13 @@ const (
 
 // decideNVLS applies the NVLS rules to a document (after the checks, when they ran).
 func decideNVLS(doc *document) *nvlsVerdict {
-	v := &nvlsVerdict{Verdict: verdictYes, Devices: []int{}, Reasons: []string{}}
+	v := &nvlsVerdict{Verdict: verdictYes, Devices: multicastDevices(doc.Devices), Reasons: []string{}}
 	no := func(r string) { v.Verdict = verdictNo; v.Reasons = append(v.Reasons, r) }
 	unknown := func(r string) {
 		if v.Verdict == verdictYes {
 			v.Verdict = verdictUnknown
 		}
 		v.Reasons = append(v.Reasons, r)
-	}
-	for _, d := range doc.Devices {
-		if d.Multicast.Supported {
-			v.Devices = append(v.Devices, d.Index)
-		}
 	}
 	switch {
 	case doc.Backend.InitError != "":
@@ -96,19 +91,12 @@ func (v *nvlsVerdict) fabric(doc *document, no, unknown func(string)) {
 }
 
 func (v *nvlsVerdict) detail() string {
-	var what string
-	switch v.Verdict {
-	case verdictYes:
-		what = "NVLS would work"
-	case verdictNo:
-		what = "NVLS would not work"
-	default:
-		what = "whether NVLS would work cannot be told"
-	}
+	what := map[string]string{verdictYes: "NVLS would work", verdictNo: "NVLS would not work", verdictUnknown: "whether NVLS would work cannot be told"}[v.Verdict]
+	how := " (inferred, not exercised: creating a multicast object needs --unsafe-multicast): "
 	if v.Exercised {
-		return what + ", as the multicast check (--unsafe-multicast) showed: " + strings.Join(v.Reasons, "; ")
+		how = ", as the multicast check (--unsafe-multicast) showed: "
 	}
-	return what + " (inferred, not exercised: creating a multicast object needs --unsafe-multicast): " + strings.Join(v.Reasons, "; ")
+	return what + how + strings.Join(v.Reasons, "; ")
 }
 
 // gpu is the fabric record NVML gives for CUDA device dev, nil when none matches.

@@ -24,35 +24,33 @@ import (
 //   - a directory is refused.
 //
 // Errors name the path as the user gave it.
-func writeOutput(path string, data []byte) error {
-	fail := func(err error) error {
-		if err == nil {
-			return nil
+func writeOutput(path string, data []byte) (err error) {
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("output file %s: %w", path, err)
 		}
-		return fmt.Errorf("output file %s: %w", path, err)
-	}
+	}()
 	target, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A path that does not exist, or a link to one: create what the link names.
 		if target, err = danglingTarget(path); err != nil {
-			return fail(err)
+			return err
 		}
-		return fail(replace(target, data))
+		return replace(target, data)
 	}
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	fi, err := os.Stat(target)
-	if err != nil {
-		return fail(err)
-	}
 	switch {
+	case err != nil:
+		return err
 	case fi.Mode().IsRegular():
-		return fail(replace(target, data))
+		return replace(target, data)
 	case fi.IsDir():
-		return fail(errors.New("is a directory"))
+		return errors.New("is a directory")
 	}
-	return fail(writeInPlace(target, data))
+	return writeInPlace(target, data)
 }
 
 // danglingTarget returns the path a file at path is created at: path itself, or, for a
@@ -111,4 +109,19 @@ func replace(path string, data []byte) (err error) {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// writeInPlace writes data to an existing file that is not a regular one: opened for
+// writing only, never created or truncated, and without blocking on a pipe that has no
+// reader (that is an error, ENXIO, rather than a hang).
+func writeInPlace(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|oNonblock, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -9,6 +10,26 @@ import (
 
 // labelPrefix is the namespace of every label.
 const labelPrefix = "cuvmm.io/"
+
+// deviceFeatures are the device attributes the labels say every device has, by label name
+// (metric: also a feature of the metric cuvmm_device_feature, named with underscores).
+var deviceFeatures = []struct {
+	label  string
+	metric bool
+	has    func(deviceInfo) bool
+}{
+	{"vmm", true, func(d deviceInfo) bool { return d.VMM }},
+	{"handle.posix-fd", true, func(d deviceInfo) bool { return d.HandleTypes.PosixFD }},
+	{"handle.win32", false, func(d deviceInfo) bool { return d.HandleTypes.Win32 }},
+	{"handle.win32-kmt", false, func(d deviceInfo) bool { return d.HandleTypes.Win32KMT }},
+	{"handle.fabric", true, func(d deviceInfo) bool { return d.HandleTypes.Fabric }},
+	{"multicast", true, func(d deviceInfo) bool { return d.Multicast.Supported }},
+	{"compression.generic", true, func(d deviceInfo) bool { return d.GenericCompression }},
+	{"gpudirect-rdma-vmm", true, func(d deviceInfo) bool { return d.GPUDirectRDMAWithVMM }},
+	{"dma-buf", true, func(d deviceInfo) bool { return d.DmaBuf }},
+	{"host-vmm", true, func(d deviceInfo) bool { return d.HostVMM }},
+	{"host-numa-vmm", true, func(d deviceInfo) bool { return d.HostNUMAVMM }},
+}
 
 // renderLabels renders the document as node labels in the format of node-feature-discovery's
 // feature files (features.d): first, when ttl is set, the "# +expiry-time=" directive
@@ -29,14 +50,6 @@ func renderLabels(doc *document, ttl time.Duration, now time.Time, gfdClique boo
 			l[k] = strconv.FormatUint(v, 10)
 		}
 	}
-	every := func(f func(deviceInfo) bool) bool {
-		for _, d := range doc.Devices {
-			if !f(d) {
-				return false
-			}
-		}
-		return len(doc.Devices) > 0
-	}
 	largest := func(f func(deviceInfo) uint64) uint64 {
 		var m uint64
 		for _, d := range doc.Devices {
@@ -56,22 +69,13 @@ func renderLabels(doc *document, ttl time.Duration, now time.Time, gfdClique boo
 	setBool("cuda-ready", doc.Backend.InitError == "" && len(doc.Devices) > 0)
 	if len(doc.Devices) > 0 {
 		setUint("device-count", uint64(len(doc.Devices)))
-		setBool("vmm", every(func(d deviceInfo) bool { return d.VMM }))
-		setBool("handle.posix-fd", every(func(d deviceInfo) bool { return d.HandleTypes.PosixFD }))
-		setBool("handle.win32", every(func(d deviceInfo) bool { return d.HandleTypes.Win32 }))
-		setBool("handle.win32-kmt", every(func(d deviceInfo) bool { return d.HandleTypes.Win32KMT }))
-		setBool("handle.fabric", every(func(d deviceInfo) bool { return d.HandleTypes.Fabric }))
-		mc := every(func(d deviceInfo) bool { return d.Multicast.Supported })
-		setBool("multicast", mc)
-		if mc {
+		for _, f := range deviceFeatures {
+			setBool(f.label, !slices.ContainsFunc(doc.Devices, func(d deviceInfo) bool { return !f.has(d) }))
+		}
+		if l["multicast"] == "true" {
 			setUint("multicast.granularity-min-bytes", largest(func(d deviceInfo) uint64 { return d.Multicast.GranularityMin }))
 			setUint("multicast.granularity-recommended-bytes", largest(func(d deviceInfo) uint64 { return d.Multicast.GranularityRecommended }))
 		}
-		setBool("compression.generic", every(func(d deviceInfo) bool { return d.GenericCompression }))
-		setBool("gpudirect-rdma-vmm", every(func(d deviceInfo) bool { return d.GPUDirectRDMAWithVMM }))
-		setBool("dma-buf", every(func(d deviceInfo) bool { return d.DmaBuf }))
-		setBool("host-vmm", every(func(d deviceInfo) bool { return d.HostVMM }))
-		setBool("host-numa-vmm", every(func(d deviceInfo) bool { return d.HostNUMAVMM }))
 		setUint("granularity.min-bytes", largest(func(d deviceInfo) uint64 { return d.Granularity.Min }))
 		setUint("granularity.recommended-bytes", largest(func(d deviceInfo) uint64 { return d.Granularity.Recommended }))
 	}
@@ -79,11 +83,7 @@ func renderLabels(doc *document, ttl time.Duration, now time.Time, gfdClique boo
 		setBool("imex.channel", doc.IMEX.Ready)
 	}
 	if len(doc.Devices) > 1 {
-		all := true
-		for _, p := range doc.Peers {
-			all = all && p.Access
-		}
-		setBool("peer-access.all", all)
+		setBool("peer-access.all", !slices.ContainsFunc(doc.Peers, func(p peerInfo) bool { return !p.Access }))
 	}
 	if doc.Symbols != nil {
 		setBool("symbols.vmm-complete", doc.Symbols.VMM.complete())
@@ -95,17 +95,12 @@ func renderLabels(doc *document, ttl time.Duration, now time.Time, gfdClique boo
 		checkLabels(doc, setBool)
 	}
 
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var b strings.Builder
 	if ttl > 0 {
 		b.WriteString("# +expiry-time=" + now.Add(ttl).UTC().Format(time.RFC3339) + "\n")
 	}
 	b.WriteString("# vmmprobe " + doc.Vmmprobe.Version + " " + doc.Command + ", " + doc.GeneratedAt + "\n")
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(l)) {
 		b.WriteString(labelPrefix + k + "=" + l[k] + "\n")
 	}
 	if v, ok := l["gpu.clique"]; ok && gfdClique {
@@ -143,11 +138,7 @@ func nodeLabels(doc *document, setBool func(string, bool), l map[string]string) 
 			l["fabric.health"] = health
 		}
 	}
-	healthy := true
-	for _, p := range n.Problems {
-		healthy = healthy && p.State != stateProblem
-	}
-	setBool("node.healthy", healthy)
+	setBool("node.healthy", !slices.ContainsFunc(n.Problems, func(p problem) bool { return p.State == stateProblem }))
 	if n.Clique.Value != "" {
 		l["gpu.clique"] = n.Clique.Value
 	}

@@ -16,37 +16,27 @@ import (
 func renderPrometheus(doc *document) []byte {
 	p := &promWriter{}
 	bi := doc.Backend
-	p.family("cuvmm_probe_info", "vmmprobe's version and what answered; always 1.")
-	p.sample("cuvmm_probe_info", 1, "version", doc.Vmmprobe.Version, "command", doc.Command, "backend", bi.Name,
-		"simulated", strconv.FormatBool(bi.Simulated), "preset", bi.Preset, "cuda_version", bi.CUDAVersion)
-	if t, ok := parseTime(doc.GeneratedAt); ok {
-		p.family("cuvmm_probe_timestamp_seconds", "When vmmprobe wrote this, in seconds since the epoch.")
-		p.sample("cuvmm_probe_timestamp_seconds", float64(t))
+	p.gauge("cuvmm_probe_info", "vmmprobe's version and what answered; always 1.", 1, "version", doc.Vmmprobe.Version, "command", doc.Command,
+		"backend", bi.Name, "simulated", strconv.FormatBool(bi.Simulated), "preset", bi.Preset, "cuda_version", bi.CUDAVersion)
+	if t, err := time.Parse(time.RFC3339, doc.GeneratedAt); err == nil {
+		p.gauge("cuvmm_probe_timestamp_seconds", "When vmmprobe wrote this, in seconds since the epoch.", float64(t.Unix()))
 	}
-	p.family("cuvmm_cuda_ready", "1 when the CUDA driver initialized and has devices.")
-	p.sample("cuvmm_cuda_ready", b2f(bi.InitError == "" && len(doc.Devices) > 0))
-	p.family("cuvmm_devices", "Number of CUDA devices.")
-	p.sample("cuvmm_devices", float64(len(doc.Devices)))
+	p.gauge("cuvmm_cuda_ready", "1 when the CUDA driver initialized and has devices.", b2f(bi.InitError == "" && len(doc.Devices) > 0))
+	p.gauge("cuvmm_devices", "Number of CUDA devices.", float64(len(doc.Devices)))
 
 	if len(doc.Devices) > 0 {
 		p.family("cuvmm_device_feature", "1 when the device's attribute says it supports the feature (what the driver claims; see cuvmm_check_ok for what worked).")
 		for _, d := range doc.Devices {
-			dev := strconv.Itoa(d.Index)
-			for _, f := range []struct {
-				name string
-				v    bool
-			}{
-				{"vmm", d.VMM}, {"handle_posix_fd", d.HandleTypes.PosixFD}, {"handle_fabric", d.HandleTypes.Fabric},
-				{"multicast", d.Multicast.Supported}, {"compression_generic", d.GenericCompression},
-				{"gpudirect_rdma_vmm", d.GPUDirectRDMAWithVMM}, {"dma_buf", d.DmaBuf}, {"host_vmm", d.HostVMM}, {"host_numa_vmm", d.HostNUMAVMM},
-			} {
-				p.sample("cuvmm_device_feature", b2f(f.v), "device", dev, "uuid", d.UUID, "feature", f.name)
+			for _, f := range deviceFeatures {
+				if f.metric {
+					name := strings.NewReplacer(".", "_", "-", "_").Replace(f.label)
+					p.sample("cuvmm_device_feature", b2f(f.has(d)), "device", strconv.Itoa(d.Index), "uuid", d.UUID, "feature", name)
+				}
 			}
 		}
 	}
 	if doc.IMEX != nil {
-		p.family("cuvmm_imex_channel_ready", "1 when this process has a usable IMEX channel.")
-		p.sample("cuvmm_imex_channel_ready", b2f(doc.IMEX.Ready))
+		p.gauge("cuvmm_imex_channel_ready", "1 when this process has a usable IMEX channel.", b2f(doc.IMEX.Ready))
 	}
 	promNode(p, doc)
 	promRDMA(p, doc)
@@ -81,17 +71,12 @@ func promNode(p *promWriter, doc *document) {
 	if n == nil {
 		return
 	}
-	p.family("cuvmm_nvml_available", "1 when NVML could be loaded and initialized.")
-	p.sample("cuvmm_nvml_available", b2f(n.NVML.Available))
+	p.gauge("cuvmm_nvml_available", "1 when NVML could be loaded and initialized.", b2f(n.NVML.Available))
 	p.family("cuvmm_node_part_ok", "1 when the part of the node's NVLink fabric picture is ok or not needed; the state label says which.")
-	for _, pt := range []struct {
-		name string
-		part part
-	}{{"nvml", n.NVML.part}, {"nvswitch", n.NVSwitch.part}, {"fabric_manager", n.FabricManager.part}, {"imex_daemon", n.IMEXDaemon.part}} {
-		p.sample("cuvmm_node_part_ok", b2f(pt.part.State == stateOK || pt.part.State == stateNotNeeded), "part", pt.name, "state", pt.part.State)
+	for _, pt := range n.parts() {
+		p.sample("cuvmm_node_part_ok", b2f(pt.fine()), "part", pt.Part, "state", pt.State)
 	}
-	p.family("cuvmm_node_problems", "Number of problems (and degraded parts) in the node's fabric picture.")
-	p.sample("cuvmm_node_problems", float64(len(n.Problems)))
+	p.gauge("cuvmm_node_problems", "Number of problems (and degraded parts) in the node's fabric picture.", float64(len(n.Problems)))
 	if len(n.GPUs) > 0 {
 		p.family("cuvmm_gpu_fabric_registered", "1 when NVML says the GPU completed its fabric registration without error; the state label is NVML's fabric state.")
 		for _, g := range n.GPUs {
@@ -105,8 +90,8 @@ func promNode(p *promWriter, doc *document) {
 		}
 	}
 	if c := n.Clique; c.Value != "" {
-		p.family("cuvmm_node_clique_info", "1 with the node's NVLink clique (cluster UUID.clique id) by GPU feature discovery's rule; unique is false for a clique id unrelated racks share.")
-		p.sample("cuvmm_node_clique_info", 1, "clique", c.Value, "unique", strconv.FormatBool(c.Unique))
+		p.gauge("cuvmm_node_clique_info", "1 with the node's NVLink clique (cluster UUID.clique id) by GPU feature discovery's rule; unique is false for a clique id unrelated racks share.",
+			1, "clique", c.Value, "unique", strconv.FormatBool(c.Unique))
 	}
 	if v := doc.NVLS; v != nil {
 		p.family("cuvmm_nvls_verdict", "1 for the NVLS verdict that holds (yes, no or unknown); exercised says whether --unsafe-multicast proved it.")
@@ -119,8 +104,16 @@ func promNode(p *promWriter, doc *document) {
 // promWriter writes metric families in the text format.
 type promWriter struct{ b strings.Builder }
 
+// family starts a family: its HELP, escaped (backslash and line feed), and its TYPE.
 func (p *promWriter) family(name, help string) {
-	fmt.Fprintf(&p.b, "# HELP %s %s\n# TYPE %s gauge\n", name, escapeHelp(help), name)
+	help = strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(help)
+	fmt.Fprintf(&p.b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name)
+}
+
+// gauge writes a family of one sample.
+func (p *promWriter) gauge(name, help string, v float64, labels ...string) {
+	p.family(name, help)
+	p.sample(name, v, labels...)
 }
 
 // sample writes one sample; labels are name, value pairs (empty values are left out).
@@ -146,23 +139,9 @@ func escapeLabel(s string) string {
 	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(strings.ToValidUTF8(s, "\uFFFD"))
 }
 
-// escapeHelp escapes HELP text: backslash and line feed.
-func escapeHelp(s string) string {
-	return strings.NewReplacer(`\`, `\\`, "\n", `\n`).Replace(s)
-}
-
 func b2f(v bool) float64 {
 	if v {
 		return 1
 	}
 	return 0
-}
-
-// parseTime reads the document's RFC 3339 time as Unix seconds.
-func parseTime(s string) (int64, bool) {
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return 0, false
-	}
-	return t.Unix(), true
 }

@@ -86,26 +86,23 @@ func renderTable(doc *document) []byte {
 
 	if x := doc.IMEX; x != nil {
 		w("\nimex channels\n")
-		{
-			if x.Major > 0 {
-				kv(2, "/proc/devices", "%s, major %d", imexProcName, x.Major)
-			} else {
-				kv(2, "/proc/devices", "%s not listed", imexProcName)
+		if x.Major > 0 {
+			kv(2, "/proc/devices", "%s, major %d", imexProcName, x.Major)
+		} else {
+			kv(2, "/proc/devices", "%s not listed", imexProcName)
+		}
+		kv(2, "NVreg_ImexChannelCount", "%s", optInt(x.ChannelCount))
+		kv(2, "NVreg_CreateImexChannel0", "%s", optBool(x.CreateChannel0))
+		if x.DirPresent {
+			kv(2, imexChannelDir, "%d channel file(s)", x.ChannelFiles)
+		} else {
+			kv(2, imexChannelDir, "missing")
+		}
+		for _, c := range x.Channels {
+			if c.Accessible {
+				c.Problem = "accessible"
 			}
-			kv(2, "NVreg_ImexChannelCount", "%s", optInt(x.ChannelCount))
-			kv(2, "NVreg_CreateImexChannel0", "%s", optBool(x.CreateChannel0))
-			if x.DirPresent {
-				kv(2, imexChannelDir, "%d channel file(s)", x.ChannelFiles)
-			} else {
-				kv(2, imexChannelDir, "missing")
-			}
-			for _, c := range x.Channels {
-				if c.Accessible {
-					kv(4, c.Name, "%s, accessible", c.Mode)
-				} else {
-					kv(4, c.Name, "%s, %s", c.Mode, c.Problem)
-				}
-			}
+			kv(4, c.Name, "%s, %s", c.Mode, c.Problem)
 		}
 		if x.Ready {
 			kv(2, "state", "ready: %s", x.Diagnosis)
@@ -131,12 +128,11 @@ func renderTable(doc *document) []byte {
 		for i := range doc.Devices {
 			w("  %4d", i)
 			for j := range doc.Devices {
-				switch {
-				case i == j:
-					w(" %4s", "-")
-				default:
-					w(" %4s", yn(access[[2]int{i, j}]))
+				v := "-"
+				if i != j {
+					v = yn(access[[2]int{i, j}])
 				}
+				w(" %4s", v)
 			}
 			w("\n")
 		}
@@ -239,22 +235,20 @@ func kvLine(b *strings.Builder, indent int, key, value string) {
 	fmt.Fprintf(b, "%s%-*s %s\n", strings.Repeat(" ", indent), 26-indent, key, value)
 }
 
-// partLine is a part of the fabric picture: its state and diagnosis, and its remedy
-// below when it has one that the line before did not already give (eight GPUs that no
-// Fabric Manager registered have one remedy).
-func partLine(b *strings.Builder, name string, p part, lastRemedy *string) {
-	kvLine(b, 2, name, stateWord(p.State)+": "+oneLine(p.Diagnosis))
-	if p.Remedy != "" && p.State != stateOK && p.State != stateNotNeeded {
-		if p.Remedy == *lastRemedy {
-			kvLine(b, 4, "remedy", "the same")
-			return
-		}
-		kvLine(b, 4, "remedy", oneLine(p.Remedy))
+// partLine is a part of the node: its state and diagnosis, and its remedy below when it
+// has one that the line before did not already give (eight GPUs that no Fabric Manager
+// registered have one remedy).
+func partLine(b *strings.Builder, indent int, name string, p part, lastRemedy *string) {
+	kvLine(b, indent, name, strings.ReplaceAll(p.State, "-", " ")+": "+oneLine(p.Diagnosis))
+	switch {
+	case p.Remedy == "" || p.fine():
+	case p.Remedy == *lastRemedy:
+		kvLine(b, indent+2, "remedy", "the same")
+	default:
+		kvLine(b, indent+2, "remedy", oneLine(p.Remedy))
 		*lastRemedy = p.Remedy
 	}
 }
-
-func stateWord(s string) string { return strings.ReplaceAll(s, "-", " ") }
 
 // tableNode writes the fabric picture and the NVLS verdict.
 func tableNode(b *strings.Builder, doc *document) {
@@ -263,18 +257,16 @@ func tableNode(b *strings.Builder, doc *document) {
 		return
 	}
 	b.WriteString("\nnvlink fabric\n")
-	nv := n.NVML
 	var last string
-	partLine(b, "nvml", nv.part, &last)
-	if nv.Library != "" && nv.Available {
-		kvLine(b, 4, "library", nv.Library)
+	for _, p := range n.parts() {
+		partLine(b, 2, strings.ReplaceAll(p.Part, "_", " "), p.part, &last)
+		if p.Part == "nvml" && n.NVML.Library != "" && n.NVML.Available {
+			kvLine(b, 4, "library", n.NVML.Library)
+		}
 	}
-	partLine(b, "nvswitch", n.NVSwitch.part, &last)
-	partLine(b, "fabric manager", n.FabricManager.part, &last)
-	partLine(b, "imex daemon", n.IMEXDaemon.part, &last)
 	for _, p := range n.Problems {
 		if p.Part == "imex_channels" {
-			partLine(b, "imex channels", part{State: p.State, Diagnosis: p.Diagnosis, Remedy: p.Remedy}, &last)
+			partLine(b, 2, "imex channels", p.part, &last)
 		}
 	}
 	for _, g := range n.GPUs {
@@ -282,7 +274,7 @@ func tableNode(b *strings.Builder, doc *document) {
 		if g.CUDADevice != nil && *g.CUDADevice != g.Index {
 			name += fmt.Sprintf(" (device %d)", *g.CUDADevice)
 		}
-		partLine(b, name, g.part, &last)
+		partLine(b, 2, name, g.part, &last)
 		var facts []string
 		if g.FabricState != "" {
 			facts = append(facts, "state "+g.FabricState)
@@ -323,7 +315,7 @@ func tableNodeProblems(b *strings.Builder, doc *document) {
 		}
 		var last string
 		for _, p := range n.Problems {
-			partLine(b, strings.ReplaceAll(p.Part, "_", " "), part{State: p.State, Diagnosis: p.Diagnosis, Remedy: p.Remedy}, &last)
+			partLine(b, 2, strings.ReplaceAll(p.Part, "_", " "), p.part, &last)
 		}
 	}
 	if v := doc.NVLS; v != nil {

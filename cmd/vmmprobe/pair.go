@@ -49,25 +49,22 @@ const (
 	causeFailed      = "failed"
 )
 
+// causeRemedies are the remedies of the causes that have one, which the peer's messages
+// name without it; every cause is a key.
+var causeRemedies = map[string]string{
+	causeUnreachable: "", causeTimeout: "", causeSecret: "", causeProtocol: "", causeMismatch: "", causeFailed: "",
+	causeNoChannel: "give the process an IMEX channel: in Kubernetes a ComputeDomain claim of the NVIDIA DRA driver (or NVIDIA_IMEX_CHANNELS=0 with the channel on the host); on a host, mknod /dev/nvidia-caps-imex-channels/channel0 (vmmprobe check's remedy has the command)",
+	causeNoDaemon:  "run nvidia-imex on both nodes (systemctl enable --now nvidia-imex) with both listed in /etc/nvidia-imex/nodes_config.cfg, or use the DRA driver's ComputeDomain, which runs it",
+	causeDomain:    "put both nodes in one IMEX domain: the same nodes_config.cfg on each, or one ComputeDomain; nodes of different NVLink cliques cannot share memory",
+}
+
 func knownCause(c string) bool {
-	switch c {
-	case causeUnreachable, causeTimeout, causeSecret, causeProtocol, causeNoChannel, causeNoDaemon, causeDomain, causeMismatch, causeFailed:
-		return true
-	}
-	return false
+	_, ok := causeRemedies[c]
+	return ok
 }
 
 // The steps, in order; each is timed.
 var pairSteps = []string{"listen", "connect", "auth", "create", "export", "import", "map", "check", "write", "confirm"}
-
-func knownStep(s string) bool {
-	for _, k := range pairSteps {
-		if k == s {
-			return true
-		}
-	}
-	return false
-}
 
 type pairOptions struct {
 	listen, connect string
@@ -86,7 +83,7 @@ func (p *pairOptions) register(fs *flag.FlagSet) {
 }
 
 // check validates the pair flags against the command.
-func (p *pairOptions) check(command string, set map[string]bool) error {
+func (p *pairOptions) check(command string) error {
 	if command != cmdPair {
 		return nil
 	}
@@ -153,15 +150,10 @@ type pairReport struct {
 	SizeBytes uint64      `json:"size_bytes,omitempty"`
 	// SameHost says whether the peer runs on this host (by boot id); absent before the
 	// peer proved the secret.
-	SameHost *bool      `json:"same_host,omitempty"`
-	Steps    []pairStep `json:"steps"`
-	Local    pairNode   `json:"local"`
-	Remote   *pairNode  `json:"remote,omitempty"`
-}
-
-type pairStep struct {
-	Step         string `json:"step"`
-	Microseconds int64  `json:"us"`
+	SameHost *bool     `json:"same_host,omitempty"`
+	Steps    steps     `json:"steps"`
+	Local    pairNode  `json:"local"`
+	Remote   *pairNode `json:"remote,omitempty"`
 }
 
 // pairRun is one run of either side.
@@ -174,14 +166,6 @@ type pairRun struct {
 	sess     *pairSession
 	conn     net.Conn
 	conns    chan net.Conn // the connection, for runPair to close when the deadline passes
-}
-
-// step runs f as the named step and records how long it took.
-func (r *pairRun) step(name string, f func() error) error {
-	t0 := time.Now()
-	err := f()
-	r.rep.Steps = append(r.rep.Steps, pairStep{Step: name, Microseconds: time.Since(t0).Microseconds()})
-	return err
 }
 
 // fail sets the verdict; an I/O that ran into the deadline is a timeout whatever the step
@@ -216,8 +200,8 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 		warn(err.Error())
 		return exitUsage
 	}
-	base := pairReport{Command: cmdPair, Vmmprobe: programInfo{Version: d.build.Version, Revision: d.build.Revision},
-		Backend: sel.info.Name, Device: opts.pair.device, Steps: []pairStep{}, Role: roleImporter, Address: opts.pair.connect}
+	base := pairReport{Command: cmdPair, Vmmprobe: d.program(),
+		Backend: sel.info.Name, Device: opts.pair.device, Steps: steps{}, Role: roleImporter, Address: opts.pair.connect}
 	if opts.pair.listen != "" {
 		base.Role, base.Address = roleExporter, opts.pair.listen
 	}
@@ -228,11 +212,7 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		sys := d.host()
-		if sel.info.Simulated {
-			sys = simSystem(sel.cfg)
-		}
-		r.rep.Local = localPairNode(sel, sys, d)
+		r.rep.Local = localPairNode(sel, d.system(sel), d)
 		if r.rep.Role == roleExporter {
 			r.export(opts.pair.listen, opts.pair.device, warn)
 		} else {
@@ -258,11 +238,9 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 		rep.Remedy = "raise --timeout, or see what hangs on this node (vmmprobe check)"
 		code = exitCheckFailed
 	}
-	if err := writeReport(opts, stdout, rep, func() string { return renderPair(rep) }); err != nil {
-		warn(err.Error())
-		return exitFailure
-	}
 	switch {
+	case writeReport(opts, stdout, rep, renderPair(rep), warn) != nil:
+		return exitFailure
 	case code != 0:
 		return code
 	case !rep.OK:
@@ -295,7 +273,7 @@ func localPairNode(sel *opened, sys system, d deps) pairNode {
 // export is the listening side.
 func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	var ln net.Listener
-	if err := r.step("listen", func() (err error) {
+	if err := r.rep.Steps.run("listen", func() (err error) {
 		ln, err = net.Listen("tcp", addr)
 		return err
 	}); err != nil {
@@ -311,7 +289,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	var last error
 	for r.sess == nil {
 		var c net.Conn
-		err := r.step("connect", func() (err error) {
+		err := r.rep.Steps.run("connect", func() (err error) {
 			c, err = ln.Accept()
 			return err
 		})
@@ -329,43 +307,23 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 			r.conn = nil
 		}
 	}
-	// The memory: created, mapped, filled, exported.
+	// The memory: created, mapped, filled (and read back), exported.
 	p := vmm.DeviceProps(dev)
 	p.HandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
-	var mem *vmm.Allocation
-	var va *vmm.Reservation
+	var t *trial
 	var fh ipc.FabricHandle
 	seed := byte(time.Now().UnixNano()) | 1 // never 0, which the offer's JSON would leave out
-	err := r.step("create", func() error {
+	err := r.rep.Steps.run("create", func() error {
 		g, err := r.m.Granularity(p, false)
-		if err != nil {
-			return err
+		if err == nil {
+			t, _, err = openTrial(r.m, p, g, []int{dev}, 0, seed, nil)
 		}
-		if mem, err = r.m.Create(g, p); err != nil {
-			return err
-		}
-		if va, err = r.m.Reserve(g); err != nil {
-			return err
-		}
-		mp, err := va.Map(0, mem)
-		if err != nil {
-			return err
-		}
-		if err := mp.SetAccess(vmm.ReadWrite(dev)...); err != nil {
-			return err
-		}
-		_, err = va.From(dev).WriteAt(pattern.Bytes(seed, int(g)), 0)
 		return err
 	})
-	if va != nil {
-		defer va.Close()
-	}
-	if mem != nil {
-		defer mem.Close()
-	}
 	if err == nil {
-		err = r.step("export", func() (err error) {
-			fh, err = ipc.ExportFabric(mem)
+		defer t.close()
+		err = r.rep.Steps.run("export", func() (err error) {
+			fh, err = ipc.ExportFabric(t.mem)
 			return err
 		})
 	}
@@ -379,7 +337,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	r.rep.SizeBytes = fh.Size
 	offer.Handle = fh.String()
 	var res *pairMsg
-	if err := r.step("confirm", func() (err error) {
+	if err := r.rep.Steps.run("confirm", func() (err error) {
 		if err = r.sess.send(offer); err == nil {
 			res, err = r.sess.recv()
 		}
@@ -395,12 +353,12 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 		}
 	}
 	if res.Cause != "" {
-		r.fail(res.Cause, res.Detail, remedyFor(res.Cause), nil)
+		r.fail(res.Cause, res.Detail, causeRemedies[res.Cause], nil)
 		return
 	}
 	got := make([]byte, pairWrite)
 	verdict := &pairMsg{Node: r.rep.Local}
-	if err := r.m.ReadAt(dev, got, va.Base()); err != nil {
+	if err := r.m.ReadAt(dev, got, t.mp.Addr()); err != nil {
 		r.fail(causeFailed, "the exporter (this process) could not read the importer's write back", "", err)
 	} else if err := compare(got, pattern.Bytes(seed+1, pairWrite)); err != nil {
 		r.fail(causeMismatch, "the importer's write does not read back in the exporter (this process)", "", err)
@@ -415,7 +373,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 func (r *pairRun) createFailed(err error, dev int) {
 	switch {
 	case !r.rep.Local.Channel:
-		r.fail(causeNoChannel, fmt.Sprintf("the exporter (this process) cannot create fabric memory on device %d: it has no IMEX channel", dev), remedyFor(causeNoChannel), err)
+		r.fail(causeNoChannel, fmt.Sprintf("the exporter (this process) cannot create fabric memory on device %d: it has no IMEX channel", dev), causeRemedies[causeNoChannel], err)
 	default:
 		r.fail(causeFailed, fmt.Sprintf("the exporter (this process) cannot create and export fabric memory on device %d", dev), "", err)
 	}
@@ -423,7 +381,7 @@ func (r *pairRun) createFailed(err error, dev int) {
 
 // importFrom is the connecting side.
 func (r *pairRun) importFrom(addr string, dev int) {
-	if err := r.step("connect", func() error { return r.dial(addr) }); err != nil {
+	if err := r.rep.Steps.run("connect", func() error { return r.dial(addr) }); err != nil {
 		r.fail(causeUnreachable, "cannot connect to the exporter at "+addr,
 			"start vmmprobe pair --listen there first; check the address, the port and any network policy between the two", err)
 		var ae *net.AddrError
@@ -437,7 +395,7 @@ func (r *pairRun) importFrom(addr string, dev int) {
 		return
 	}
 	var offer *pairMsg
-	if err := r.step("export", func() (err error) {
+	if err := r.rep.Steps.run("export", func() (err error) {
 		offer, err = r.sess.recv()
 		return err
 	}); err != nil {
@@ -446,7 +404,7 @@ func (r *pairRun) importFrom(addr string, dev int) {
 	}
 	r.peer(offer.Node)
 	if offer.Cause != "" {
-		r.fail(offer.Cause, offer.Detail, remedyFor(offer.Cause), nil)
+		r.fail(offer.Cause, offer.Detail, causeRemedies[offer.Cause], nil)
 		return
 	}
 	res := &pairMsg{Node: r.rep.Local, Steps: map[string]uint32{}}
@@ -460,7 +418,7 @@ func (r *pairRun) importFrom(addr string, dev int) {
 	}
 	var verdict *pairMsg
 	what := "sending the result to the exporter"
-	err := r.step("confirm", func() (err error) {
+	err := r.rep.Steps.run("confirm", func() (err error) {
 		if err = r.sess.send(res); err == nil && res.Cause == "" {
 			what = "waiting for the exporter's verdict"
 			verdict, err = r.sess.recv()
@@ -472,7 +430,7 @@ func (r *pairRun) importFrom(addr string, dev int) {
 	case err != nil:
 		r.wireFail(what, err)
 	case verdict.Cause != "":
-		r.fail(verdict.Cause, verdict.Detail, remedyFor(verdict.Cause), nil)
+		r.fail(verdict.Cause, verdict.Detail, causeRemedies[verdict.Cause], nil)
 	default:
 		r.succeed()
 	}
@@ -491,7 +449,7 @@ func (r *pairRun) use(offer *pairMsg, dev int, res *pairMsg) error {
 	}
 	r.rep.SizeBytes = fh.Size
 	var mem *vmm.Allocation
-	err = r.step("import", func() (err error) {
+	err = r.rep.Steps.run("import", func() (err error) {
 		mem, err = fh.Import(r.m)
 		return err
 	})
@@ -501,7 +459,7 @@ func (r *pairRun) use(offer *pairMsg, dev int, res *pairMsg) error {
 	}
 	defer mem.Close()
 	var va *vmm.Reservation
-	err = r.step("map", func() (err error) {
+	err = r.rep.Steps.run("map", func() (err error) {
 		if va, err = r.m.Reserve(fh.Size); err != nil {
 			return err
 		}
@@ -515,7 +473,7 @@ func (r *pairRun) use(offer *pairMsg, dev int, res *pairMsg) error {
 		defer va.Close()
 	}
 	if err == nil {
-		err = r.step("check", func() error {
+		err = r.rep.Steps.run("check", func() error {
 			got := make([]byte, fh.Size)
 			if _, err := va.From(dev).ReadAt(got, 0); err != nil {
 				return err
@@ -527,7 +485,7 @@ func (r *pairRun) use(offer *pairMsg, dev int, res *pairMsg) error {
 		})
 	}
 	if err == nil {
-		err = r.step("write", func() error {
+		err = r.rep.Steps.run("write", func() error {
 			_, err := va.From(dev).WriteAt(pattern.Bytes(offer.Seed+1, pairWrite), 0)
 			return err
 		})
@@ -552,7 +510,7 @@ func (r *pairRun) importFailed(err error) {
 	case !refused:
 		r.fail(causeFailed, "the importer (this process) could not import the fabric handle", "", err)
 	case !l.Channel:
-		r.fail(causeNoChannel, "the importer (this process) has no IMEX channel, so the driver refuses fabric imports", remedyFor(causeNoChannel), err)
+		r.fail(causeNoChannel, "the importer (this process) has no IMEX channel, so the driver refuses fabric imports", causeRemedies[causeNoChannel], err)
 	case l.Host == p.Host:
 		r.fail(causeFailed, "the driver refused the import of memory exported on this same host", "", err)
 	case !l.Daemon || !p.Daemon:
@@ -562,28 +520,16 @@ func (r *pairRun) importFailed(err error) {
 		} else if !p.Daemon {
 			side = "on either node"
 		}
-		r.fail(causeNoDaemon, "the driver refused the import across nodes, and the nvidia-imex daemon is not running "+side, remedyFor(causeNoDaemon), err)
+		r.fail(causeNoDaemon, "the driver refused the import across nodes, and the nvidia-imex daemon is not running "+side, causeRemedies[causeNoDaemon], err)
 	case l.Clique != p.Clique:
-		r.fail(causeDomain, fmt.Sprintf("the driver refused the import across nodes: they are in different NVLink cliques (here %q, the exporter %q)", l.Clique, p.Clique), remedyFor(causeDomain), err)
+		r.fail(causeDomain, fmt.Sprintf("the driver refused the import across nodes: they are in different NVLink cliques (here %q, the exporter %q)", l.Clique, p.Clique), causeRemedies[causeDomain], err)
 	default:
-		r.fail(causeDomain, "the driver refused the import across nodes although both run nvidia-imex: their daemons do not form one IMEX domain", remedyFor(causeDomain), err)
+		r.fail(causeDomain, "the driver refused the import across nodes although both run nvidia-imex: their daemons do not form one IMEX domain", causeRemedies[causeDomain], err)
 	}
 }
 
 // peerView is a diagnosis of this side as the peer prints it.
 func peerView(diagnosis string) string { return strings.ReplaceAll(diagnosis, " (this process)", "") }
-
-func remedyFor(cause string) string {
-	switch cause {
-	case causeNoChannel:
-		return "give the process an IMEX channel: in Kubernetes a ComputeDomain claim of the NVIDIA DRA driver (or NVIDIA_IMEX_CHANNELS=0 with the channel on the host); on a host, mknod /dev/nvidia-caps-imex-channels/channel0 (vmmprobe check's remedy has the command)"
-	case causeNoDaemon:
-		return "run nvidia-imex on both nodes (systemctl enable --now nvidia-imex) with both listed in /etc/nvidia-imex/nodes_config.cfg, or use the DRA driver's ComputeDomain, which runs it"
-	case causeDomain:
-		return "put both nodes in one IMEX domain: the same nodes_config.cfg on each, or one ComputeDomain; nodes of different NVLink cliques cannot share memory"
-	}
-	return ""
-}
 
 // dial connects to addr, retrying until the deadline: the exporter may start later.
 func (r *pairRun) dial(addr string) error {
@@ -619,7 +565,7 @@ func (r *pairRun) authenticate(role string) error {
 	}
 	r.conns <- r.conn
 	_ = r.conn.SetDeadline(r.deadline)
-	return r.step("auth", func() (err error) {
+	return r.rep.Steps.run("auth", func() (err error) {
 		r.sess, err = handshake(r.conn, r.secret, role)
 		return err
 	})
@@ -648,14 +594,7 @@ func (r *pairRun) succeed() {
 // renderPair is the table form.
 func renderPair(r *pairReport) string {
 	var b strings.Builder
-	verdict := "ok: " + r.Diagnosis
-	if !r.OK {
-		verdict = "FAILED (" + r.Cause + "): " + r.Diagnosis
-	}
-	kvLine(&b, 0, "pair", verdict)
-	if r.Error != "" {
-		kvLine(&b, 2, "error", oneLine(r.Error))
-	}
+	verdictLines(&b, "pair", r.OK, " ("+r.Cause+")", r.Diagnosis, r.Error)
 	if r.Remedy != "" {
 		kvLine(&b, 2, "remedy", r.Remedy)
 	}
@@ -668,11 +607,7 @@ func renderPair(r *pairReport) string {
 		kvLine(&b, 0, "peer", peer+nodeText(*r.Remote))
 	}
 	kvLine(&b, 0, "this node", strings.TrimPrefix(nodeText(r.Local), ": "))
-	var steps []string
-	for _, s := range r.Steps {
-		steps = append(steps, fmt.Sprintf("%s %s", s.Step, time.Duration(s.Microseconds)*time.Microsecond))
-	}
-	kvLine(&b, 0, "steps", strings.Join(steps, ", "))
+	kvLine(&b, 0, "steps", r.Steps.String())
 	return b.String()
 }
 

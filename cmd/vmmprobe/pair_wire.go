@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // The wire of vmmprobe pair, over one TCP connection. Every message is a frame: "VMPR", the
@@ -252,7 +253,7 @@ func (m *pairMsg) valid() error {
 		return fmt.Errorf("unknown cause %q", m.Cause)
 	}
 	for k := range m.Steps {
-		if !knownStep(k) {
+		if !slices.Contains(pairSteps, k) {
 			return fmt.Errorf("unknown step %q", k)
 		}
 	}

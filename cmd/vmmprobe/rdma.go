@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"fmt"
@@ -141,9 +140,8 @@ func loadedModule(sys system, names ...string) string {
 		if exists(sys, "/sys/module/"+n) {
 			return n
 		}
-		sc := bufio.NewScanner(bytes.NewReader(mods))
-		for sc.Scan() {
-			if f := strings.Fields(sc.Text()); len(f) > 0 && f[0] == n {
+		for line := range strings.Lines(string(mods)) {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == n {
 				return n
 			}
 		}
@@ -181,9 +179,8 @@ func configValue(sys system, option string) string {
 	if err != nil {
 		return ""
 	}
-	sc := bufio.NewScanner(bytes.NewReader(cfg))
-	for sc.Scan() {
-		l := sc.Text()
+	for l := range strings.Lines(string(cfg)) {
+		l = strings.TrimRight(l, "\r\n")
 		if v, ok := strings.CutPrefix(l, option+"="); ok {
 			return v
 		}
@@ -201,10 +198,7 @@ func tableRDMA(b *strings.Builder, doc *document) {
 		return
 	}
 	b.WriteString("\n")
-	kvLine(b, 0, "gpudirect rdma", stateWord(r.State)+": "+oneLine(r.Diagnosis))
-	if r.Remedy != "" && r.State != stateOK && r.State != stateNotNeeded {
-		kvLine(b, 2, "remedy", oneLine(r.Remedy))
-	}
+	partLine(b, 0, "gpudirect rdma", r.part, new(string))
 	devs := "none"
 	if len(r.Devices) > 0 {
 		devs = fmt.Sprintf("%s (%d device file(s) here)", strings.Join(r.Devices, ", "), r.UverbsFiles)
@@ -249,8 +243,7 @@ func promRDMA(p *promWriter, doc *document) {
 	if r == nil {
 		return
 	}
-	p.family("cuvmm_gpudirect_rdma_ok", "1 when RDMA NICs can register GPU memory (through dma-buf or a peer-memory module) or none is here; the state label says which.")
-	p.sample("cuvmm_gpudirect_rdma_ok", b2f(r.State == stateOK || r.State == stateNotNeeded), "state", r.State)
-	p.family("cuvmm_peermem_loaded", "1 when a peer-memory kernel module (nvidia_peermem, nv_peer_mem) is loaded.")
-	p.sample("cuvmm_peermem_loaded", b2f(r.PeerMem))
+	p.gauge("cuvmm_gpudirect_rdma_ok", "1 when RDMA NICs can register GPU memory (through dma-buf or a peer-memory module) or none is here; the state label says which.",
+		b2f(r.fine()), "state", r.State)
+	p.gauge("cuvmm_peermem_loaded", "1 when a peer-memory kernel module (nvidia_peermem, nv_peer_mem) is loaded.", b2f(r.PeerMem))
 }

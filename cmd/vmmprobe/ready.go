@@ -2,7 +2,8 @@ package main
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -42,14 +43,7 @@ var requirements = map[string]struct {
 // defaultRequire is what ready requires without --require.
 const defaultRequire = "vmm,node"
 
-func requirementNames() []string {
-	names := make([]string, 0, len(requirements))
-	for n := range requirements {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func requirementNames() []string { return slices.Sorted(maps.Keys(requirements)) }
 
 // judgeReadiness judges each named requirement on a checked document.
 func judgeReadiness(doc *document, names []string) *readiness {
@@ -73,7 +67,8 @@ func checksMet(doc *document, checks ...string) requirement {
 	}
 	q := requirement{Detail: why}
 	for _, c := range doc.Checks {
-		if c.Status != statusOK && c.Remedy != "" && (contains(checks, c.Check) || contains(checks, dependent(c.Check))) {
+		// The remedy of a check asked for, or of the one it depends on.
+		if c.Status != statusOK && c.Remedy != "" && slices.ContainsFunc(checks, func(x string) bool { return x == c.Check || dependsOn[x] == c.Check }) {
 			q.Remedy = c.Remedy
 			break
 		}
@@ -134,15 +129,6 @@ func firstRemedy(doc *document) string {
 	return ""
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
 // renderReadiness is ready's table: the verdict, then one line per requirement with its
 // remedy below when it is not met.
 func renderReadiness(doc *document) []byte {
@@ -171,14 +157,4 @@ func renderReadiness(doc *document) []byte {
 		}
 	}
 	return []byte(b.String())
-}
-
-// dependent is the check that needs check's result ("" when none does).
-func dependent(check string) string {
-	for c, dep := range dependsOn {
-		if dep == check {
-			return c
-		}
-	}
-	return ""
 }

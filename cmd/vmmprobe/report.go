@@ -132,47 +132,35 @@ type peerInfo struct {
 // only when there is no device to report (errNoDevice) or the device count cannot be read;
 // a driver that refused to initialize (sel.initErr) gives a report without devices.
 func gather(sel *opened, sys system, command string, meta programInfo, now time.Time) (*document, error) {
-	doc := newDocument(command, sel.info, meta, now)
+	doc := &document{SchemaVersion: schemaVersion, Command: command, Vmmprobe: meta,
+		GeneratedAt: now.UTC().Format(time.RFC3339), Backend: sel.info, Devices: []deviceInfo{}}
+	// A driver that did not initialize still says its version, without cuInit; a simulated
+	// one, its configuration's.
+	v, err := sel.cfg.DriverVersion, error(nil)
+	switch {
+	case sel.b != nil:
+		v, err = sel.b.DriverVersion()
+	case !sel.info.Simulated:
+		v, err = cu.DriverVersion()
+	}
+	if err != nil {
+		doc.Errors = append(doc.Errors, "driver version: "+errText(err))
+	} else {
+		doc.Backend.DriverVersion = v
+		doc.Backend.CUDAVersion = strconv.Itoa(v/1000) + "." + strconv.Itoa(v%1000/10)
+	}
 	if sel.b != nil {
 		if err := gatherDevices(sel.b, doc); err != nil {
 			return nil, err
 		}
-	} else {
-		driverVersion(sel, doc)
 	}
 	doc.IMEX = readIMEX(sys)
 	doc.Node = readNode(sys, doc.IMEX, doc.Devices, sel.initErr)
 	return doc, nil
 }
 
-func newDocument(command string, info backendInfo, meta programInfo, now time.Time) *document {
-	return &document{SchemaVersion: schemaVersion, Command: command, Vmmprobe: meta,
-		GeneratedAt: now.UTC().Format(time.RFC3339), Backend: info, Devices: []deviceInfo{}}
-}
-
-// driverVersion fills the driver version of a driver that did not initialize: the real
-// one answers without cuInit; a simulated one is its configuration's.
-func driverVersion(sel *opened, doc *document) {
-	v, err := sel.cfg.DriverVersion, error(nil)
-	if !sel.info.Simulated {
-		v, err = cu.DriverVersion()
-	}
-	if err != nil {
-		doc.Errors = append(doc.Errors, "driver version: "+errText(err))
-		return
-	}
-	doc.Backend.DriverVersion = v
-	doc.Backend.CUDAVersion = cudaVersion(v)
-}
-
-// gatherDevices reads the driver, devices, peers and symbols of b into doc.
+// gatherDevices reads the devices, peers and symbols of b into doc.
 func gatherDevices(b vmm.Backend, doc *document) error {
-	if v, err := b.DriverVersion(); err != nil {
-		doc.Errors = append(doc.Errors, "driver version: "+errText(err))
-	} else {
-		doc.Backend.DriverVersion = v
-		doc.Backend.CUDAVersion = cudaVersion(v)
-	}
 	n, err := b.DeviceCount()
 	if err != nil {
 		if errors.Is(err, cu.ERROR_NO_DEVICE) {
@@ -199,10 +187,6 @@ func gatherDevices(b vmm.Backend, doc *document) error {
 }
 
 var errNoDevice = errors.New("no CUDA device")
-
-func cudaVersion(v int) string {
-	return strconv.Itoa(v/1000) + "." + strconv.Itoa(v%1000/10)
-}
 
 func deviceReport(b vmm.Backend, i int) deviceInfo {
 	d := deviceInfo{Backend: b.Name(), Index: i, HostNUMAID: -1}
@@ -260,12 +244,7 @@ func deviceReport(b vmm.Backend, i int) deviceInfo {
 // fillMulticastGranularity asks for the granularity of a multicast object spanning every
 // multicast-capable device. It is a query: no multicast object is created.
 func fillMulticastGranularity(b vmm.Backend, doc *document) {
-	var devs []int
-	for _, d := range doc.Devices {
-		if d.Multicast.Supported {
-			devs = append(devs, d.Index)
-		}
-	}
+	devs := multicastDevices(doc.Devices)
 	if len(devs) == 0 {
 		return
 	}
@@ -274,20 +253,28 @@ func fillMulticastGranularity(b vmm.Backend, doc *document) {
 		size = 2 << 20
 	}
 	prop := cu.MulticastObjectProp{NumDevices: uint32(len(devs)), Size: size}
-	gmin, err := b.MulticastGranularity(&prop, cu.MULTICAST_GRANULARITY_MINIMUM)
-	if err != nil {
-		doc.Errors = append(doc.Errors, "multicast granularity: "+errText(err))
-		return
-	}
-	grec, err := b.MulticastGranularity(&prop, cu.MULTICAST_GRANULARITY_RECOMMENDED)
-	if err != nil {
-		doc.Errors = append(doc.Errors, "multicast granularity: "+errText(err))
-		return
+	var g [2]uint64
+	for k, opt := range []cu.MulticastGranularityFlags{cu.MULTICAST_GRANULARITY_MINIMUM, cu.MULTICAST_GRANULARITY_RECOMMENDED} {
+		var err error
+		if g[k], err = b.MulticastGranularity(&prop, opt); err != nil {
+			doc.Errors = append(doc.Errors, "multicast granularity: "+errText(err))
+			return
+		}
 	}
 	for _, i := range devs {
-		doc.Devices[i].Multicast.GranularityMin = gmin
-		doc.Devices[i].Multicast.GranularityRecommended = grec
+		doc.Devices[i].Multicast.GranularityMin, doc.Devices[i].Multicast.GranularityRecommended = g[0], g[1]
 	}
+}
+
+// multicastDevices are the devices whose attribute says multicast is supported.
+func multicastDevices(devs []deviceInfo) []int {
+	mc := []int{}
+	for _, d := range devs {
+		if d.Multicast.Supported {
+			mc = append(mc, d.Index)
+		}
+	}
+	return mc
 }
 
 func peerReport(b vmm.Backend, i, j int, errs *[]string) peerInfo {

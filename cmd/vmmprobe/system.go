@@ -3,8 +3,9 @@ package main
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"path"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/cuvmm/cuvmm/nvml"
@@ -117,11 +118,7 @@ func (m *memSystem) ReadDir(name string) ([]string, error) {
 			seen[first] = true
 		}
 	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(seen))
 	return names[:min(len(names), maxDirEntries)], nil
 }
 

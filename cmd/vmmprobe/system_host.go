@@ -68,7 +68,7 @@ func (h *hostSystem) Stat(name string) (fileInfo, error) {
 // whose opening has no side effect (it is what the driver does); O_NONBLOCK keeps a
 // path that turned out to be a FIFO from waiting for a writer.
 func (h *hostSystem) CanOpen(name string) error {
-	f, err := openNonblocking(h.path(name))
+	f, err := os.OpenFile(h.path(name), os.O_RDONLY|oNonblock, 0)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"io/fs"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -21,6 +20,6 @@ func deviceMajor(path string, fi fs.FileInfo) uint32 {
 	return unix.Major(uint64(st.Rdev))
 }
 
-func openNonblocking(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
-}
+// oNonblock opens a pipe without waiting for the other end, a FIFO without waiting for a
+// writer.
+const oNonblock = unix.O_NONBLOCK

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strconv"
+	"strings"
 
 	"github.com/cuvmm/cuvmm/nvml"
 	"github.com/cuvmm/cuvmm/sim"
@@ -93,28 +94,51 @@ type simNode struct {
 // simNodeOf is the node of the sim preset cfg is (by name, with its devices and driver as
 // cfg has them), or nil for a configuration that is no preset.
 func simNodeOf(cfg sim.Config) *simNode {
+	gpus := func(driver string, gpu func(i int, g *nvml.GPU)) *nvml.Node {
+		return nvmlNode(driver, cfg.DriverVersion, cfg.Devices, gpu)
+	}
 	switch cfg.Name {
 	case "h100", "h200", "workstation":
-		return singleGPUNode(cfg, "580.65.06")
+		// A GPU without NVLink peers: no NVSwitch, nothing to register, NVML present.
+		return &simNode{NVML: gpus("580.65.06", func(i int, g *nvml.GPU) { g.Fabric, g.NvLinks = notOnFabric(i), noNvLinks(i) })}
 	case "h200-no-nvml":
 		return &simNode{}
-	case "hgx8", "hgx8-fm-down":
-		return hgxNode(cfg)
-	case "hgx8-degraded":
-		// Device 5 has 2 of its 18 NVLinks down: NVML says its bandwidth is degraded and
-		// its capacity limited.
-		n := hgxNode(cfg)
-		g := &n.NVML.GPUs[5]
-		f := g.Fabric.Value
-		f.Health = nvml.Known(healthy&^3 | 1) // DEGRADED_BW_TRUE
-		f.Summary = nvml.Known(nvml.GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY)
-		g.Fabric = nvml.Known(f)
-		g.NvLinks = links(18, 16, true)
+	case "hgx8", "hgx8-fm-down", "hgx8-degraded":
+		// An HGX H200 baseboard: its GPUs' 18 NVLinks each go to the four NVSwitches of this
+		// host, and Fabric Manager, unless it is down (as cuInit then says too), registers the
+		// GPUs (clique 0 of an all-zero cluster, as NVML reports a single-host fabric); a GPU
+		// whose registration has not started reports no health.
+		fm := !cfg.FabricManagerDown
+		n := &simNode{NVSwitches: 4, FabricManager: fm, NVML: gpus("580.65.06", func(i int, g *nvml.GPU) {
+			g.Fabric, g.NvLinks = onFabric(nvml.GPU_FABRIC_STATE_NOT_STARTED, zeroCluster, 0, 0, nvml.GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED), links(18, 18)
+			if fm {
+				g.Fabric = onFabric(nvml.GPU_FABRIC_STATE_COMPLETED, zeroCluster, 0, healthy, nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY)
+			}
+		})}
+		if cfg.Name == "hgx8-degraded" {
+			// Device 5 has 2 of its 18 NVLinks down: NVML says its bandwidth is degraded and
+			// its capacity limited.
+			g := &n.NVML.GPUs[5]
+			f := g.Fabric.Value
+			f.Health = nvml.Known(healthy&^3 | 1) // DEGRADED_BW_TRUE
+			f.Summary = nvml.Known(nvml.GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY)
+			g.Fabric, g.NvLinks = nvml.Known(f), links(18, 16)
+		}
 		return n
 	case "mnnvl", "mnnvl-no-channel":
-		return mnnvlNode(cfg)
+		// A compute tray of a multi-node NVLink system: no NVSwitch in this host (they are in
+		// the switch trays, whose Fabric Manager registered the GPUs in a cluster), the IMEX
+		// daemon running.
+		return &simNode{IMEXDaemon: true, NVML: gpus("580.65.06", func(i int, g *nvml.GPU) {
+			g.Fabric = onFabric(nvml.GPU_FABRIC_STATE_COMPLETED, mnnvlCluster, 1, healthy, nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY)
+			g.NvLinks = links(18, 18)
+		})}
 	case "oldgpu":
-		return oldNode(cfg)
+		// A driver older than NVML's fabric calls (R470 knows no nvmlDeviceGetGpuFabricInfo).
+		return &simNode{NVML: gpus("470.256.02", func(i int, g *nvml.GPU) {
+			g.Fabric = nvml.Unknown[nvml.FabricInfo](&nvml.Error{Op: "nvmlDeviceGetGpuFabricInfo", Args: "device " + strconv.Itoa(i), Err: nvml.ERROR_FUNCTION_NOT_FOUND})
+			g.NvLinks = noNvLinks(i)
+		})}
 	}
 	return nil
 }
@@ -129,27 +153,12 @@ func nvmlNode(driver string, cuda int, devs []sim.Device, gpu func(i int, g *nvm
 		GPUCount:          nvml.Known(len(devs)),
 	}
 	for i, d := range devs {
-		g := nvml.GPU{
-			Index:    i,
-			Name:     nvml.Known(d.Name),
-			UUID:     nvml.Known(d.UUID.String()),
-			PCIBusID: nvml.Known(nvmlBusID(d.PCIBusID)),
-		}
+		// NVML writes a bus id with an eight-digit domain, in upper-case hex.
+		g := nvml.GPU{Index: i, Name: nvml.Known(d.Name), UUID: nvml.Known(d.UUID.String()), PCIBusID: nvml.Known(strings.ToUpper("0000" + d.PCIBusID))}
 		gpu(i, &g)
 		n.GPUs = append(n.GPUs, g)
 	}
 	return n
-}
-
-// nvmlBusID is a bus id as NVML writes it: an eight-digit domain, upper-case hex.
-func nvmlBusID(cuda string) string {
-	id := []byte("0000" + cuda)
-	for i, c := range id {
-		if c >= 'a' && c <= 'f' {
-			id[i] = c - 'a' + 'A'
-		}
-	}
-	return string(id)
 }
 
 // notOnFabric is the fabric of a GPU outside any NVLink fabric, as NVML reports it
@@ -176,58 +185,11 @@ func onFabric(st nvml.FabricState, cluster string, clique uint32, h nvml.HealthM
 	})
 }
 
-// links is a GPU's NVLinks: total of them, active of those up, to an NVSwitch or not.
-func links(total, active int, toSwitch bool) nvml.Fact[nvml.NvLinks] {
-	return nvml.Known(nvml.NvLinks{Total: total, Active: active, ToNVSwitch: nvml.Known(toSwitch && active > 0)})
+// links is a GPU's NVLinks to NVSwitches: total of them, active of those up.
+func links(total, active int) nvml.Fact[nvml.NvLinks] {
+	return nvml.Known(nvml.NvLinks{Total: total, Active: active, ToNVSwitch: nvml.Known(active > 0)})
 }
 
 // mnnvlCluster is the cluster of the mnnvl presets' fabric (NVML formats a cluster UUID
 // like any UUID).
 const mnnvlCluster = "4d4e4e56-4c37-3200-8000-000000000001"
-
-// singleGPUNode is the node of a GPU without NVLink peers: no NVSwitch, nothing to
-// register, NVML present.
-func singleGPUNode(c sim.Config, driver string) *simNode {
-	return &simNode{NVML: nvmlNode(driver, c.DriverVersion, c.Devices, func(i int, g *nvml.GPU) {
-		g.Fabric, g.NvLinks = notOnFabric(i), noNvLinks(i)
-	})}
-}
-
-// hgxNode is the node of an HGX H200 baseboard: its GPUs' 18 NVLinks each go to the four
-// NVSwitches of this host, and Fabric Manager, unless it is down (as cuInit then says
-// too), registers the GPUs (clique 0 of an all-zero cluster, as NVML reports a single-host
-// fabric); a GPU whose registration has not started reports no health.
-func hgxNode(c sim.Config) *simNode {
-	fm := !c.FabricManagerDown
-	n := &simNode{NVSwitches: 4, FabricManager: fm}
-	n.NVML = nvmlNode("580.65.06", c.DriverVersion, c.Devices, func(i int, g *nvml.GPU) {
-		if fm {
-			g.Fabric = onFabric(nvml.GPU_FABRIC_STATE_COMPLETED, zeroCluster, 0, healthy, nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY)
-		} else {
-			g.Fabric = onFabric(nvml.GPU_FABRIC_STATE_NOT_STARTED, zeroCluster, 0, 0, nvml.GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED)
-		}
-		g.NvLinks = links(18, 18, true)
-	})
-	return n
-}
-
-// mnnvlNode is a compute tray of a multi-node NVLink system: no NVSwitch in this host (they
-// are in the switch trays, whose Fabric Manager registered the GPUs in a cluster), the IMEX
-// daemon running.
-func mnnvlNode(c sim.Config) *simNode {
-	n := &simNode{IMEXDaemon: true}
-	n.NVML = nvmlNode("580.65.06", c.DriverVersion, c.Devices, func(i int, g *nvml.GPU) {
-		g.Fabric = onFabric(nvml.GPU_FABRIC_STATE_COMPLETED, mnnvlCluster, 1, healthy, nvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY)
-		g.NvLinks = links(18, 18, true)
-	})
-	return n
-}
-
-// oldNode is the node of a GPU on a driver older than NVML's fabric calls (R470 knows no
-// nvmlDeviceGetGpuFabricInfo).
-func oldNode(c sim.Config) *simNode {
-	return &simNode{NVML: nvmlNode("470.256.02", c.DriverVersion, c.Devices, func(i int, g *nvml.GPU) {
-		g.Fabric = nvml.Unknown[nvml.FabricInfo](&nvml.Error{Op: "nvmlDeviceGetGpuFabricInfo", Args: "device " + strconv.Itoa(i), Err: nvml.ERROR_FUNCTION_NOT_FOUND})
-		g.NvLinks = noNvLinks(i)
-	})}
-}

@@ -23,27 +23,38 @@ func wrapTable(s string, width int) string {
 			continue
 		}
 		col := valueColumn(body, width/2)
-		pad := strings.Repeat(" ", col)
-		cur := body[:col]
-		words := strings.Fields(body[col:])
-		n := 0 // words on the current line
-		for _, w := range words {
-			if n > 0 && len(cur)+1+len(w) > width {
-				b.WriteString(strings.TrimRight(cur, " ") + "\n")
-				cur, n = pad, 0
-			}
-			if n > 0 {
-				cur += " "
-			}
-			cur += w
-			n++
-		}
-		b.WriteString(cur)
+		b.WriteString(fill(body[:col], strings.Fields(body[col:]), width, strings.Repeat(" ", col)))
 		if strings.HasSuffix(line, "\n") {
 			b.WriteString("\n")
 		}
 	}
 	return b.String()
+}
+
+// wrapWords wraps the words of s at width for text that starts at column n, continuation
+// lines indented to n.
+func wrapWords(s string, width, n int) string {
+	pad := strings.Repeat(" ", n)
+	return strings.TrimPrefix(fill(pad, strings.Fields(s), width, pad), pad)
+}
+
+// fill appends words to the line cur, separated by spaces, starting a new line, indented by
+// pad, before a word that would end past width (unless it is the line's first).
+func fill(cur string, words []string, width int, pad string) string {
+	var b strings.Builder
+	n := 0 // words on the current line
+	for _, w := range words {
+		if n > 0 && len(cur)+1+len(w) > width {
+			b.WriteString(strings.TrimRight(cur, " ") + "\n")
+			cur, n = pad, 0
+		}
+		if n > 0 {
+			cur += " "
+		}
+		cur += w
+		n++
+	}
+	return b.String() + cur
 }
 
 // valueColumn is where the value of a table line starts: after its last run of two or more
