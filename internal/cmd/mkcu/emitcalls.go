@@ -304,7 +304,7 @@ func emitFrame(w *writer, c *call, p plan, drv map[int]string) {
 // emitCalls writes zcalls.go.
 func emitCalls(version int, calls []*call, fs frameShape) ([]byte, error) {
 	var w writer
-	w.headerFrom(version, protoFile)
+	w.header("cu", version, "cu/"+protoFile)
 	w.p("import \"unsafe\"")
 	w.p("")
 	w.p("// One function per prototype line of %s: each builds its call's frame and makes it,", protoFile)
@@ -328,7 +328,7 @@ func emitCalls(version int, calls []*call, fs frameShape) ([]byte, error) {
 // emitProcs writes zprocs.go: one proc per symbol, in the order of first use.
 func emitProcs(version int, calls []*call) ([]byte, error) {
 	var w writer
-	w.headerFrom(version, protoFile)
+	w.header("cu", version, "cu/"+protoFile)
 	w.p("import \"github.com/cuvmm/cuvmm/loader\"")
 	w.p("")
 	w.p("// Every driver entry point cu calls, with the ABI version its prototype names (that of")

@@ -52,7 +52,7 @@ func constValue(text string, v int64) string {
 // can use them.
 func emitVMMTypes(version int, src []byte, h *cHeader, lines []*enumLine, pkg *goPackage) ([]byte, error) {
 	var w writer
-	w.headerFrom(version, protoFile)
+	w.header("cu", version, "cu/"+protoFile)
 	goName := func(c string) string { return strings.TrimPrefix(c, "CU_") }
 	used := map[string]string{}
 	for _, l := range lines {
@@ -128,18 +128,7 @@ func emitVMMTypes(version int, src []byte, h *cHeader, lines []*enumLine, pkg *g
 					desc = ""
 				}
 			}
-			if desc != "" {
-				if !strings.HasSuffix(desc, "...") {
-					desc += "."
-				}
-				w.p("\t// %s", desc)
-				if note != "" {
-					w.p("\t//")
-				}
-			}
-			if note != "" {
-				w.p("\t// Deprecated: %s", note)
-			}
+			w.comment(desc, note)
 			w.p("\t%s%s = %s", goName(e.name), typ, constValue(e.valueText, e.value))
 		}
 		w.p(")")

@@ -133,11 +133,11 @@ func generate(src, typedefs []byte, pkgDir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	zresult, err := emitResults(version, results)
+	zresult, err := emitEnumFile(version, results, "CUresult", "CUDA_", "Result", "Result codes of the driver API", "r", "result")
 	if err != nil {
 		return nil, fmt.Errorf("zresult.go: %w", err)
 	}
-	zattr, err := emitAttributes(version, attrs)
+	zattr, err := emitEnumFile(version, attrs, "CUdevice_attribute", "CU_", "DeviceAttribute", "Device attributes", "a", "attribute")
 	if err != nil {
 		return nil, fmt.Errorf("zattribute.go: %w", err)
 	}
