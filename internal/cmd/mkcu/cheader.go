@@ -203,21 +203,15 @@ func (h *cHeader) statement(st string) error {
 		if close < open {
 			return nil
 		}
-		head := strings.Fields(st[:open])
-		if len(head) == 0 {
+		head := append(strings.Fields(st[:open]), "", "") // kind and tag, "" where missing
+		kind, tag := head[0], head[1]
+		if kind != "struct" && kind != "union" && kind != "enum" {
 			return nil
 		}
-		kind := head[0]
-		tag := ""
-		if len(head) > 1 {
-			tag = head[1]
+		if tag == "" {
+			tag = h.anonTag()
 		}
-		switch kind {
-		case "struct", "union":
-			if tag == "" {
-				h.anon++
-				tag = fmt.Sprintf("anonymous·%d", h.anon)
-			}
+		if kind != "enum" {
 			s, err := h.parseMembers(st[open+1:close], kind == "union")
 			if err != nil {
 				// A struct this check cannot lay out only matters if a prototype uses it.
@@ -226,13 +220,6 @@ func (h *cHeader) statement(st string) error {
 			if _, seen := h.structs[tag]; !seen {
 				h.structs[tag] = s
 			}
-		case "enum":
-			if tag == "" {
-				h.anon++
-				tag = fmt.Sprintf("anonymous·%d", h.anon)
-			}
-		default:
-			return nil
 		}
 		if typedef {
 			for _, d := range strings.Split(st[close+1:], ",") {
@@ -258,14 +245,25 @@ func (h *cHeader) statement(st string) error {
 	return nil
 }
 
-// declare records the typedef of declarator d (a name, maybe with stars or an array
-// length) to type typ.
-func (h *cHeader) declare(typ, d string) {
+func (h *cHeader) anonTag() string {
+	h.anon++
+	return fmt.Sprintf("anonymous·%d", h.anon)
+}
+
+// stars moves the pointer stars that start declarator d onto the type typ.
+func stars(typ, d string) (string, string) {
 	d = strings.TrimSpace(d)
 	for strings.HasPrefix(d, "*") {
 		typ += " *"
 		d = strings.TrimSpace(d[1:])
 	}
+	return typ, d
+}
+
+// declare records the typedef of declarator d (a name, maybe with stars or an array
+// length) to type typ.
+func (h *cHeader) declare(typ, d string) {
+	typ, d = stars(typ, d)
 	if strings.Contains(d, "[") || !wordRE.MatchString(d) || wordRE.FindString(d) != d {
 		return // array typedefs are not used by the calls cu makes
 	}
@@ -284,8 +282,7 @@ func (h *cHeader) parseMembers(body string, union bool) (*cStruct, error) {
 			if len(head) == 0 || (head[0] != "struct" && head[0] != "union") {
 				return nil, fmt.Errorf("cannot read member %q", m)
 			}
-			h.anon++
-			tag := fmt.Sprintf("anonymous·%d", h.anon)
+			tag := h.anonTag()
 			inner, err := h.parseMembers(m[open+1:close], head[0] == "union")
 			if err != nil {
 				return nil, err
@@ -328,11 +325,7 @@ func (h *cHeader) parseMembers(body string, union bool) (*cStruct, error) {
 }
 
 func (h *cHeader) member(typ, d string) (cMember, error) {
-	d = strings.TrimSpace(d)
-	for strings.HasPrefix(d, "*") {
-		typ += " *"
-		d = strings.TrimSpace(d[1:])
-	}
+	typ, d = stars(typ, d)
 	mem := cMember{typ: strings.TrimSpace(typ), name: d}
 	if m := arrayRE.FindStringSubmatch(d); m != nil {
 		n, err := h.lenValue(m[2])
