@@ -64,6 +64,9 @@ var (
 	arrayRE     = regexp.MustCompile(`^(.*?)\s*\[\s*([^\[\]]+?)\s*\]$`)
 	bracketsRE  = regexp.MustCompile(`\[[^\[\]]*\]`)
 	sizeofRE    = regexp.MustCompile(`^sizeof\s*\(\s*(.+?)\s*\)$`)
+	// lenTermRE matches a term of an array length and the sign before it. A type in sizeof
+	// has no + or -.
+	lenTermRE = regexp.MustCompile(`([+-]?)\s*(sizeof\s*\([^()]*\)|[^+\-\s]+)`)
 )
 
 // parseCHeader reads the declarations of src.
@@ -344,61 +347,31 @@ func (h *cHeader) member(typ, d string) (cMember, error) {
 // and sizeof(T), added and subtracted (CUcheckpointRestoreArgs's reserved is
 // "52 - sizeof(CUcheckpointGpuPair *)").
 func (h *cHeader) lenValue(s string) (int, error) {
-	total, sign := 0, 1
-	for _, term := range splitTerms(s) {
-		switch term {
-		case "-":
-			sign = -1
-			continue
-		case "+":
-			sign = 1
-			continue
-		}
+	total := 0
+	for _, m := range lenTermRE.FindAllStringSubmatch(s, -1) {
 		var v int
-		if m := sizeofRE.FindStringSubmatch(term); m != nil {
-			sh, err := h.shape(m[1])
+		if sz := sizeofRE.FindStringSubmatch(m[2]); sz != nil {
+			sh, err := h.shape(sz[1])
 			if err != nil {
 				return 0, fmt.Errorf("array length %q: %w", s, err)
 			}
 			v = sh.size
 		} else {
-			n, err := h.intValue(term)
+			n, err := h.intValue(m[2])
 			if err != nil {
 				return 0, err
 			}
 			v = n
 		}
-		total += sign * v
-		sign = 1
+		if m[1] == "-" {
+			v = -v
+		}
+		total += v
 	}
 	if total < 0 {
 		return 0, fmt.Errorf("array length %q is negative", s)
 	}
 	return total, nil
-}
-
-// splitTerms splits an array length at its top-level + and -.
-func splitTerms(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i, r := range s {
-		switch {
-		case r == '(':
-			depth++
-		case r == ')':
-			depth--
-		case (r == '+' || r == '-') && depth == 0:
-			if t := strings.TrimSpace(s[start:i]); t != "" {
-				out = append(out, t)
-			}
-			out = append(out, string(r))
-			start = i + 1
-		}
-	}
-	if t := strings.TrimSpace(s[start:]); t != "" {
-		out = append(out, t)
-	}
-	return out
 }
 
 // intValue is the value of an integer literal or of a macro that expands to one.

@@ -46,8 +46,6 @@ type plan struct {
 	fit    int   // elements of the []T that fit the frame; 0 when there is none
 }
 
-func words(n int) int { return (n + 7) / 8 }
-
 func planCall(c *call, fs frameShape) (plan, error) {
 	p := plan{word: make([]int, len(c.params))}
 	if c.cArgs() > fs.maxArgs {
@@ -64,7 +62,7 @@ func planCall(c *call, fs frameShape) (plan, error) {
 		for i, q := range c.params {
 			if q.kind == k {
 				p.word[i] = used
-				used += words(c.sizes[i])
+				used += (c.sizes[i] + 7) / 8 // in words
 			}
 		}
 	}

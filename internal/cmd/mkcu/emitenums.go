@@ -11,7 +11,7 @@ import (
 // //cu:define lines name. Each constant is the C name less "CU_"; an enum's typedef'd
 // sentinel (<PREFIX>_MAX = 0x7FFFFFFF, there to make the enum 32 bits wide) is left out.
 
-// enumTypeSize is the size of the Go type of a C enum (C enums are int).
+// enumTypeUnderlying is the Go type of a C enum (C enums are int).
 const enumTypeUnderlying = "int32"
 
 // enumTag finds the tag of `typedef enum <tag> { ... } <typedef>;`, and the doc comment
@@ -42,7 +42,7 @@ func isSizeSentinel(e *enumerator) bool {
 // constValue is how a constant's value is written: as the header writes it when that is a
 // number, in decimal otherwise.
 func constValue(text string, v int64) string {
-	if _, err := parseInt(text); err == nil && text != "" {
+	if _, err := parseInt(text); err == nil {
 		return strings.TrimRight(strings.TrimSpace(text), "uUlL")
 	}
 	return strconv.FormatInt(v, 10)
