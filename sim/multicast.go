@@ -58,9 +58,18 @@ func (s *Sim) noMulticast() *failure {
 
 // MulticastGranularity is cuMulticastGetGranularity.
 func (s *Sim) MulticastGranularity(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) (uint64, error) {
-	s.mu.Lock()
-	f := s.multicastGranularityLocked(prop, option)
-	s.mu.Unlock()
+	f := s.do(OpMulticastGranularity, func() *failure {
+		if prop == nil {
+			return argFail("nil properties")
+		}
+		if f := s.noMulticast(); f != nil {
+			return f
+		}
+		if option != cu.MULTICAST_GRANULARITY_MINIMUM && option != cu.MULTICAST_GRANULARITY_RECOMMENDED {
+			return fail(cu.ERROR_INVALID_VALUE, "unknown granularity option")
+		}
+		return nil
+	})
 	if f != nil {
 		return 0, f.wrap("cuMulticastGetGranularity", "%+v, %d", prop, option)
 	}
@@ -70,37 +79,16 @@ func (s *Sim) MulticastGranularity(prop *cu.MulticastObjectProp, option cu.Multi
 	return s.cfg.MulticastGranularity, nil
 }
 
-func (s *Sim) multicastGranularityLocked(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) *failure {
-	if f := s.enter(OpMulticastGranularity); f != nil {
-		return f
-	}
-	if prop == nil {
-		return argFail("nil properties")
-	}
-	if f := s.noMulticast(); f != nil {
-		return f
-	}
-	if option != cu.MULTICAST_GRANULARITY_MINIMUM && option != cu.MULTICAST_GRANULARITY_RECOMMENDED {
-		return fail(cu.ERROR_INVALID_VALUE, "unknown granularity option")
-	}
-	return nil
-}
-
 // MulticastCreate is cuMulticastCreate.
 func (s *Sim) MulticastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, error) {
-	s.mu.Lock()
-	v, f := s.multicastCreateLocked(prop)
-	s.mu.Unlock()
+	v, f := locked(s, OpMulticastCreate, func() (cu.MemHandle, *failure) { return s.multicastCreate(prop) })
 	if f != nil {
 		return 0, f.wrap("cuMulticastCreate", "%+v", prop)
 	}
 	return v, nil
 }
 
-func (s *Sim) multicastCreateLocked(prop *cu.MulticastObjectProp) (cu.MemHandle, *failure) {
-	if f := s.enter(OpMulticastCreate); f != nil {
-		return 0, f
-	}
+func (s *Sim) multicastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, *failure) {
 	if prop == nil {
 		return 0, argFail("nil properties")
 	}
@@ -141,35 +129,28 @@ func (s *Sim) lookupMC(v cu.MemHandle) (*mcObject, *failure) {
 
 // MulticastAddDevice is cuMulticastAddDevice.
 func (s *Sim) MulticastAddDevice(mc cu.MemHandle, ordinal int) error {
-	s.mu.Lock()
-	f := s.addDeviceLocked(mc, ordinal)
-	s.mu.Unlock()
+	f := s.do(OpMulticastAddDevice, func() *failure {
+		o, f := s.lookupMC(mc)
+		if f != nil {
+			return f
+		}
+		d, f := s.device(ordinal)
+		switch {
+		case f != nil:
+			return f
+		case !d.Multicast:
+			return fail(cu.ERROR_NOT_SUPPORTED, "device does not support multicast")
+		case slices.Contains(o.devs, ordinal):
+			return fail(cu.ERROR_INVALID_VALUE, "device already in the team")
+		case o.teamComplete():
+			return fail(cu.ERROR_INVALID_VALUE, "team already full")
+		}
+		o.devs = append(o.devs, ordinal)
+		return nil
+	})
 	if f != nil {
 		return f.wrap("cuMulticastAddDevice", "%v, device %d", mc, ordinal)
 	}
-	return nil
-}
-
-func (s *Sim) addDeviceLocked(mc cu.MemHandle, ordinal int) *failure {
-	if f := s.enter(OpMulticastAddDevice); f != nil {
-		return f
-	}
-	o, f := s.lookupMC(mc)
-	if f != nil {
-		return f
-	}
-	d, f := s.device(ordinal)
-	switch {
-	case f != nil:
-		return f
-	case !d.Multicast:
-		return fail(cu.ERROR_NOT_SUPPORTED, "device does not support multicast")
-	case slices.Contains(o.devs, ordinal):
-		return fail(cu.ERROR_INVALID_VALUE, "device already in the team")
-	case o.teamComplete():
-		return fail(cu.ERROR_INVALID_VALUE, "team already full")
-	}
-	o.devs = append(o.devs, ordinal)
 	return nil
 }
 
@@ -209,21 +190,16 @@ func (s *Sim) bind(o *mcObject, b *binding) {
 // MulticastBindMem is cuMulticastBindMem; it blocks until the team is complete. The memory
 // is bound for the device that owns it.
 func (s *Sim) MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
-	s.mu.Lock()
-	f := s.enter(OpMulticastBindMem)
-	if f == nil {
-		f = s.bindMemLocked(mc, -1, mcOffset, mem, memOffset, size, flags)
-	}
-	s.mu.Unlock()
+	f := s.do(OpMulticastBindMem, func() *failure { return s.bindMem(mc, -1, mcOffset, mem, memOffset, size, flags) })
 	if f != nil {
 		return f.wrap("cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
 	}
 	return nil
 }
 
-// bindMemLocked binds memory by handle for device dev, or for the memory's own device with
+// bindMem binds memory by handle for device dev, or for the memory's own device with
 // dev -1 (cuMulticastBindMem, which names none).
-func (s *Sim) bindMemLocked(mc cu.MemHandle, dev int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) *failure {
+func (s *Sim) bindMem(mc cu.MemHandle, dev int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) *failure {
 	o, f := s.lookupMC(mc)
 	if f != nil {
 		return f
@@ -258,21 +234,16 @@ func (s *Sim) bindMemLocked(mc cu.MemHandle, dev int, mcOffset uint64, mem cu.Me
 // MulticastBindAddr is cuMulticastBindAddr: it binds the memory mapped at [ptr, ptr+size),
 // which may span several mappings of one device's memory, for that device.
 func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
-	s.mu.Lock()
-	f := s.enter(OpMulticastBindAddr)
-	if f == nil {
-		f = s.bindAddrLocked(mc, -1, mcOffset, uint64(ptr), size, flags)
-	}
-	s.mu.Unlock()
+	f := s.do(OpMulticastBindAddr, func() *failure { return s.bindAddr(mc, -1, mcOffset, uint64(ptr), size, flags) })
 	if f != nil {
 		return f.wrap("cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
 	}
 	return nil
 }
 
-// bindAddrLocked binds mapped memory for device dev, or for the memory's own device with
+// bindAddr binds mapped memory for device dev, or for the memory's own device with
 // dev -1 (cuMulticastBindAddr, which names none).
-func (s *Sim) bindAddrLocked(mc cu.MemHandle, dev int, mcOffset, ptr, size, flags uint64) *failure {
+func (s *Sim) bindAddr(mc cu.MemHandle, dev int, mcOffset, ptr, size, flags uint64) *failure {
 	o, f := s.lookupMC(mc)
 	if f != nil {
 		return f
@@ -322,19 +293,14 @@ func (s *Sim) bindAddrLocked(mc cu.MemHandle, dev int, mcOffset, ptr, size, flag
 
 // MulticastUnbind is cuMulticastUnbind: the range must cover whole bindings of the device.
 func (s *Sim) MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) error {
-	s.mu.Lock()
-	f := s.unbindLocked(mc, ordinal, mcOffset, size)
-	s.mu.Unlock()
+	f := s.do(OpMulticastUnbind, func() *failure { return s.unbind(mc, ordinal, mcOffset, size) })
 	if f != nil {
 		return f.wrap("cuMulticastUnbind", "%v, device %d, %d, %d", mc, ordinal, mcOffset, size)
 	}
 	return nil
 }
 
-func (s *Sim) unbindLocked(mc cu.MemHandle, ordinal int, mcOffset, size uint64) *failure {
-	if f := s.enter(OpMulticastUnbind); f != nil {
-		return f
-	}
+func (s *Sim) unbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) *failure {
 	o, f := s.lookupMC(mc)
 	if f != nil {
 		return f

@@ -115,6 +115,27 @@ func (s *Sim) DeviceCount() (int, error) {
 	return len(s.cfg.Devices), nil
 }
 
+// locked runs one call of o under s.mu: it counts the call, and fails it with a fault
+// FailNth armed before fn runs.
+func locked[T any](s *Sim, o Op, fn func() (T, *failure)) (v T, f *failure) {
+	s.mu.Lock()
+	if f = s.enter(o); f == nil {
+		v, f = fn()
+	}
+	s.mu.Unlock()
+	return v, f
+}
+
+// do is locked for a call that returns nothing but its failure.
+func (s *Sim) do(o Op, fn func() *failure) (f *failure) {
+	s.mu.Lock()
+	if f = s.enter(o); f == nil {
+		f = fn()
+	}
+	s.mu.Unlock()
+	return f
+}
+
 // device checks an ordinal as cuDeviceGet does.
 func (s *Sim) device(ordinal int) (*Device, *failure) {
 	if ordinal < 0 || ordinal >= len(s.cfg.Devices) {
@@ -126,12 +147,7 @@ func (s *Sim) device(ordinal int) (*Device, *failure) {
 // enterDevice counts a call of o and checks its device ordinal: the start of every call
 // that names a device.
 func (s *Sim) enterDevice(o Op, ordinal int) (*Device, *failure) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f := s.enter(o); f != nil {
-		return nil, f
-	}
-	return s.device(ordinal)
+	return locked(s, o, func() (*Device, *failure) { return s.device(ordinal) })
 }
 
 // Device describes device ordinal.
