@@ -28,29 +28,20 @@ type binding struct {
 	memOff      uint64
 }
 
-func (s *Sim) multicastDevices() int {
-	n := 0
-	for i := range s.cfg.Devices {
-		if s.cfg.Devices[i].Multicast {
-			n++
-		}
-	}
-	return n
-}
-
-// multicastMemory is the memory of the smallest multicast-capable device.
-func (s *Sim) multicastMemory() uint64 {
-	m := ^uint64(0)
+// multicastDevices returns the number of multicast-capable devices and the memory of the
+// smallest of them.
+func (s *Sim) multicastDevices() (n int, mem uint64) {
+	mem = ^uint64(0)
 	for i := range s.cfg.Devices {
 		if d := &s.cfg.Devices[i]; d.Multicast {
-			m = min(m, d.TotalMem)
+			n, mem = n+1, min(mem, d.TotalMem)
 		}
 	}
-	return m
+	return n, mem
 }
 
 func (s *Sim) noMulticast() *failure {
-	if s.multicastDevices() == 0 {
+	if n, _ := s.multicastDevices(); n == 0 {
 		return fail(cu.ERROR_NOT_SUPPORTED, "no device supports multicast") // recorded: vmmtest sweep/multicast-granularity-min
 	}
 	return nil
@@ -96,12 +87,13 @@ func (s *Sim) multicastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, *fail
 		return 0, f
 	}
 	t := cu.MemHandleType(prop.HandleTypes)
+	devs, mem := s.multicastDevices()
 	switch {
-	case prop.NumDevices == 0 || int(prop.NumDevices) > s.multicastDevices():
+	case prop.NumDevices == 0 || int(prop.NumDevices) > devs:
 		return 0, fail(cu.ERROR_INVALID_VALUE, "team size out of range")
 	case prop.Size == 0 || prop.Size%s.cfg.MulticastGranularity != 0:
 		return 0, fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the multicast granularity")
-	case prop.Size > s.multicastMemory():
+	case prop.Size > mem:
 		// The header: size is the memory each device can bind, so no more than a device
 		// has (multicast is never created on the shared GPU hosts: not recorded).
 		return 0, fail(cu.ERROR_OUT_OF_MEMORY, "size larger than a team device's memory")
