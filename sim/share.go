@@ -4,9 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -36,8 +34,6 @@ const (
 	shareName  = "cuvmm-sim.d" // + device: memory shared as a descriptor
 	fabricName = "cuvmm-sim.f" // + device + "." + secret: memory shared as a fabric handle
 )
-
-func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
 // fabricMagic starts every fabric token sim makes.
 var fabricMagic = [16]byte{'c', 'u', 'v', 'm', 'm', '-', 's', 'i', 'm', '-', 'f', 'a', 'b', 'r', 'i', 'c'}
@@ -105,11 +101,11 @@ func parseFileName(name string) (dev int, secret string, ok bool) {
 
 // exports is what every Sim of this process exported, by file: an import into another Sim
 // of this process finds the file here without trusting a name.
-var exports struct {
+var exports = struct {
 	sync.Mutex
 	byFile   map[fileKey]exported
 	byFabric map[fabricToken]exported
-}
+}{byFile: map[fileKey]exported{}, byFabric: map[fabricToken]exported{}}
 
 type exported struct {
 	f    *os.File // a fabric allocation's file, duplicated for each import of its token
@@ -120,9 +116,6 @@ type exported struct {
 func publish(k fileKey, tok *fabricToken, e exported) {
 	exports.Lock()
 	defer exports.Unlock()
-	if exports.byFile == nil {
-		exports.byFile, exports.byFabric = map[fileKey]exported{}, map[fabricToken]exported{}
-	}
 	if k != (fileKey{}) {
 		exports.byFile[k] = e
 	}

@@ -13,10 +13,9 @@ import (
 // Sim is a simulated CUDA driver: a vmm.Backend in pure Go. Create one with New; it is safe
 // for concurrent use. Each Sim is a separate machine with its own address space and handles.
 //
-// One lock serializes the calls, as the driver serializes its VMM work (16 threads do 1.2
-// to 1.9 times the VMM operations of one on an H200, and with a context held fewer):
-// every method holds mu for the whole call, but copies and memset, which hold it to check
-// their ranges and again to let go of the memory, not while they move the bytes.
+// One lock serializes the calls, as the driver serializes its VMM work: every method holds
+// mu for the whole call, but copies and memset, which hold it to check their ranges and
+// again to let go of the memory, not while they move the bytes.
 type Sim struct {
 	cfg   Config
 	id    uint64 // distinguishes Sims of one process in fabric tokens
@@ -95,10 +94,7 @@ func (*Sim) Name() string { return "sim" }
 
 // DriverVersion returns the configured driver version.
 func (s *Sim) DriverVersion() (int, error) {
-	s.mu.Lock()
-	f := s.enter(OpDriverVersion)
-	s.mu.Unlock()
-	if f != nil {
+	if f := s.do(OpDriverVersion, func() *failure { return nil }); f != nil {
 		return 0, f.wrap("cuDriverGetVersion", "")
 	}
 	return s.cfg.DriverVersion, nil
@@ -106,10 +102,7 @@ func (s *Sim) DriverVersion() (int, error) {
 
 // DeviceCount returns the number of configured devices.
 func (s *Sim) DeviceCount() (int, error) {
-	s.mu.Lock()
-	f := s.enter(OpDeviceCount)
-	s.mu.Unlock()
-	if f != nil {
+	if f := s.do(OpDeviceCount, func() *failure { return nil }); f != nil {
 		return 0, f.wrap("cuDeviceGetCount", "")
 	}
 	return len(s.cfg.Devices), nil
