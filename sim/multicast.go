@@ -209,12 +209,9 @@ func (s *Sim) bindMem(mc cu.MemHandle, dev int, mcOffset uint64, mem cu.MemHandl
 	if memOffset%s.cfg.MulticastGranularity != 0 || memOffset+size > m.mem.size || memOffset+size < memOffset {
 		return fail(cu.ERROR_INVALID_VALUE, "memory range misaligned or past the end of the allocation")
 	}
-	if dev >= 0 {
-		if f := s.boundFor(m.mem, dev); f != nil {
-			return f
-		}
-	} else {
-		dev = m.mem.dev
+	dev, f = s.boundFor(m.mem, dev)
+	if f != nil {
+		return f
 	}
 	if f := s.bindable(o, dev, mcOffset, size); f != nil {
 		return f
@@ -261,16 +258,12 @@ func (s *Sim) bindAddr(mc cu.MemHandle, dev int, mcOffset, ptr, size, flags uint
 			return fail(cu.ERROR_INVALID_VALUE, "address does not map device memory")
 		case dev < 0 && len(pieces) > 0 && pieces[0].dev != m.h.mem.dev:
 			return fail(cu.ERROR_INVALID_VALUE, "range maps memory of several devices")
-		case dev >= 0:
-			if f := s.boundFor(m.h.mem, dev); f != nil {
-				return f
-			}
+		}
+		d, f := s.boundFor(m.h.mem, dev)
+		if f != nil {
+			return f
 		}
 		k := min(left, m.end()-cur)
-		d := dev
-		if d < 0 {
-			d = m.h.mem.dev
-		}
 		pieces = append(pieces, &binding{dev: d, mcOff: mcOffset + (cur - ptr), size: k, mem: m.h.mem, memOff: cur - m.base})
 		cur, left = cur+k, left-k
 	}

@@ -35,22 +35,23 @@ func (s *Sim) v2(ordinal int, symbol string) *failure {
 	return &failure{raw: &missingSymbol{&loader.SymbolError{Name: symbol, Version: bindV2Version, Status: loader.SymbolNotFound}}}
 }
 
-// boundFor checks that memory p may be bound for device dev: device memory only for its own
-// device, host NUMA memory only for a device whose HOST_NUMA_ID is the memory's node.
-func (s *Sim) boundFor(p *phys, dev int) *failure {
-	if p.dev >= 0 {
-		if p.dev != dev {
-			return fail(cu.ERROR_INVALID_DEVICE, "device memory is bound only for the device it was created on")
-		}
-		return nil
+// boundFor returns the device memory p is bound for: its own with dev -1 (the 13.0 calls),
+// else dev, if p may be bound for it: device memory only for its own device, host NUMA
+// memory only for a device whose HOST_NUMA_ID is the memory's node.
+func (s *Sim) boundFor(p *phys, dev int) (int, *failure) {
+	switch {
+	case dev < 0:
+		return p.dev, nil
+	case p.dev >= 0 && p.dev != dev:
+		return 0, fail(cu.ERROR_INVALID_DEVICE, "device memory is bound only for the device it was created on")
+	case p.dev >= 0:
+		return dev, nil
+	case p.prop.Location.Type != cu.MEM_LOCATION_TYPE_HOST_NUMA:
+		return 0, fail(cu.ERROR_INVALID_VALUE, "host memory that is not of a NUMA node")
+	case int(p.prop.Location.ID) != s.cfg.Devices[dev].attribute(cu.DEVICE_ATTRIBUTE_HOST_NUMA_ID):
+		return 0, fail(cu.ERROR_INVALID_DEVICE, "host NUMA memory is bound only for a device whose HOST_NUMA_ID is its node")
 	}
-	if p.prop.Location.Type != cu.MEM_LOCATION_TYPE_HOST_NUMA {
-		return fail(cu.ERROR_INVALID_VALUE, "host memory that is not of a NUMA node")
-	}
-	if node := s.cfg.Devices[dev].attribute(cu.DEVICE_ATTRIBUTE_HOST_NUMA_ID); int(p.prop.Location.ID) != node {
-		return fail(cu.ERROR_INVALID_DEVICE, "host NUMA memory is bound only for a device whose HOST_NUMA_ID is its node")
-	}
-	return nil
+	return dev, nil
 }
 
 // MulticastBindMemV2 is cuMulticastBindMem_v2 (CUDA 13.1): cuMulticastBindMem for device
