@@ -145,22 +145,20 @@ func (s *Sim) shareable(m *phys) *failure {
 		}
 	}
 	var f *os.File
+	var err error
 	if secret == nil {
-		st, k, err := newExportable(m.dev, m.size)
-		if err != nil {
-			return fail(cu.ERROR_OUT_OF_MEMORY, "cannot create the shareable backing file: "+err.Error())
-		}
-		m.st, m.fileKey = st, k
+		m.st, m.fileKey, err = newExportable(m.dev, m.size)
 	} else {
 		var remove string
-		var err error
-		if f, remove, err = newShareFile(fileName(m.dev, secret), m.size, true); err != nil {
-			return fail(cu.ERROR_OUT_OF_MEMORY, "cannot create the shareable backing file: "+err.Error())
+		if f, remove, err = newShareFile(fileName(m.dev, secret), m.size, true); err == nil {
+			m.st, m.fileKey = &fileStore{f: f, remove: remove}, keyOf(f)
+			m.token = &fabricToken{secret: *secret, pid: uint32(os.Getpid()), fd: uint32(f.Fd()), dev: uint32(m.dev)}
+			t := m.token.handle()
+			m.fabric = &t
 		}
-		m.st, m.fileKey = &fileStore{f: f, remove: remove}, keyOf(f)
-		m.token = &fabricToken{secret: *secret, pid: uint32(os.Getpid()), fd: uint32(f.Fd()), dev: uint32(m.dev)}
-		t := m.token.handle()
-		m.fabric = &t
+	}
+	if err != nil {
+		return fail(cu.ERROR_OUT_OF_MEMORY, "cannot create the shareable backing file: "+err.Error())
 	}
 	if m.fileKey != (fileKey{}) {
 		s.byFile[m.fileKey] = m
