@@ -329,7 +329,7 @@ func fetch(t Ticket, o fetchOpts) (h ipc.Header, taken []int, err error) {
 		if kind := fds.NotMemory(uint32(st.Mode)); kind != "" {
 			return ipc.Header{}, taken, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is %s, not memory", errProtocol, f.fd, t.PID, i, kind)
 		}
-		if fds.Dev(st) != f.dev || st.Ino != f.ino {
+		if unix.Mkdev(st.Dev_major, st.Dev_minor) != f.dev || st.Ino != f.ino {
 			return ipc.Header{}, taken, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is not open on the file the manifest names: "+
 				"the exporter closed it and the number was reused", errProtocol, f.fd, t.PID, i)
 		}
