@@ -590,23 +590,18 @@ func (f FabricHandle) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary encoded.
 func (f *FabricHandle) UnmarshalBinary(b []byte) error {
-	if err := f.decodeBinary(b); err != nil {
+	fail := func(format string, args ...any) error {
+		err := fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
 		return opError("decode fabric handle", fmt.Sprintf("of %d bytes", len(b)), err)
 	}
-	return nil
-}
-
-func (f *FabricHandle) decodeBinary(b []byte) error {
 	if len(b) != fabricLen {
-		return fmt.Errorf("%w: fabric handle of %d bytes, want %d", ErrProtocol, len(b), fabricLen)
+		return fail("fabric handle of %d bytes, want %d", len(b), fabricLen)
 	}
 	if string(b[:4]) != fabricMagic || b[4] != fabricVersion || b[5]|b[6]|b[7] != 0 {
-		return fmt.Errorf("%w: not a version %d fabric handle", ErrProtocol, fabricVersion)
+		return fail("not a version %d fabric handle", fabricVersion)
 	}
-	var d FabricHandle
-	d.Size = binary.LittleEndian.Uint64(b[8:])
-	copy(d.Handle[:], b[16:])
-	*f = d
+	f.Size = binary.LittleEndian.Uint64(b[8:])
+	copy(f.Handle[:], b[16:])
 	return nil
 }
 
@@ -617,35 +612,30 @@ func (f FabricHandle) MarshalText() ([]byte, error) {
 
 // UnmarshalText decodes what MarshalText encoded.
 func (f *FabricHandle) UnmarshalText(t []byte) error {
-	if err := f.decodeText(t); err != nil {
+	fail := func(format string, args ...any) error {
+		err := fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
 		return opError("decode fabric handle", fmt.Sprintf("text of %d bytes", len(t)), err)
 	}
-	return nil
-}
-
-func (f *FabricHandle) decodeText(t []byte) error {
 	s, ok := strings.CutPrefix(string(t), fabricPrefix)
 	if !ok {
-		return fmt.Errorf("%w: fabric handle text does not start with %q", ErrProtocol, fabricPrefix)
+		return fail("fabric handle text does not start with %q", fabricPrefix)
 	}
 	sizeText, handleText, ok := strings.Cut(s, ":")
 	if !ok {
-		return fmt.Errorf("%w: fabric handle text has no handle", ErrProtocol)
+		return fail("fabric handle text has no handle")
 	}
 	size, err := strconv.ParseUint(sizeText, 10, 64)
 	if err != nil || (len(sizeText) > 1 && sizeText[0] == '0') {
-		return fmt.Errorf("%w: fabric handle size %q", ErrProtocol, sizeText)
+		return fail("fabric handle size %q", sizeText)
 	}
 	// The decoder skips \r and \n; the length keeps them out, so that a handle has one
 	// text form.
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(handleText)
 	if err != nil || len(raw) != len(f.Handle) || len(handleText) != base64.RawURLEncoding.EncodedLen(len(f.Handle)) {
-		return fmt.Errorf("%w: fabric handle is not %d bytes of URL-safe base64", ErrProtocol, len(f.Handle))
+		return fail("fabric handle is not %d bytes of URL-safe base64", len(f.Handle))
 	}
-	var d FabricHandle
-	d.Size = size
-	copy(d.Handle[:], raw)
-	*f = d
+	f.Size = size
+	copy(f.Handle[:], raw)
 	return nil
 }
 

@@ -34,13 +34,9 @@ const manifestSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE 
 // before it closes the descriptors.
 func Publish(e *ipc.Exported) (Ticket, error) {
 	var t Ticket
-	err := e.Publish(func(h ipc.Header, fds []int) (func() error, error) {
-		fd, mapped, tk, err := publish(h, fds)
-		if err != nil {
-			return nil, err
-		}
-		t = tk
-		return func() error { return errors.Join(unix.Munmap(mapped), unix.Close(fd)) }, nil
+	err := e.Publish(func(h ipc.Header, fds []int) (withdraw func() error, err error) {
+		t, withdraw, err = publish(h, fds)
+		return withdraw, err
 	})
 	if err != nil {
 		return Ticket{}, opError("publish", "", err)
@@ -49,55 +45,55 @@ func Publish(e *ipc.Exported) (Ticket, error) {
 }
 
 // publish writes the manifest of fds (one per size of h) with a new secret into a sealed
-// memory file, maps it, and returns its descriptor, the mapping and the ticket that names
-// it. The mapping is the exporter's mark: a sealed memory file can be passed from process
+// memory file, maps it, and returns the ticket that names it and what unmaps and closes it.
+// The mapping is the exporter's mark: a sealed memory file can be passed from process
 // to process, but only the exporter's own code maps its manifests, so an importer that
 // finds the file mapped in the exporter (/proc/PID/maps) knows the exporter made it, and
 // not a peer that left one in the exporter's descriptor table.
-func publish(h ipc.Header, fds []int) (fd int, mapped []byte, t Ticket, err error) {
-	t, err = self()
+func publish(h ipc.Header, fds []int) (Ticket, func() error, error) {
+	t, err := self()
 	if err != nil {
-		return -1, nil, Ticket{}, err
+		return Ticket{}, nil, err
 	}
 	m := manifest{header: h}
 	for i, fd := range fds {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return -1, nil, Ticket{}, fmt.Errorf("descriptor %d of allocation %d: %w", fd, i, err)
+			return Ticket{}, nil, fmt.Errorf("descriptor %d of allocation %d: %w", fd, i, err)
 		}
 		m.files = append(m.files, manifestFile{fd: fd, dev: uint64(st.Dev), ino: uint64(st.Ino)})
 	}
 	if _, err := rand.Read(m.secret[:]); err != nil {
-		return -1, nil, Ticket{}, fmt.Errorf("a secret for the ticket: %w", err)
+		return Ticket{}, nil, fmt.Errorf("a secret for the ticket: %w", err)
 	}
 	b, err := m.encode()
 	if err != nil {
-		return -1, nil, Ticket{}, err
+		return Ticket{}, nil, err
 	}
-	fd, err = unix.MemfdCreate("cuvmm-ticket-manifest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := unix.MemfdCreate("cuvmm-ticket-manifest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return -1, nil, Ticket{}, fmt.Errorf("memfd_create for the manifest: %w", err)
+		return Ticket{}, nil, fmt.Errorf("memfd_create for the manifest: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			unix.Close(fd)
-		}
-	}()
+	fail := func(err error) (Ticket, func() error, error) {
+		unix.Close(fd)
+		return Ticket{}, nil, err
+	}
 	for off := 0; off < len(b); {
 		n, err := unix.Pwrite(fd, b[off:], int64(off))
 		if err != nil {
-			return -1, nil, Ticket{}, fmt.Errorf("writing the manifest: %w", err)
+			return fail(fmt.Errorf("writing the manifest: %w", err))
 		}
 		off += n
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, manifestSeals); err != nil {
-		return -1, nil, Ticket{}, fmt.Errorf("sealing the manifest: %w", err)
+		return fail(fmt.Errorf("sealing the manifest: %w", err))
 	}
-	if mapped, err = unix.Mmap(fd, 0, len(b), unix.PROT_READ, unix.MAP_SHARED); err != nil {
-		return -1, nil, Ticket{}, fmt.Errorf("mapping the manifest: %w", err)
+	mapped, err := unix.Mmap(fd, 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return fail(fmt.Errorf("mapping the manifest: %w", err))
 	}
 	t.Manifest, t.secret = fd, m.secret
-	return fd, mapped, t, nil
+	return t, func() error { return errors.Join(unix.Munmap(mapped), unix.Close(fd)) }, nil
 }
 
 // self is this process as a ticket names it.

@@ -179,8 +179,57 @@ func (t Ticket) GoString() string { return t.String() }
 // digits, a text longer than the longest ticket) matches errProtocol, and so does a ticket
 // of version 1, which proved nothing and is no longer accepted.
 func (t *Ticket) UnmarshalText(text []byte) error {
-	d, err := decodeTicket(text)
-	if err != nil {
+	fail := func(format string, args ...any) error {
+		err := fmt.Errorf("%w: "+format, append([]any{errProtocol}, args...)...)
+		return opError("decode ticket", fmt.Sprintf("text of %d bytes", len(text)), err)
+	}
+	if strings.HasPrefix(string(text), ticketPrefixV1) {
+		return fail("a version 1 ticket, no longer accepted: it named descriptors without proving that the exporter " +
+			"meant them for this ticket; the exporter must make a new one with this version of cuvmm")
+	}
+	if len(text) > maxTicketLen {
+		return fail("ticket of %d bytes, longer than any (%d)", len(text), maxTicketLen)
+	}
+	s, ok := strings.CutPrefix(string(text), ticketPrefix)
+	if !ok {
+		return fail("ticket does not start with %q", ticketPrefix)
+	}
+	keys := []string{"pid", "start", "boot", "pidns", "manifest", "secret"}
+	fields := strings.Split(s, ":")
+	if len(fields) != len(keys) {
+		return fail("ticket of %d fields, want %d", len(fields), len(keys))
+	}
+	vals := make([]string, len(keys))
+	for i, key := range keys {
+		v, ok := strings.CutPrefix(fields[i], key+"=")
+		if !ok {
+			return fail("ticket field %d is not %s=", i+1, key)
+		}
+		vals[i] = v
+	}
+	var n [5]uint64
+	for _, i := range []int{0, 1, 3, 4} {
+		var ok bool
+		if n[i], ok = decimal(vals[i]); !ok {
+			return fail("ticket's %s %q is not a decimal number", keys[i], vals[i])
+		}
+	}
+	// Checked before the conversions to int, which could truncate them.
+	if n[0] > maxPID {
+		return fail("pid %d (1 to %d)", n[0], maxPID)
+	}
+	if n[4] > 1<<31-1 {
+		return fail("manifest descriptor %d", n[4])
+	}
+	d := Ticket{PID: int(n[0]), Start: n[1], Boot: vals[2], PIDNS: n[3], Manifest: int(n[4])}
+	sec := vals[5]
+	if len(sec) != 2*secretLen || strings.ToLower(sec) != sec {
+		return fail("the ticket's secret is not %d lowercase hex digits", 2*secretLen)
+	}
+	if _, err := hex.Decode(d.secret[:], []byte(sec)); err != nil {
+		return fail("the ticket's secret is not %d lowercase hex digits", 2*secretLen)
+	}
+	if err := d.validate(); err != nil {
 		return opError("decode ticket", fmt.Sprintf("text of %d bytes", len(text)), err)
 	}
 	*t = d
@@ -193,58 +242,6 @@ func ParseTicket(s string) (Ticket, error) {
 	var t Ticket
 	err := t.UnmarshalText([]byte(s))
 	return t, err
-}
-
-func decodeTicket(text []byte) (Ticket, error) {
-	if strings.HasPrefix(string(text), ticketPrefixV1) {
-		return Ticket{}, fmt.Errorf("%w: a version 1 ticket, no longer accepted: it named descriptors without proving that the exporter "+
-			"meant them for this ticket; the exporter must make a new one with this version of cuvmm", errProtocol)
-	}
-	if len(text) > maxTicketLen {
-		return Ticket{}, fmt.Errorf("%w: ticket of %d bytes, longer than any (%d)", errProtocol, len(text), maxTicketLen)
-	}
-	s, ok := strings.CutPrefix(string(text), ticketPrefix)
-	if !ok {
-		return Ticket{}, fmt.Errorf("%w: ticket does not start with %q", errProtocol, ticketPrefix)
-	}
-	keys := []string{"pid", "start", "boot", "pidns", "manifest", "secret"}
-	fields := strings.Split(s, ":")
-	if len(fields) != len(keys) {
-		return Ticket{}, fmt.Errorf("%w: ticket of %d fields, want %d", errProtocol, len(fields), len(keys))
-	}
-	vals := make([]string, len(keys))
-	for i, key := range keys {
-		v, ok := strings.CutPrefix(fields[i], key+"=")
-		if !ok {
-			return Ticket{}, fmt.Errorf("%w: ticket field %d is not %s=", errProtocol, i+1, key)
-		}
-		vals[i] = v
-	}
-	var n [5]uint64
-	for _, i := range []int{0, 1, 3, 4} {
-		var ok bool
-		if n[i], ok = decimal(vals[i]); !ok {
-			return Ticket{}, fmt.Errorf("%w: ticket's %s %q is not a decimal number", errProtocol, keys[i], vals[i])
-		}
-	}
-	if n[0] > maxPID {
-		return Ticket{}, fmt.Errorf("%w: pid %d (1 to %d)", errProtocol, n[0], maxPID)
-	}
-	if n[4] > 1<<31-1 {
-		return Ticket{}, fmt.Errorf("%w: manifest descriptor %d", errProtocol, n[4])
-	}
-	t := Ticket{PID: int(n[0]), Start: n[1], Boot: vals[2], PIDNS: n[3], Manifest: int(n[4])}
-	sec := vals[5]
-	if len(sec) != 2*secretLen || strings.ToLower(sec) != sec {
-		return Ticket{}, fmt.Errorf("%w: the ticket's secret is not %d lowercase hex digits", errProtocol, 2*secretLen)
-	}
-	if _, err := hex.Decode(t.secret[:], []byte(sec)); err != nil {
-		return Ticket{}, fmt.Errorf("%w: the ticket's secret is not %d lowercase hex digits", errProtocol, 2*secretLen)
-	}
-	if err := t.validate(); err != nil {
-		return Ticket{}, err
-	}
-	return t, nil
 }
 
 // decimal parses a uint64 written as MarshalText writes one: digits only, no leading zero.
