@@ -1,14 +1,14 @@
 // Package ipc shares device memory between processes: exported allocations travel as file
 // descriptors over a Unix domain socket (SCM_RIGHTS, Linux) or, where no socket can join the
-// two processes, are taken by the importer with pidfd_getfd (package pidfd); fabric handles
-// travel as plain values over any transport.
+// two processes, are taken by the importer with pidfd_getfd (package pidfd, with a ticket);
+// fabric handles travel as plain values over any transport.
 //
 // # Descriptors
 //
-// One kind of message carries descriptors over a socket (message.go): a small header that
-// says its kind, and for allocations (Header: their sizes, granularity and handle type) the
-// descriptors, one per allocation, or for a dma-buf (DmaBufHeader) its one descriptor. Who
-// owns which descriptor is explicit, and nothing leaks on any error path:
+// One kind of message carries descriptors over a socket (message.go): a header that says
+// its kind, and for allocations (Header: their sizes, granularity and handle type) one
+// descriptor per allocation, or for a dma-buf (DmaBufHeader) its one descriptor. Who owns
+// which descriptor is explicit, and nothing leaks on any error path:
 //
 //   - Export creates descriptors; the *Exported owns them until its Close.
 //   - Send never takes ownership: the kernel passes copies, the sender keeps its own.
@@ -22,35 +22,22 @@
 //
 // # Trust
 //
-// Everything that comes from the other process is checked before it is used. Receive
-// takes no more descriptors than the protocol allows (MaxDescriptors, then the count the
-// header announces), refuses a header at its first wrong byte and a descriptor that cannot
-// be memory (a socket, pipe, directory or block device). The importer aligns its
-// reservation to its own granularity, not the peer's; it checks each claimed size against
-// the granularity and the memory of the device the imported allocation lives on, as the
-// driver reports them, and the driver itself maps whole allocations only, so a size that
-// is not the allocation's is refused when it is mapped.
+// Everything that comes from the other process is checked before it is used: Receive
+// bounds the descriptors it takes and refuses a header at its first wrong byte and a
+// descriptor that cannot be memory; Import checks each claimed size against the
+// granularity and memory of the device the allocation lives on, as the driver reports
+// them, and aligns the reservation to its own granularity, not the peer's; the driver
+// maps whole allocations only, so a size that is not the allocation's is refused.
 //
-// # Without a socket: pidfd_getfd
+// # Fabric handles and dma-bufs
 //
-// The socket is the default transport. Where a socket broker between the two processes is
-// not possible, package pidfd (vmm/ipc/pidfd) lets the exporter publish a ticket, one line
-// of text, with which the importer takes copies of the descriptors (pidfd_getfd, Linux 5.6+)
-// and imports them as it would descriptors received over a socket.
+// FabricHandle is a fabric handle with the allocation's size, a value with binary and text
+// forms (encoding.BinaryMarshaler, encoding.TextMarshaler) to send in JSON, gRPC or an
+// environment variable to a process on another node of the same NVLink fabric. Creating
+// fabric memory needs an IMEX channel.
 //
-// # Fabric handles
-//
-// FabricHandle is a fabric handle with the allocation's size, a value that implements
-// encoding.BinaryMarshaler and encoding.TextMarshaler (and the Unmarshalers), so that it
-// can be sent in JSON, gRPC or an environment variable to a process on another node of the
-// same NVLink fabric. Creating fabric memory needs an IMEX channel.
-//
-// # dma-bufs
-//
-// SendDmaBuf and ReceiveDmaBuf pass one dma-buf descriptor (a vmm.DmaBuf, exported from a
-// reservation, a growable buffer or a sparse array) in a message of the dma-buf kind, for
-// the process that drives an RDMA NIC to register. ReceiveDmaBuf takes exactly one
-// descriptor, checks that it is a dma-buf and checks its size against the header's claim.
+// SendDmaBuf and ReceiveDmaBuf pass one dma-buf descriptor (a vmm.DmaBuf) to the process
+// that drives an RDMA NIC, which registers it.
 //
 // # Errors
 //

@@ -183,19 +183,6 @@ var pidNamespace = cached(func() (uint64, error) {
 	return uint64(st.Ino), nil
 })
 
-// FetchOption adjusts Fetch and FetchAndImport.
-type FetchOption func(*fetchOpts)
-
-type fetchOpts struct {
-	self bool
-}
-
-// AllowSelf lets Fetch take a ticket that names this very process. Without it such a
-// ticket is refused: a peer that hands this process a ticket naming this process would
-// otherwise have it import memory of its own (the ticket's secret still has to match one of
-// this process's manifests, so this is a second wall, not the first).
-func AllowSelf() FetchOption { return func(o *fetchOpts) { o.self = true } }
-
 // Fetch takes copies of the descriptors a ticket grants from the exporting process, with
 // pidfd_open and pidfd_getfd (Linux 5.6+), and returns them as an *ipc.Received, to import
 // (ipc.Import) as if they had come over a socket (FetchAndImport does both). On error every descriptor fetched

@@ -9,24 +9,17 @@
 // this export, and carries the manifest's random secret: the importer takes only what a
 // manifest with that secret lists, so a ticket that merely names a process and descriptor
 // numbers reaches nothing (the NVIDIA driver opens every exported descriptor on the same
-// file, so which file a descriptor is open on tells nothing). Fetch also checks that the
-// ticket was made on this machine since its last boot and in this pid namespace, that it
-// does not name the importer's own process unless the importer allows it (AllowSelf), that
-// the process it reaches is the one that made it (its start time), that each descriptor it
-// takes is open on the file the manifest names and is not a socket, pipe or directory, and
-// that the manifest is still in place once they are taken; it closes every descriptor it
-// took on any error, and its refusals say which check failed, never what would have passed
-// it. Import then checks the sizes, the driver the memory. SECURITY.md says what a ticket
-// proves.
+// file, so which file a descriptor is open on tells nothing). Fetch says what else it
+// checks; its refusals say which check failed, never what would have passed it. Import then
+// checks the sizes, the driver the memory. SECURITY.md says what a ticket proves.
 //
 // pidfd_getfd needs ptrace access to the exporter: the same user, and, under Yama's
 // kernel.yama.ptrace_scope 1, the importer an ancestor of the exporter or named by it
 // (AllowImporter, or AllowAnyImporter), or CAP_SYS_PTRACE. The errors say which rule
-// refused and the remedy: an old kernel matches ipc.ErrUnsupported and vmm.ErrUnsupported, a
-// refused permission os.ErrPermission, an exporter that has exited os.ErrProcessDone.
+// refused and the remedy.
 //
 // Errors are *vmm.Error values (package "pidfd"); a ticket or manifest that cannot be true
-// matches ipc.errProtocol.
+// matches ipc.ErrProtocol.
 package pidfd
 
 import (
@@ -54,21 +47,13 @@ func invalid(format string, args ...any) error {
 }
 
 // Ticket lets an importer on the same machine take an exporter's descriptors with
-// pidfd_getfd (Linux 5.6+) instead of receiving them over a socket: the second transport,
-// for where no socket can be set up between the two. A Ticket is a plain value that crosses
-// any channel (a file, an environment variable, a Kubernetes annotation); its text form is
-// one line (see MarshalText).
+// pidfd_getfd instead of receiving them over a socket. It is a plain value whose text form
+// is one line (see MarshalText).
 //
 // A ticket is a capability: whoever holds it can map the exported memory, so hand it only
-// to the importer it is meant for. It names the exporting process and one of its
-// descriptors, the manifest: a sealed memory file that the exporter wrote when it made the
-// ticket, holding a random secret and the exact descriptors of this export. The ticket
-// carries the secret; the importer takes the manifest, compares the secrets and takes only
-// what the manifest lists. Nothing else in a ticket is secret, and a ticket that names a
-// process and descriptor numbers without the secret reaches nothing.
-//
-// Publish makes one; Fetch and FetchAndImport take what it grants. String does not show
-// the secret; MarshalText does.
+// to the importer it is meant for. Only its secret, the manifest's, is secret; String does
+// not show it, MarshalText does. Publish makes one; Fetch and FetchAndImport take what it
+// grants.
 type Ticket struct {
 	// PID is the exporter's process id, in its pid namespace.
 	PID int
@@ -356,6 +341,19 @@ func decodeManifest(b []byte, want *[secretLen]byte) (manifest, error) {
 	}
 	return m, nil
 }
+
+// FetchOption adjusts Fetch and FetchAndImport.
+type FetchOption func(*fetchOpts)
+
+type fetchOpts struct {
+	self bool
+}
+
+// AllowSelf lets Fetch take a ticket that names this very process. Without it such a
+// ticket is refused: a peer that hands this process a ticket naming this process would
+// otherwise have it import memory of its own (the ticket's secret still has to match one of
+// this process's manifests, so this is a second wall, not the first).
+func AllowSelf() FetchOption { return func(o *fetchOpts) { o.self = true } }
 
 // refusal is the system's refusal of a transport, said in words with what to do about it.
 // It unwraps to the system's error (an errno, with its own matches: os.ErrPermission for
