@@ -171,11 +171,10 @@ func ReceiveDmaBuf(conn *net.UnixConn) (*vmm.DmaBuf, error) {
 
 // receiver is the state of one Receive or ReceiveDmaBuf.
 type receiver struct {
-	conn   *net.UnixConn
-	kind   uint16 // of the message expected
-	args   string
-	typ    int // SO_TYPE
-	stream bool
+	conn *net.UnixConn
+	kind uint16 // of the message expected
+	args string
+	typ  int // SO_TYPE
 	// extra is the control room the socket's own options take in every read (credentials,
 	// a pidfd), given on top of the room for descriptors.
 	extra int
@@ -191,7 +190,7 @@ func (r *receiver) receive() error {
 		return err
 	}
 	r.oob = make([]byte, r.extra+unix.CmsgLen(4*r.limit()))
-	if !r.stream {
+	if r.typ != unix.SOCK_STREAM {
 		// One read takes the whole message; what does not fit is lost, so offer all the room.
 		return r.read(len(r.buf))
 	}
@@ -232,7 +231,7 @@ func (r *receiver) inspect() error {
 	r.typ = typ
 	switch typ {
 	case unix.SOCK_STREAM:
-		r.args, r.stream = "stream socket", true
+		r.args = "stream socket"
 	case unix.SOCK_SEQPACKET:
 		r.args = "seqpacket socket"
 	case unix.SOCK_DGRAM:
@@ -306,9 +305,9 @@ func (r *receiver) read(want int) error {
 		return nil
 	}
 	switch {
-	case r.stream && r.got == 0 && len(r.fds) == 0:
+	case r.typ == unix.SOCK_STREAM && r.got == 0 && len(r.fds) == 0:
 		return fmt.Errorf("connection closed before a message: %w", io.EOF)
-	case r.stream:
+	case r.typ == unix.SOCK_STREAM:
 		return fmt.Errorf("%w: connection closed after %d header bytes: %w", ErrProtocol, r.got, io.ErrUnexpectedEOF)
 	case len(r.fds) > 0:
 		return fmt.Errorf("%w: empty message with %d descriptors", ErrProtocol, len(r.fds))

@@ -184,27 +184,26 @@ var pidNamespace = cached(func() (uint64, error) {
 })
 
 // Fetch takes copies of the descriptors a ticket grants from the exporting process, with
-// pidfd_open and pidfd_getfd (Linux 5.6+), and returns them as an *ipc.Received, to import
-// (ipc.Import) as if they had come over a socket (FetchAndImport does both). On error every descriptor fetched
-// is closed. Descriptors are fetched close-on-exec.
+// pidfd_open and pidfd_getfd (Linux 5.6+), and returns them as an *ipc.Received to import
+// (ipc.Import) as if they had come over a socket (FetchAndImport does both). On error every
+// descriptor fetched is closed. Descriptors are fetched close-on-exec.
 //
 // The ticket is not trusted. Before any system call Fetch checks its form, that it was made
 // on this machine since its last boot and in this pid namespace, and that it does not name
 // this process (see AllowSelf). It then checks that the process it reaches is the one that
 // made the ticket (its start time) and still runs, and takes the manifest: a sealed memory
-// file whose secret must be the ticket's. It takes only the descriptors the manifest lists,
-// each of which must be open on the file the manifest names and not on a socket, pipe,
-// directory or block device, and last finds the manifest still in place, so that the
-// exporter had not withdrawn the ticket (Exported.Close) while they were taken. Import then
-// checks the claimed sizes and the driver the memory, as for descriptors received over a
-// socket. A refusal says which check failed, never what would have passed it.
+// file that the exporter maps, whose secret must be the ticket's. It takes only the
+// descriptors the manifest lists, each of which must be open on the file the manifest names
+// and not on a socket, pipe, directory or block device, and last finds the manifest still
+// in place, so that the exporter had not withdrawn the ticket (Exported.Close) while they
+// were taken. A refusal says which check failed, never what would have passed it.
 //
 // Errors say what the kernel refused and what to do about it: where the kernel has no
 // pidfd_getfd (before Linux 5.6, or a seccomp filter refuses it) the error matches
 // ipc.ErrUnsupported and vmm.ErrUnsupported; where this process may not take the exporter's
 // descriptors (pidfd_getfd needs ptrace access to it) the error matches os.ErrPermission
 // and names the remedies (AllowImporter in the exporter is one); where the exporter has
-// exited, os.ErrProcessDone; a ticket that cannot be true or grants nothing, errProtocol.
+// exited, os.ErrProcessDone; a ticket that cannot be true or grants nothing, ipc.ErrProtocol.
 // The error of a refused system call also unwraps to the kernel's errno (unix.EBADF where
 // a descriptor is not open).
 func Fetch(t Ticket, opts ...FetchOption) (*ipc.Received, error) {

@@ -266,10 +266,8 @@ const (
 	manifestVersion = 2
 	manifestFixed   = 16 + secretLen
 	manifestEntry   = 24
-	// The header as a socket message has it (ipc.Header.MarshalBinary): 32 bytes and 8
-	// per allocation.
-	headerFixed    = 32
-	maxManifestLen = manifestFixed + headerFixed + (8+manifestEntry)*ipc.MaxDescriptors
+	headerFixed     = 32 // of ipc.Header.MarshalBinary's message, before the sizes
+	maxManifestLen  = manifestFixed + headerFixed + (8+manifestEntry)*ipc.MaxDescriptors
 )
 
 func (m manifest) encode() ([]byte, error) {
