@@ -267,9 +267,9 @@ func (r *Received) Close() error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	taken := r.fds
+	err := fds.Close(r.fds)
 	r.fds = nil
-	if err := fds.Close(taken); err != nil {
+	if err != nil {
 		return opError("close", "received descriptors", err)
 	}
 	return nil
