@@ -72,7 +72,7 @@ func testData(t *testing.T, e *env) {
 	t.Run("round-trip", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		size := 4 * e.g
-		_, va := j.mustBuffer(size, 0)
+		_, va := j.mustBuffer(size, e.prop(0))
 		want := Pattern(1, int(size))
 		noError(t, e.b.CopyHtoD(0, va, want))
 		requireBytes(t, e.b, 0, va, want)
@@ -89,15 +89,14 @@ func testData(t *testing.T, e *env) {
 	})
 	t.Run("fresh-memory-is-readable", func(t *testing.T) {
 		j := newJanitor(t, e.b)
-		_, va := j.mustBuffer(e.g, 0)
+		_, va := j.mustBuffer(e.g, e.prop(0))
 		got := make([]byte, 4096)
 		noError(t, e.b.CopyDtoH(0, got, va))
 	})
 	t.Run("alias", func(t *testing.T) {
 		j := newJanitor(t, e.b)
-		h, a := j.mustBuffer(e.g, 0)
-		b := j.mustReserve(e.g)
-		j.mustMap(b, e.g, 0, h)
+		h, a := j.mustBuffer(e.g, e.prop(0))
+		b := j.mustMapping(h, e.g)
 		noError(t, e.b.SetAccess(b, e.g, rw(0)))
 		want := Pattern(2, int(e.g))
 		noError(t, e.b.CopyHtoD(0, a, want))
@@ -141,10 +140,9 @@ func testData(t *testing.T, e *env) {
 		if err != nil {
 			return
 		}
-		stage := j.mustReserve(e.g)
-		j.mustMap(stage, e.g, 0, host)
+		stage := j.mustMapping(host, e.g)
 		noError(t, e.b.SetAccess(stage, e.g, rw(0)))
-		dev, va := j.mustBuffer(e.g, 0)
+		dev, va := j.mustBuffer(e.g, e.prop(0))
 		want := Pattern(12, int(e.g))
 		noError(t, e.b.CopyHtoD(0, va, want))
 		noError(t, e.b.CopyDtoD(0, stage, va, e.g))
@@ -159,7 +157,7 @@ func testData(t *testing.T, e *env) {
 			return
 		}
 		// The device reads the range into device memory of its own, and writes it from there.
-		_, scratch := j.mustBuffer(e.g, 0)
+		_, scratch := j.mustBuffer(e.g, e.prop(0))
 		err = e.b.CopyDtoD(0, scratch, va, e.g)
 		if err == nil {
 			requireBytes(t, e.b, 0, scratch, want)
@@ -177,7 +175,7 @@ func testData(t *testing.T, e *env) {
 		// any mapping that is not the whole allocation (NOT_SUPPORTED). If a backend ever
 		// accepts one, the bytes must be right.
 		j := newJanitor(t, e.b)
-		h, whole := j.mustBuffer(2*e.g, 0)
+		h, whole := j.mustBuffer(2*e.g, e.prop(0))
 		half := j.mustReserve(e.g)
 		err := j.mapAt(half, e.g, e.g, h)
 		e.c.check(t, "data/map-offset", err)
@@ -191,7 +189,7 @@ func testData(t *testing.T, e *env) {
 	})
 	t.Run("release-while-mapped", func(t *testing.T) {
 		j := newJanitor(t, e.b)
-		h, va := j.mustBuffer(e.g, 0)
+		h, va := j.mustBuffer(e.g, e.prop(0))
 		want := Pattern(5, int(e.g))
 		noError(t, e.b.CopyHtoD(0, va, want))
 		e.c.check(t, "data/release-while-mapped", e.b.Release(h))
@@ -214,7 +212,7 @@ func testData(t *testing.T, e *env) {
 	})
 	t.Run("address-range", func(t *testing.T) {
 		j := newJanitor(t, e.b)
-		_, va := j.mustBuffer(2*e.g, 0)
+		_, va := j.mustBuffer(2*e.g, e.prop(0))
 		base, size, err := e.b.AddressRange(va + 12345)
 		e.c.check(t, "data/address-range", err)
 		if err == nil {
@@ -230,8 +228,7 @@ func testData(t *testing.T, e *env) {
 }
 
 func (e *env) posixFD() bool {
-	v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)
-	return err == nil && v != 0
+	return e.attr(0, cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)
 }
 
 func testCreate(t *testing.T, e *env) {
@@ -546,9 +543,7 @@ func testAccess(t *testing.T, e *env) {
 	e.c.check(t, "access/get-host", err)
 
 	// A fresh mapping has no access until it is granted.
-	h1 := j.mustCreate(e.g, e.prop(0))
-	va2 := j.mustReserve(e.g)
-	j.mustMap(va2, e.g, 0, h1)
+	va2 := j.mustMapping(j.mustCreate(e.g, e.prop(0)), e.g)
 	f, err = e.b.GetAccess(loc, va2)
 	e.c.check(t, "access/get-before-set", err)
 	if err == nil {
@@ -568,7 +563,7 @@ func testAccess(t *testing.T, e *env) {
 
 func testRetain(t *testing.T, e *env) {
 	j := newJanitor(t, e.b)
-	h, va := j.mustBuffer(2*e.g, 0)
+	h, va := j.mustBuffer(2*e.g, e.prop(0))
 	r, err := e.b.Retain(va + cu.DevicePtr(e.g) + 100)
 	e.c.check(t, "retain/inside-mapping", err)
 	if err == nil {
@@ -598,7 +593,7 @@ func testRetain(t *testing.T, e *env) {
 
 func testCopy(t *testing.T, e *env) {
 	j := newJanitor(t, e.b)
-	_, va := j.mustBuffer(e.g, 0)
+	_, va := j.mustBuffer(e.g, e.prop(0))
 	e.c.check(t, "copy/htod-past-mapping", e.b.CopyHtoD(0, va+cu.DevicePtr(e.g)-100, make([]byte, 4096)))
 	e.c.check(t, "copy/dtoh-past-mapping", e.b.CopyDtoH(0, make([]byte, 4096), va+cu.DevicePtr(e.g)-100))
 	e.c.check(t, "copy/dtod-larger-than-mapping", e.b.CopyDtoD(0, va, va, 2*e.g))
@@ -615,17 +610,13 @@ func testDangerous(t *testing.T, e *env) {
 		t.Skip("not declared: Capabilities.Dangerous")
 	}
 	j := newJanitor(t, e.b)
-	h := j.mustCreate(e.g, e.prop(0))
-	va := j.mustReserve(e.g)
-	j.mustMap(va, e.g, 0, h)
+	va := j.mustMapping(j.mustCreate(e.g, e.prop(0)), e.g)
 	noError(t, e.b.SetAccess(va, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
 	e.c.check(t, "dangerous/read-only-dtoh", e.b.CopyDtoH(0, make([]byte, 64), va))
 	e.c.check(t, "dangerous/read-only-htod", e.b.CopyHtoD(0, va, make([]byte, 64)))
 
 	// mapped but no access granted
-	h2 := j.mustCreate(e.g, e.prop(0))
-	na := j.mustReserve(e.g)
-	j.mustMap(na, e.g, 0, h2)
+	na := j.mustMapping(j.mustCreate(e.g, e.prop(0)), e.g)
 	e.c.check(t, "dangerous/no-access-dtoh", e.b.CopyDtoH(0, make([]byte, 64), na))
 	e.c.check(t, "dangerous/no-access-htod", e.b.CopyHtoD(0, na, make([]byte, 64)))
 	// granted, then revoked

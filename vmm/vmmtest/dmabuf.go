@@ -96,7 +96,7 @@ func testDmaBuf(t *testing.T, e *env) {
 
 	t.Run("one-chunk", func(t *testing.T) {
 		j := newJanitor(t, e.b)
-		_, va := j.mustBuffer(e.g, 0)
+		_, va := j.mustBuffer(e.g, e.prop(0))
 		if fd, err := e.dmaBuf(t, "one-chunk", va, e.g, 0); err == nil {
 			e.dmaBufSize(t, "one-chunk-size", fd)
 			if fd2, err := e.dmaBuf(t, "twice", va, e.g, 0); err == nil && fd2 == fd {
@@ -159,9 +159,7 @@ func testDmaBuf(t *testing.T, e *env) {
 		noError(t, e.b.Free(freed, e.g))
 		e.dmaBuf(t, "freed-reservation", freed, e.g, 0)
 
-		h := j.mustCreate(e.g, e.prop(0))
-		na := j.mustReserve(e.g)
-		j.mustMap(na, e.g, 0, h)
+		na := j.mustMapping(j.mustCreate(e.g, e.prop(0)), e.g)
 		e.dmaBuf(t, "no-access", na, e.g, 0)
 	})
 
@@ -210,10 +208,7 @@ func testDmaBuf(t *testing.T, e *env) {
 			host.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}
 			g, err := e.b.Granularity(host, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
 			noError(t, err)
-			h := j.mustCreate(g, host)
-			va := j.mustReserve(g)
-			j.mustMap(va, g, 0, h)
-			noError(t, e.b.SetAccess(va, g, rw(0)))
+			_, va := j.mustBuffer(g, host)
 			e.dmaBuf(t, "host-memory", va, g, 0)
 		}
 	})
@@ -284,8 +279,7 @@ func testDmaBuf(t *testing.T, e *env) {
 		imp, err := e.b.ImportFD(shared)
 		noError(t, err)
 		j.adopt(imp)
-		va := j.mustReserve(e.g)
-		j.mustMap(va, e.g, 0, imp)
+		va := j.mustMapping(imp, e.g)
 		noError(t, e.b.SetAccess(va, e.g, rw(0)))
 		fd, err := e.dmaBuf(t, "imported", va, e.g, 0)
 		if err != nil {

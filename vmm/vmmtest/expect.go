@@ -129,6 +129,14 @@ func (c *checker) checkValue(t testing.TB, name string, err error, value string)
 	c.observe(t, name, resultName(nil)+": "+value, nil)
 }
 
+// either is the fact of a case that asks a yes-or-no question: yes when cond holds, no otherwise.
+func either(cond bool, yes, no string) string {
+	if cond {
+		return yes
+	}
+	return no
+}
+
 // checkDeviations reports declared deviations that deviate from nothing.
 func checkDeviations(t testing.TB, exp *Expectations, devs map[string]Deviation) {
 	t.Helper()
@@ -195,11 +203,6 @@ func (c *checker) write(path string, driver int, device string) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	keys := make([]string, 0, len(out.Results))
-	for k := range out.Results {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err

@@ -128,11 +128,7 @@ func testFaults(t *testing.T, e *env) {
 	got := make([]byte, 2*mib)
 	c.check(t, "faults/htod-h3-read-only", b.CopyHtoD(0, A+8*mib, buf))
 	c.check(t, "faults/dtoh-h3-read-only", b.CopyDtoH(0, got, A+8*mib))
-	if got[0] == 0 && got[len(got)-1] == 0 {
-		c.observe(t, "faults/h3-reads", "zero", nil)
-	} else {
-		c.observe(t, "faults/h3-reads", "not zero", nil)
-	}
+	c.observe(t, "faults/h3-reads", either(got[0] == 0 && got[len(got)-1] == 0, "zero", "not zero"), nil)
 	c.check(t, "faults/memset-h3-read-only", b.MemsetD8(0, A+8*mib, 1, 16))
 	c.check(t, "faults/dtod-h3-to-h1", b.CopyDtoD(0, A, A+8*mib, mib))
 	c.check(t, "faults/dtod-h1-to-h3", b.CopyDtoD(0, A+8*mib, A, mib))
@@ -143,11 +139,7 @@ func testFaults(t *testing.T, e *env) {
 	c.check(t, "faults/dtoh-C-no-access", b.CopyDtoH(0, got, C+2*mib))
 	sa("C-read-only", C, 4*mib, ro)
 	c.check(t, "faults/dtoh-C-read-only", b.CopyDtoH(0, got, C+2*mib))
-	if string(got) == string(buf) {
-		c.observe(t, "faults/C-sees-h1", "equal", nil)
-	} else {
-		c.observe(t, "faults/C-sees-h1", "different", nil)
-	}
+	c.observe(t, "faults/C-sees-h1", either(string(got) == string(buf), "equal", "different"), nil)
 	c.check(t, "faults/dtod-C-to-h1-same-memory", b.CopyDtoD(0, A+2*mib, C+2*mib, 2*mib))
 	c.check(t, "faults/dtod-from-below-C", b.CopyDtoD(0, A, C-mib, 2*mib))
 

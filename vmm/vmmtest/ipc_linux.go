@@ -144,24 +144,19 @@ func testIPC(t *testing.T, e *env) {
 // exchange sends an exported allocation to a child process, which checks the parent's
 // bytes and writes its own.
 func exchange(t *testing.T, e *env) {
-	func() {
-		j := newJanitor(t, e.b)
-		p := e.prop(0)
-		p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-		size := 2 * e.g
-		h := j.mustCreate(size, p)
-		va := j.mustReserve(size)
-		j.mustMap(va, size, 0, h)
-		noError(t, e.b.SetAccess(va, size, rw(0)))
-		const seed = 42
-		noError(t, e.b.CopyHtoD(0, va, Pattern(seed, int(size))))
+	j := newJanitor(t, e.b)
+	p := e.prop(0)
+	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+	size := 2 * e.g
+	h, va := j.mustBuffer(size, p)
+	const seed = 42
+	noError(t, e.b.CopyHtoD(0, va, Pattern(seed, int(size))))
 
-		fd, err := e.b.ExportFD(h)
-		noError(t, err)
-		defer unix.Close(fd)
-		noError(t, runChild(t, header(size, seed), unix.UnixRights(fd)))
-		requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
-	}()
+	fd, err := e.b.ExportFD(h)
+	noError(t, err)
+	defer unix.Close(fd)
+	noError(t, runChild(t, header(size, seed), unix.UnixRights(fd)))
+	requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
 }
 
 type limitedBuffer struct {

@@ -76,14 +76,21 @@ func (j *janitor) mustMap(va cu.DevicePtr, size, off uint64, h cu.MemHandle) {
 	noError(j.t, j.mapAt(va, size, off, h), "map %v+%d offset %d", va, size, off)
 }
 
-// mustBuffer is create + reserve + map + read-write access for device dev: the common
-// starting point of data cases.
-func (j *janitor) mustBuffer(size uint64, dev int) (cu.MemHandle, cu.DevicePtr) {
+// mustMapping reserves size bytes and maps h there, without access.
+func (j *janitor) mustMapping(h cu.MemHandle, size uint64) cu.DevicePtr {
 	j.t.Helper()
-	h := j.mustCreate(size, &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}})
 	va := j.mustReserve(size)
 	j.mustMap(va, size, 0, h)
-	noError(j.t, j.b.SetAccess(va, size, rw(dev)))
+	return va
+}
+
+// mustBuffer is create + reserve + map + read-write access for the device of p's location
+// (device 0 for host memory): the common starting point of data cases.
+func (j *janitor) mustBuffer(size uint64, p *cu.MemAllocationProp) (cu.MemHandle, cu.DevicePtr) {
+	j.t.Helper()
+	h := j.mustCreate(size, p)
+	va := j.mustMapping(h, size)
+	noError(j.t, j.b.SetAccess(va, size, rw(int(p.Location.ID))))
 	return h, va
 }
 

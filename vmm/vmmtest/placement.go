@@ -1,6 +1,7 @@
 package vmmtest
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -76,12 +77,6 @@ func testPlacement(t *testing.T, e *env) {
 		}
 	}
 
-	honoured := func(ok bool) string {
-		if ok {
-			return "honoured"
-		}
-		return "not honoured"
-	}
 	for _, s := range []struct {
 		name string
 		size uint64
@@ -90,11 +85,11 @@ func testPlacement(t *testing.T, e *env) {
 		noError(t, err)
 		b, err := reserve(s.size, a+cu.DevicePtr(s.size))
 		noError(t, err)
-		e.c.observe(t, "placement/hint-adjacent-above-"+s.name, honoured(b == a+cu.DevicePtr(s.size)), nil)
+		e.c.observe(t, "placement/hint-adjacent-above-"+s.name, either(b == a+cu.DevicePtr(s.size), "honoured", "not honoured"), nil)
 		const far = 0x100000000000
 		c, err := reserve(s.size, far)
 		noError(t, err)
-		e.c.observe(t, "placement/hint-far-"+s.name, honoured(c == far), nil)
+		e.c.observe(t, "placement/hint-far-"+s.name, either(c == far, "honoured", "not honoured"), nil)
 		release()
 	}
 	_, err := reserve(g, 0x800000000000)
@@ -112,11 +107,7 @@ func testPlacement(t *testing.T, e *env) {
 	live = live[1:]
 	d, err := reserve(g, 0)
 	noError(t, err)
-	reuse := "elsewhere"
-	if d == a {
-		reuse = "at the freed range"
-	}
-	e.c.observe(t, "placement/after-freeing-the-first-of-three", reuse, nil)
+	e.c.observe(t, "placement/after-freeing-the-first-of-three", either(d == a, "at the freed range", "elsewhere"), nil)
 	release()
 
 	if e.c.record {
@@ -220,19 +211,5 @@ func sizeName(n uint64) string {
 		n /= 1024
 		i++
 	}
-	return itoa(n) + units[i]
-}
-
-func itoa(n uint64) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
+	return strconv.FormatUint(n, 10) + units[i]
 }

@@ -83,11 +83,10 @@ func (e *env) mapped(j *janitor, prop *cu.MemAllocationProp, size uint64, grant 
 	return h, c
 }
 
-func sameOrNot(a, b uint64) string {
-	if a == b {
-		return "same"
-	}
-	return "differs"
+// sameIDs says which ids two addresses' attributes share.
+func sameIDs(a, b cu.PointerAttributes) string {
+	return "buffer-id " + either(a.BufferID == b.BufferID, "same", "differs") +
+		", block-id " + either(a.MemoryBlockID == b.MemoryBlockID, "same", "differs")
 }
 
 func testPointer(t *testing.T, e *env) {
@@ -96,7 +95,7 @@ func testPointer(t *testing.T, e *env) {
 		_, c := e.mapped(j, e.prop(0), e.g, true)
 		start := e.query(t, "pointer/vmm-mapping-start", c, c.mp)
 		inner := e.query(t, "pointer/vmm-inner-address", c, c.mp+4097)
-		e.c.observe(t, "pointer/ids-start-vs-inner", "buffer-id "+sameOrNot(start.BufferID, inner.BufferID)+", block-id "+sameOrNot(start.MemoryBlockID, inner.MemoryBlockID), nil)
+		e.c.observe(t, "pointer/ids-start-vs-inner", sameIDs(start, inner), nil)
 		e.query(t, "pointer/reservation-start-unmapped", c, c.resv)
 		e.query(t, "pointer/past-mapping-unmapped", c, c.mp+cu.DevicePtr(e.g))
 		noError(t, e.b.SetAccess(c.mp, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
@@ -119,7 +118,7 @@ func testPointer(t *testing.T, e *env) {
 		a, err := e.b.PointerAttributes(0, c.mp)
 		noError(t, err)
 		b := e.query(t, "pointer/second-mapping", ptrCase{resv: c.resv, rsize: c.rsize, mp: second, msize: e.g}, second)
-		e.c.observe(t, "pointer/ids-two-mappings", "buffer-id "+sameOrNot(a.BufferID, b.BufferID)+", block-id "+sameOrNot(a.MemoryBlockID, b.MemoryBlockID), nil)
+		e.c.observe(t, "pointer/ids-two-mappings", sameIDs(a, b), nil)
 	})
 	t.Run("unmapped-after-unmap", func(t *testing.T) {
 		j := newJanitor(t, e.b)

@@ -39,8 +39,7 @@ func propString(p cu.MemAllocationProp) string {
 // lands, and whether a hint was honoured, depends on what the process reserved before (an
 // H200 placed the same 64 KiB and 64 TiB reservations differently from one run of the
 // suite to the next): the placement/ cases record that in a controlled setting.
-func placed(va, hint cu.DevicePtr) string {
-	_ = hint
+func placed(va cu.DevicePtr) string {
 	return fmt.Sprintf("align2M=%v", va%(2*mib) == 0)
 }
 

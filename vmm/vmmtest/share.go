@@ -17,10 +17,7 @@ func testShare(t *testing.T, e *env) {
 	j := newJanitor(t, e.b)
 	p := e.prop(0)
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	h := j.mustCreate(e.g, p)
-	va := j.mustReserve(e.g)
-	j.mustMap(va, e.g, 0, h)
-	noError(t, e.b.SetAccess(va, e.g, rw(0)))
+	h, va := j.mustBuffer(e.g, p)
 	want := Pattern(7, int(e.g))
 	noError(t, e.b.CopyHtoD(0, va, want))
 
@@ -41,8 +38,7 @@ func testShare(t *testing.T, e *env) {
 	got, err := e.b.Properties(imp)
 	noError(t, err)
 	equal(t, p.Location, got.Location)
-	iva := j.mustReserve(e.g)
-	j.mustMap(iva, e.g, 0, imp)
+	iva := j.mustMapping(imp, e.g)
 	noError(t, e.b.SetAccess(iva, e.g, rw(0)))
 	requireBytes(t, e.b, 0, iva, want)
 
@@ -76,10 +72,7 @@ func testShare(t *testing.T, e *env) {
 
 	// An export outlives the exporter's handle and mapping: the descriptor still imports
 	// the allocation, bytes and all.
-	lone := j.mustCreate(e.g, p)
-	lva := j.mustReserve(e.g)
-	j.mustMap(lva, e.g, 0, lone)
-	noError(t, e.b.SetAccess(lva, e.g, rw(0)))
+	lone, lva := j.mustBuffer(e.g, p)
 	lonely := Pattern(9, int(e.g))
 	noError(t, e.b.CopyHtoD(0, lva, lonely))
 	lfd, err := e.b.ExportFD(lone)
@@ -153,12 +146,12 @@ func testFabric(t *testing.T, e *env) {
 	noError(t, err)
 	notEqual(t, cu.MemFabricHandle{}, fh)
 	again, err := e.b.ExportFabric(h)
-	e.c.checkValue(t, "fabric/export-twice", err, sameness(again == fh, "handle"))
+	e.c.checkValue(t, "fabric/export-twice", err, either(again == fh, "the same handle", "another handle"))
 	_, err = e.b.ExportFD(h)
 	e.c.check(t, "fabric/export-fd-not-requested", err)
 
 	imp, err := e.b.ImportFabric(fh)
-	e.c.checkValue(t, "fabric/import-same-process", err, sameness(imp == h, "allocation handle"))
+	e.c.checkValue(t, "fabric/import-same-process", err, either(imp == h, "the same allocation handle", "another allocation handle"))
 	noError(t, err)
 	j.adopt(imp)
 	j.mustMap(va+cu.DevicePtr(e.g), e.g, 0, imp)
@@ -208,14 +201,6 @@ func testFabric(t *testing.T, e *env) {
 	})
 }
 
-// sameness is the fact of a case that asks whether two values are equal.
-func sameness(same bool, what string) string {
-	if same {
-		return "the same " + what
-	}
-	return "another " + what
-}
-
 // testPeer checks peer access for every ordered pair of devices (the recorded rules are
 // the same for each pair).
 func testPeer(t *testing.T, e *env) {
@@ -243,9 +228,7 @@ func testPeerPair(t *testing.T, e *env, a, b int) {
 		t.Skipf("device %d cannot access device %d", a, b)
 	}
 	j := newJanitor(t, e.b)
-	h := j.mustCreate(e.g, e.prop(a))
-	va := j.mustReserve(e.g)
-	j.mustMap(va, e.g, 0, h)
+	va := j.mustMapping(j.mustCreate(e.g, e.prop(a)), e.g)
 	e.c.check(t, "peer/grant-both", e.b.SetAccess(va, e.g, append(rw(a), rw(b)...)))
 	want := Pattern(byte(8+a*16+b), int(e.g))
 	noError(t, e.b.CopyHtoD(b, va, want), "write from the peer's context")
@@ -255,9 +238,7 @@ func testPeerPair(t *testing.T, e *env, a, b int) {
 	noError(t, err)
 	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
 	// Memory on device b, filled by device a's copy.
-	hb := j.mustCreate(e.g, e.prop(b))
-	vb := j.mustReserve(e.g)
-	j.mustMap(vb, e.g, 0, hb)
+	vb := j.mustMapping(j.mustCreate(e.g, e.prop(b)), e.g)
 	noError(t, e.b.SetAccess(vb, e.g, append(rw(b), rw(a)...)))
 	noError(t, e.b.CopyDtoD(a, vb, va, e.g), "device a copies its memory into device b's")
 	requireBytes(t, e.b, b, vb, want)
@@ -292,16 +273,14 @@ func testMulticast(t *testing.T, e *env) {
 		noError(t, e.b.MulticastAddDevice(mc, 1))
 	}
 	noError(t, e.b.MulticastBindMem(mc, 0, mem, 0, mg, 0))
-	var mems []cu.MemHandle
-	mems = append(mems, mem)
+	mems := []cu.MemHandle{mem}
 	for d := 1; d < n; d++ {
 		m := j.mustCreate(mg, e.prop(d))
 		noError(t, e.b.MulticastBindMem(mc, 0, m, 0, mg, 0))
 		mems = append(mems, m)
 	}
 	// A mapping of the multicast object writes every replica.
-	va := j.mustReserve(mg)
-	j.mustMap(va, mg, 0, mc)
+	va := j.mustMapping(mc, mg)
 	var desc []cu.MemAccessDesc
 	for d := range n {
 		desc = append(desc, rw(d)...)
@@ -310,8 +289,7 @@ func testMulticast(t *testing.T, e *env) {
 	want := Pattern(9, 4096)
 	noError(t, e.b.CopyHtoD(0, va, want))
 	for d, m := range mems {
-		r := j.mustReserve(mg)
-		j.mustMap(r, mg, 0, m)
+		r := j.mustMapping(m, mg)
 		noError(t, e.b.SetAccess(r, mg, rw(d)))
 		requireBytes(t, e.b, d, r, want)
 	}
