@@ -61,32 +61,41 @@ func testSweep(t *testing.T, e *env) {
 	gr("option-2", prop, 2)
 	_, err = e.b.Granularity(nil, 0)
 	e.c.check(t, "sweep/granularity-nil", err)
-	q := prop
-	q.Type = cu.MEM_ALLOCATION_TYPE_MANAGED
-	gr("managed", q, 0)
-	q.Type = 0
-	gr("invalid-type", q, 0)
-	q = prop
-	q.Location = devLoc(n)
-	gr("device-ordinal-count", q, 0)
-	q.Location = devLoc(-1)
-	gr("device-negative", q, 0)
-	q.Location = cu.MemLocation{}
-	gr("location-invalid", q, 0)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}
-	gr("host", q, 0)
-	gr("host-recommended", q, 1)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA}
-	gr("host-numa", q, 0)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA_CURRENT}
-	gr("host-numa-current", q, 0)
-	q = prop
-	q.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
-	gr("handle-type-fabric", q, 0)
-	q.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	gr("handle-type-posix-fd", q, 0)
-	q.RequestedHandleTypes = 0x10
-	gr("handle-type-0x10", q, 0)
+	type variant struct {
+		name string
+		p    cu.MemAllocationProp
+	}
+	with := func(mod func(q *cu.MemAllocationProp)) cu.MemAllocationProp {
+		q := prop
+		mod(&q)
+		return q
+	}
+	at := func(l cu.MemLocation) cu.MemAllocationProp {
+		return with(func(q *cu.MemAllocationProp) { q.Location = l })
+	}
+	// One field wrong at a time, asked both for a granularity and to create.
+	wrong := []variant{
+		{"managed", with(func(q *cu.MemAllocationProp) { q.Type = cu.MEM_ALLOCATION_TYPE_MANAGED })},
+		{"invalid-type", with(func(q *cu.MemAllocationProp) { q.Type = 0 })},
+		{"device-ordinal-count", at(devLoc(n))},
+		{"device-negative", at(devLoc(-1))},
+		{"location-invalid", at(cu.MemLocation{})},
+		{"host", at(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST})},
+		{"host-numa", at(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA})},
+		{"host-numa-current", at(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA_CURRENT})},
+	}
+	for _, w := range wrong {
+		gr(w.name, w.p, 0)
+		if w.name == "host" {
+			gr("host-recommended", w.p, 1)
+		}
+	}
+	handles := func(ht cu.MemHandleType) cu.MemAllocationProp {
+		return with(func(q *cu.MemAllocationProp) { q.RequestedHandleTypes = ht })
+	}
+	gr("handle-type-fabric", handles(cu.MEM_HANDLE_TYPE_FABRIC), 0)
+	gr("handle-type-posix-fd", handles(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), 0)
+	gr("handle-type-0x10", handles(0x10), 0)
 
 	// Multicast granularity was recorded on a device without multicast.
 	mcp := cu.MulticastObjectProp{NumDevices: 1, Size: 2 * mib}
@@ -115,51 +124,27 @@ func testSweep(t *testing.T, e *env) {
 	cr.create(t, "size-64KiB", 64<<10, prop, 0)
 	cr.create(t, "size-2MiB-plus-64KiB", 2*mib+64<<10, prop, 0)
 	cr.create(t, "flags-1", 2*mib, prop, 1)
-	q = prop
-	q.Type = cu.MEM_ALLOCATION_TYPE_MANAGED
-	cr.create(t, "managed", 2*mib, q, 0)
-	q.Type = 0
-	cr.create(t, "invalid-type", 2*mib, q, 0)
-	q = prop
-	q.Location = devLoc(n)
-	cr.create(t, "device-ordinal-count", 2*mib, q, 0)
-	q.Location = devLoc(-1)
-	cr.create(t, "device-negative", 2*mib, q, 0)
-	q.Location = cu.MemLocation{}
-	cr.create(t, "location-invalid", 2*mib, q, 0)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}
-	cr.create(t, "host", 2*mib, q, 0)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA}
-	cr.create(t, "host-numa", 2*mib, q, 0)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA_CURRENT}
-	cr.create(t, "host-numa-current", 2*mib, q, 0)
+	for _, w := range wrong {
+		cr.create(t, w.name, 2*mib, w.p, 0)
+	}
 	for _, ht := range []cu.MemHandleType{1, 2, 4, 8, 9, 0x10} {
 		if ht&cu.MEM_HANDLE_TYPE_FABRIC != 0 && e.caps.Fabric {
 			t.Logf("handle type %#x: recorded without an IMEX channel", uint32(ht))
 			continue
 		}
-		q = prop
-		q.RequestedHandleTypes = ht
-		cr.create(t, fmt.Sprintf("handle-type-%#x", uint32(ht)), 2*mib, q, 0)
+		cr.create(t, fmt.Sprintf("handle-type-%#x", uint32(ht)), 2*mib, handles(ht), 0)
 	}
-	q = prop
-	q.CompressionType = cu.MEM_ALLOCATION_COMP_GENERIC
-	cr.create(t, "compression-generic", 2*mib, q, 0)
-	q.CompressionType = 2
-	cr.create(t, "compression-2", 2*mib, q, 0)
-	q = prop
-	q.GPUDirectRDMACapable = 1
-	cr.create(t, "gpudirect-rdma-1", 2*mib, q, 0)
-	q.GPUDirectRDMACapable = 2
-	cr.create(t, "gpudirect-rdma-2", 2*mib, q, 0)
-	q = prop
-	q.Usage = 1
-	cr.create(t, "usage-1", 2*mib, q, 0)
-	q.Usage = 4
-	cr.create(t, "usage-4", 2*mib, q, 0)
-	q = prop
-	q.Reserved[0] = 1
-	cr.create(t, "reserved-bytes", 2*mib, q, 0)
+	for _, v := range []variant{
+		{"compression-generic", with(func(q *cu.MemAllocationProp) { q.CompressionType = cu.MEM_ALLOCATION_COMP_GENERIC })},
+		{"compression-2", with(func(q *cu.MemAllocationProp) { q.CompressionType = 2 })},
+		{"gpudirect-rdma-1", with(func(q *cu.MemAllocationProp) { q.GPUDirectRDMACapable = 1 })},
+		{"gpudirect-rdma-2", with(func(q *cu.MemAllocationProp) { q.GPUDirectRDMACapable = 2 })},
+		{"usage-1", with(func(q *cu.MemAllocationProp) { q.Usage = 1 })},
+		{"usage-4", with(func(q *cu.MemAllocationProp) { q.Usage = 4 })},
+		{"reserved-bytes", with(func(q *cu.MemAllocationProp) { q.Reserved[0] = 1 })},
+	} {
+		cr.create(t, v.name, 2*mib, v.p, 0)
+	}
 	cr.create(t, "1TiB", 1<<40, prop, 0)
 	cr.releaseAll(t)
 
