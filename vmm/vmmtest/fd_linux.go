@@ -1,9 +1,13 @@
 package vmmtest
 
+// What needs Linux descriptors: the cross-process case and its child, and the dma-buf
+// group's descriptors.
+
 import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -112,10 +116,34 @@ func oneRight(oob []byte) (int, error) {
 	return fds[0], nil
 }
 
-func openFDs(t *testing.T) int {
+// openDescriptors lists the process's open descriptors, each as "fd->what it is open on".
+func openDescriptors(t *testing.T) []string {
 	ents, err := os.ReadDir("/proc/self/fd")
 	noError(t, err)
-	return len(ents)
+	out := make([]string, len(ents))
+	for i, e := range ents {
+		l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		out[i] = e.Name() + "->" + l
+	}
+	return out
+}
+
+func closeDescriptor(fd int) { unix.Close(fd) }
+
+// descriptorSize is what lseek to the end of fd says: a dma-buf's size.
+func descriptorSize(fd int) (int64, error) { return unix.Seek(fd, 0, unix.SEEK_END) }
+
+// dmaBufDescriptors lists the open descriptors that are dma-bufs: the kernel's ("/dmabuf:",
+// "anon_inode:dmabuf" on older kernels) and sim's (a memfd named "cuvmm-sim.dmabuf:...").
+// Only they are counted: a driver may open descriptors of its own on first use.
+func dmaBufDescriptors(t *testing.T) []string {
+	var out []string
+	for _, d := range openDescriptors(t) {
+		if strings.Contains(d, "dmabuf") {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func testIPC(t *testing.T, e *env) {
@@ -128,16 +156,10 @@ func testIPC(t *testing.T, e *env) {
 	// The runtime (network poller) and a backend (its own long-lived descriptors) may open
 	// descriptors on first use: a leak is what a second identical exchange leaves behind.
 	t.Run("first", func(t *testing.T) { exchange(t, e) })
-	fdsBefore := openFDs(t)
+	before := len(openDescriptors(t))
 	t.Run("second", func(t *testing.T) { exchange(t, e) })
-	if n := openFDs(t); n != fdsBefore {
-		ents, _ := os.ReadDir("/proc/self/fd")
-		var names []string
-		for _, e := range ents {
-			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
-			names = append(names, e.Name()+"->"+l)
-		}
-		t.Fatalf("descriptors leaked: %d before, %d after: %v", fdsBefore, n, names)
+	if after := openDescriptors(t); len(after) != before {
+		t.Fatalf("descriptors leaked: %d before, %d after: %v", before, len(after), after)
 	}
 }
 
