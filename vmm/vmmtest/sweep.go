@@ -15,10 +15,11 @@ import (
 func testSweep(t *testing.T, e *env) {
 	needRecordedGranularity(t, e)
 	n := e.ndev
+	s := e.sequence(t, "sweep")
 	_, err := e.b.Device(n)
-	e.c.check(t, "sweep/device-ordinal-count", err)
+	s.check("device-ordinal-count", err)
 	_, err = e.b.Device(-1)
-	e.c.check(t, "sweep/device-ordinal-negative", err)
+	s.check("device-ordinal-negative", err)
 	for _, a := range []struct {
 		name string
 		attr cu.DeviceAttribute
@@ -33,34 +34,34 @@ func testSweep(t *testing.T, e *env) {
 		{"gpudirect-rdma-with-vmm", cu.DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED},
 	} {
 		_, err := e.b.Attribute(0, a.attr)
-		e.c.check(t, "sweep/attribute-"+a.name, err)
+		s.check("attribute-"+a.name, err)
 	}
 	_, err = e.b.Attribute(n, cu.DEVICE_ATTRIBUTE_WARP_SIZE)
-	e.c.check(t, "sweep/attribute-ordinal-count", err)
+	s.check("attribute-ordinal-count", err)
 	_, err = e.b.Attribute(0, cu.DeviceAttribute(100000))
-	e.c.check(t, "sweep/attribute-100000", err)
+	s.check("attribute-100000", err)
 	_, err = e.b.Attribute(0, cu.DeviceAttribute(0))
-	e.c.check(t, "sweep/attribute-0", err)
+	s.check("attribute-0", err)
 	ok, err := e.b.CanAccessPeer(0, 0)
-	e.c.checkValue(t, "sweep/can-access-peer-self", err, fmt.Sprint(ok))
+	s.checkValue("can-access-peer-self", err, fmt.Sprint(ok))
 	_, err = e.b.CanAccessPeer(0, n)
-	e.c.check(t, "sweep/can-access-peer-ordinal-count", err)
+	s.check("can-access-peer-ordinal-count", err)
 	for a := cu.P2PAttribute(1); a <= 6; a++ {
 		v, err := e.b.P2PAttribute(a, 0, 0)
-		e.c.checkValue(t, fmt.Sprintf("sweep/p2p-attribute-%d-self", a), err, fmt.Sprint(v))
+		s.checkValue(fmt.Sprintf("p2p-attribute-%d-self", a), err, fmt.Sprint(v))
 	}
 
 	prop := cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: devLoc(0)}
 	gr := func(name string, p cu.MemAllocationProp, o cu.MemAllocationGranularityFlags) {
 		t.Helper()
 		g, err := e.b.Granularity(&p, o)
-		e.c.checkValue(t, "sweep/granularity-"+name, err, sizeName(g))
+		s.checkValue("granularity-"+name, err, sizeName(g))
 	}
 	gr("min", prop, 0)
 	gr("recommended", prop, 1)
 	gr("option-2", prop, 2)
 	_, err = e.b.Granularity(nil, 0)
-	e.c.check(t, "sweep/granularity-nil", err)
+	s.check("granularity-nil", err)
 	type variant struct {
 		name string
 		p    cu.MemAllocationProp
@@ -103,36 +104,34 @@ func testSweep(t *testing.T, e *env) {
 	noError(t, err)
 	if mc == 0 {
 		g, err := e.b.MulticastGranularity(&mcp, 0)
-		e.c.checkValue(t, "sweep/multicast-granularity-min", err, sizeName(g))
+		s.checkValue("multicast-granularity-min", err, sizeName(g))
 		g, err = e.b.MulticastGranularity(&mcp, 1)
-		e.c.checkValue(t, "sweep/multicast-granularity-recommended", err, sizeName(g))
+		s.checkValue("multicast-granularity-recommended", err, sizeName(g))
 	}
 	_, err = e.b.MulticastGranularity(nil, 0)
-	e.c.check(t, "sweep/multicast-granularity-nil", err)
+	s.check("multicast-granularity-nil", err)
 	if mc == 0 {
 		mcp.NumDevices = 0
 		_, err = e.b.MulticastGranularity(&mcp, 0)
-		e.c.check(t, "sweep/multicast-granularity-no-devices", err)
+		s.check("multicast-granularity-no-devices", err)
 	} else {
 		t.Log("device 0 has multicast: the multicast granularity sweep was recorded without")
 	}
 
-	j := newJanitor(t, e.b)
-	cr := &creator{e: e, j: j, group: "sweep"}
-	cr.create(t, "size-0", 0, prop, 0)
-	cr.create(t, "size-1", 1, prop, 0)
-	cr.create(t, "size-64KiB", 64<<10, prop, 0)
-	cr.create(t, "size-2MiB-plus-64KiB", 2*mib+64<<10, prop, 0)
-	cr.create(t, "flags-1", 2*mib, prop, 1)
+	s.create("size-0", 0, prop, 0)
+	s.create("size-1", 1, prop, 0)
+	s.create("size-64KiB", 64<<10, prop, 0)
+	s.create("size-2MiB-plus-64KiB", 2*mib+64<<10, prop, 0)
+	s.create("flags-1", 2*mib, prop, 1)
 	for _, w := range wrong {
-		cr.create(t, w.name, 2*mib, w.p, 0)
+		s.create(w.name, 2*mib, w.p, 0)
 	}
 	for _, ht := range []cu.MemHandleType{1, 2, 4, 8, 9, 0x10} {
 		if ht&cu.MEM_HANDLE_TYPE_FABRIC != 0 && e.caps.Fabric {
 			t.Logf("handle type %#x: recorded without an IMEX channel", uint32(ht))
 			continue
 		}
-		cr.create(t, fmt.Sprintf("handle-type-%#x", uint32(ht)), 2*mib, handles(ht), 0)
+		s.create(fmt.Sprintf("handle-type-%#x", uint32(ht)), 2*mib, handles(ht), 0)
 	}
 	for _, v := range []variant{
 		{"compression-generic", with(func(q *cu.MemAllocationProp) { q.CompressionType = cu.MEM_ALLOCATION_COMP_GENERIC })},
@@ -143,17 +142,17 @@ func testSweep(t *testing.T, e *env) {
 		{"usage-4", with(func(q *cu.MemAllocationProp) { q.Usage = 4 })},
 		{"reserved-bytes", with(func(q *cu.MemAllocationProp) { q.Reserved[0] = 1 })},
 	} {
-		cr.create(t, v.name, 2*mib, v.p, 0)
+		s.create(v.name, 2*mib, v.p, 0)
 	}
-	cr.create(t, "1TiB", 1<<40, prop, 0)
-	cr.releaseAll(t)
+	s.create("1TiB", 1<<40, prop, 0)
+	s.releaseAll()
 
 	rv := func(name string, size, align uint64, hint cu.DevicePtr, flags uint64) {
 		t.Helper()
 		va, err := e.b.Reserve(size, align, hint, flags)
-		e.c.checkValue(t, "sweep/reserve-"+name, err, placed(va))
+		s.checkValue("reserve-"+name, err, placed(va))
 		if err == nil {
-			e.c.check(t, "sweep/free-"+name, e.b.Free(va, size))
+			s.free(name, va, size)
 		}
 	}
 	rv("size-0", 0, 0, 0, 0)
