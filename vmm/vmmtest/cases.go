@@ -264,14 +264,8 @@ func testCreate(t *testing.T, e *env) {
 	try("gpudirect-rdma", e.g, func(p *cu.MemAllocationProp) { p.GPUDirectRDMACapable = 1 })
 	try("usage-tile-pool", e.g, func(p *cu.MemAllocationProp) { p.Usage = cu.MEM_CREATE_USAGE_TILE_POOL })
 	try("reserved-bytes-set", e.g, func(p *cu.MemAllocationProp) { p.Reserved[0] = 1 })
-	{
-		j := newJanitor(t, e.b)
-		h, err := e.b.Create(e.g, e.prop(0), 1)
-		if err == nil {
-			j.adopt(h)
-		}
-		e.c.check(t, "create/nonzero-flags", err)
-	}
+	_, err := newJanitor(t, e.b).adopt(e.b.Create(e.g, e.prop(0), 1))
+	e.c.check(t, "create/nonzero-flags", err)
 	info, err := e.b.Device(0)
 	noError(t, err)
 	tooBig := (info.TotalMem/e.g + 16) * e.g
@@ -564,10 +558,9 @@ func testAccess(t *testing.T, e *env) {
 func testRetain(t *testing.T, e *env) {
 	j := newJanitor(t, e.b)
 	h, va := j.mustBuffer(2*e.g, e.prop(0))
-	r, err := e.b.Retain(va + cu.DevicePtr(e.g) + 100)
+	r, err := j.adopt(e.b.Retain(va + cu.DevicePtr(e.g) + 100))
 	e.c.check(t, "retain/inside-mapping", err)
 	if err == nil {
-		j.adopt(r)
 		equal(t, h, r, "retain returns the handle the memory was created with")
 		noError(t, e.b.Release(r))
 	}

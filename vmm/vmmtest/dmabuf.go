@@ -276,9 +276,8 @@ func testDmaBuf(t *testing.T, e *env) {
 		shared, err := e.b.ExportFD(h)
 		noError(t, err)
 		defer closeDescriptor(shared)
-		imp, err := e.b.ImportFD(shared)
+		imp, err := j.adopt(e.b.ImportFD(shared))
 		noError(t, err)
-		j.adopt(imp)
 		va := j.mustMapping(imp, e.g)
 		noError(t, e.b.SetAccess(va, e.g, rw(0)))
 		fd, err := e.dmaBuf(t, "imported", va, e.g, 0)
@@ -286,10 +285,7 @@ func testDmaBuf(t *testing.T, e *env) {
 			return
 		}
 		// A dma-buf is not an allocation's shareable handle.
-		h2, err := e.b.ImportFD(fd)
-		if err == nil {
-			j.adopt(h2)
-		}
+		_, err = j.adopt(e.b.ImportFD(fd))
 		e.c.check(t, "dmabuf/import-dma-buf-as-allocation", err)
 	})
 

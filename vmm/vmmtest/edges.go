@@ -61,17 +61,13 @@ func testEdges(t *testing.T, e *env) {
 	q := *e.prop(0)
 	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}
 	q.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	hh, err := b.Create(2*mib, &q, 0)
+	hh, err := s.adopt(b.Create(2*mib, &q, 0))
 	var pr cu.MemAllocationProp
 	if err == nil {
-		s.adopt(hh)
 		pr, _ = b.Properties(hh)
 	}
 	s.checkValue("create-host-posix-fd", err, propString(pr))
 	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA, ID: 5}
-	h5, err := b.Create(2*mib, &q, 0)
-	if err == nil {
-		s.adopt(h5)
-	}
+	_, err = s.adopt(b.Create(2*mib, &q, 0))
 	s.check("create-host-numa-5-posix-fd", err)
 }

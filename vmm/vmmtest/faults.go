@@ -138,10 +138,7 @@ func testFaults(t *testing.T, e *env) {
 	if err == nil {
 		_ = b.Release(rh)
 	}
-	rb, err := b.Retain(B)
-	if err == nil {
-		s.adopt(rb)
-	}
+	_, err = s.adopt(b.Retain(B))
 	s.check("retain-B", err)
 
 	s.unmap("h1-h2-gap", A, 8*mib)

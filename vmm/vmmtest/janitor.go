@@ -29,11 +29,7 @@ func newJanitor(t *testing.T, b vmm.Backend) *janitor {
 }
 
 func (j *janitor) create(size uint64, prop *cu.MemAllocationProp) (cu.MemHandle, error) {
-	h, err := j.b.Create(size, prop, 0)
-	if err == nil {
-		j.steps = append(j.steps, func() { _ = j.b.Release(h) })
-	}
-	return h, err
+	return j.adopt(j.b.Create(size, prop, 0))
 }
 
 func (j *janitor) mustCreate(size uint64, prop *cu.MemAllocationProp) cu.MemHandle {
@@ -43,9 +39,13 @@ func (j *janitor) mustCreate(size uint64, prop *cu.MemAllocationProp) cu.MemHand
 	return h
 }
 
-// adopt registers a handle obtained otherwise (import, retain) for release.
-func (j *janitor) adopt(h cu.MemHandle) {
-	j.steps = append(j.steps, func() { _ = j.b.Release(h) })
+// adopt registers h for release when err is nil, and returns both: it takes what a call
+// that makes a handle (create, import, retain) returned.
+func (j *janitor) adopt(h cu.MemHandle, err error) (cu.MemHandle, error) {
+	if err == nil {
+		j.steps = append(j.steps, func() { _ = j.b.Release(h) })
+	}
+	return h, err
 }
 
 func (j *janitor) reserve(size, align uint64, hint cu.DevicePtr) (cu.DevicePtr, error) {

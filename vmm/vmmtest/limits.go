@@ -24,11 +24,8 @@ func testLimits(t *testing.T, e *env) {
 		if err == nil {
 			t.Cleanup(func() { _ = e.b.Free(va, s.size) })
 		}
-		h, err := e.b.Create(s.size, e.prop(0), 0)
+		_, err = j.create(s.size, e.prop(0))
 		e.c.check(t, "limits/create-"+s.name, err)
-		if err == nil {
-			j.adopt(h)
-		}
 	}
 	h := j.mustCreate(e.g, e.prop(0))
 	va := j.mustReserve(e.g)
@@ -50,9 +47,8 @@ func testLimits(t *testing.T, e *env) {
 	fd, err := e.b.ExportFD(src)
 	noError(t, err)
 	defer os.NewFile(uintptr(fd), "exported").Close()
-	imp, err := e.b.ImportFD(fd)
+	imp, err := j.adopt(e.b.ImportFD(fd))
 	noError(t, err)
-	j.adopt(imp)
 	big := j.mustReserve(4 * e.g)
 	e.c.check(t, "limits/map-imported-claimed-larger", e.b.Map(big, 4*e.g, 0, imp, 0))
 	e.c.check(t, "limits/map-imported-claimed-1PiB", e.b.Map(big, 1<<50, 0, imp, 0))

@@ -148,10 +148,9 @@ func testPointer(t *testing.T, e *env) {
 		// The same memory imported from its descriptor and mapped again.
 		fd, err := e.b.ExportFD(h)
 		noError(t, err)
-		imp, err := e.b.ImportFD(fd)
+		imp, err := j.adopt(e.b.ImportFD(fd))
 		_ = os.NewFile(uintptr(fd), "exported").Close()
 		noError(t, err)
-		j.adopt(imp)
 		second := c.resv + cu.DevicePtr(2*e.g)
 		j.mustMap(second, e.g, 0, imp)
 		noError(t, e.b.SetAccess(second, e.g, rw(0)))

@@ -119,12 +119,11 @@ func (s *sequence) addressRange(name string, ptr cu.DevicePtr, refName string, r
 // what it made, in order, each release a case of its own.
 func (s *sequence) create(name string, size uint64, p cu.MemAllocationProp, flags uint64) cu.MemHandle {
 	s.t.Helper()
-	h, err := s.b.Create(size, &p, flags)
+	h, err := s.adopt(s.b.Create(size, &p, flags))
 	s.check("create-"+name, err)
 	if err != nil {
 		return 0
 	}
-	s.adopt(h)
 	got, err := s.b.Properties(h)
 	switch {
 	case err != nil:
@@ -139,6 +138,14 @@ func (s *sequence) create(name string, size uint64, p cu.MemAllocationProp, flag
 		s.check("release-"+name, s.b.Release(h))
 	})
 	return h
+}
+
+// releaseNow releases at once a handle a call made, and returns the call's error.
+func (s *sequence) releaseNow(h cu.MemHandle, err error) error {
+	if err == nil {
+		_ = s.b.Release(h)
+	}
+	return err
 }
 
 func (s *sequence) releaseAll() {

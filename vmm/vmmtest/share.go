@@ -30,10 +30,9 @@ func testShare(t *testing.T, e *env) {
 	f := os.NewFile(uintptr(fd), "exported")
 	defer f.Close()
 
-	imp, err := e.b.ImportFD(fd)
+	imp, err := j.adopt(e.b.ImportFD(fd))
 	e.c.check(t, "share/import-fd-same-process", err)
 	noError(t, err)
-	j.adopt(imp)
 	t.Logf("imported handle equals the original: %v", imp == h)
 	got, err := e.b.Properties(imp)
 	noError(t, err)
@@ -80,10 +79,9 @@ func testShare(t *testing.T, e *env) {
 	defer os.NewFile(uintptr(lfd), "exported").Close()
 	noError(t, e.b.Unmap(lva, e.g))
 	noError(t, e.b.Release(lone))
-	again, err := e.b.ImportFD(lfd)
+	again, err := j.adopt(e.b.ImportFD(lfd))
 	e.c.check(t, "share/import-after-release", err)
 	if err == nil {
-		j.adopt(again)
 		j.mustMap(lva, e.g, 0, again)
 		noError(t, e.b.SetAccess(lva, e.g, rw(0)))
 		requireBytes(t, e.b, 0, lva, lonely)
@@ -106,10 +104,7 @@ func testShare(t *testing.T, e *env) {
 	devnull, err := os.Open(os.DevNull)
 	noError(t, err)
 	defer devnull.Close()
-	h2, err := e.b.ImportFD(int(devnull.Fd()))
-	if err == nil {
-		j.adopt(h2)
-	}
+	_, err = j.adopt(e.b.ImportFD(int(devnull.Fd())))
 	e.c.check(t, "share/import-non-cuda-fd", err)
 	_, err = e.b.ExportWin32(h, cu.MEM_HANDLE_TYPE_WIN32)
 	e.c.check(t, "share/export-win32-on-linux", err)
@@ -150,20 +145,16 @@ func testFabric(t *testing.T, e *env) {
 	_, err = e.b.ExportFD(h)
 	e.c.check(t, "fabric/export-fd-not-requested", err)
 
-	imp, err := e.b.ImportFabric(fh)
+	imp, err := j.adopt(e.b.ImportFabric(fh))
 	e.c.checkValue(t, "fabric/import-same-process", err, either(imp == h, "the same allocation handle", "another allocation handle"))
 	noError(t, err)
-	j.adopt(imp)
 	j.mustMap(va+cu.DevicePtr(e.g), e.g, 0, imp)
 	noError(t, e.b.SetAccess(va+cu.DevicePtr(e.g), e.g, rw(0)))
 	requireBytes(t, e.b, 0, va+cu.DevicePtr(e.g), want)
 
 	made := fh
 	made[len(made)-1] ^= 0xff
-	mi, err := e.b.ImportFabric(made)
-	if err == nil {
-		j.adopt(mi)
-	}
+	_, err = j.adopt(e.b.ImportFabric(made))
 	e.c.check(t, "fabric/import-one-byte-changed", err)
 	_, err = e.b.ImportFabric(cu.MemFabricHandle{1, 2, 3})
 	e.c.check(t, "fabric/import-made-up", err)
@@ -174,10 +165,7 @@ func testFabric(t *testing.T, e *env) {
 	gfh, err := e.b.ExportFabric(gone)
 	noError(t, e.b.Release(gone))
 	noError(t, err)
-	gi, err := e.b.ImportFabric(gfh)
-	if err == nil {
-		j.adopt(gi)
-	}
+	_, err = j.adopt(e.b.ImportFabric(gfh))
 	e.c.check(t, "fabric/import-after-release", err)
 
 	both := *p
@@ -262,9 +250,8 @@ func testMulticast(t *testing.T, e *env) {
 	noError(t, err)
 	prop.Size = mg
 	j := newJanitor(t, e.b)
-	mc, err := e.b.MulticastCreate(prop)
+	mc, err := j.adopt(e.b.MulticastCreate(prop))
 	noError(t, err)
-	j.adopt(mc)
 	mem := j.mustCreate(mg, e.prop(0))
 	// Binding before every device is added is refused.
 	noError(t, e.b.MulticastAddDevice(mc, 0))

@@ -149,10 +149,7 @@ func testWalk(t *testing.T, e *env) {
 	if err == nil {
 		s.check("release-retained", b.Release(rh))
 	}
-	rh, err = b.Retain(r1 + 7*mib)
-	if err == nil {
-		s.adopt(rh) // the recorded sequence kept this reference to its end
-	}
+	_, err = s.adopt(b.Retain(r1 + 7*mib)) // the recorded sequence kept this reference to its end
 	s.check("retain-r1-plus-7MiB", err)
 	_, err = b.Retain(0x1000)
 	s.check("retain-unreserved", err)
@@ -198,27 +195,21 @@ func walkShare(t *testing.T, e *env, s *sequence, h1 cu.MemHandle, prop cu.MemAl
 	s.check("export-win32", err)
 	q := prop
 	q.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	hx, err := b.Create(2*mib, &q, 0)
+	hx, err := s.adopt(b.Create(2*mib, &q, 0))
 	s.check("create-posix-fd", err)
 	if err == nil {
-		s.adopt(hx)
 		fd, err := b.ExportFD(hx)
 		s.check("export-fd", err)
 		if err == nil {
-			hi, err := b.ImportFD(fd)
+			hi, err := s.adopt(b.ImportFD(fd))
 			s.checkValue("import-fd-own", err, fmt.Sprintf("same=%v", hi == hx))
 			if err == nil {
-				s.adopt(hi)
 				pr, err := b.Properties(hi)
 				s.checkValue("properties-imported", err, propString(pr))
 				s.check("release-imported", b.Release(hi))
 			}
 			_ = os.NewFile(uintptr(fd), "exported").Close()
-			hc, err := b.ImportFD(fd)
-			if err == nil {
-				_ = b.Release(hc)
-			}
-			s.check("import-fd-closed", err)
+			s.check("import-fd-closed", s.releaseNow(b.ImportFD(fd)))
 		}
 		_, err = b.ExportFabric(hx)
 		s.check("export-fabric-posix-fd-only", err)
@@ -229,23 +220,11 @@ func walkShare(t *testing.T, e *env, s *sequence, h1 cu.MemHandle, prop cu.MemAl
 	defer os.Remove(f.Name())
 	defer f.Close()
 	noError(t, f.Truncate(2*mib))
-	ht, err := b.ImportFD(int(f.Fd()))
-	if err == nil {
-		_ = b.Release(ht)
-	}
-	s.check("import-fd-temporary-file", err)
-	h1000, err := b.ImportFD(1000)
-	if err == nil {
-		_ = b.Release(h1000)
-	}
-	s.check("import-fd-1000", err)
+	s.check("import-fd-temporary-file", s.releaseNow(b.ImportFD(int(f.Fd()))))
+	s.check("import-fd-1000", s.releaseNow(b.ImportFD(1000)))
 	if e.caps.Fabric {
 		t.Log("the zero fabric handle was recorded without an IMEX channel")
 		return
 	}
-	hz, err := b.ImportFabric(cu.MemFabricHandle{})
-	if err == nil {
-		_ = b.Release(hz)
-	}
-	s.check("import-fabric-zero", err)
+	s.check("import-fabric-zero", s.releaseNow(b.ImportFabric(cu.MemFabricHandle{})))
 }
