@@ -47,34 +47,27 @@ func testPlacement(t *testing.T, e *env) {
 		}
 		return "below"
 	}
-	after := func(name string, first, second uint64) {
+	// pair says where a second reservation lands relative to the first.
+	pair := func(first, second uint64) string {
 		a, err := reserve(first, 0)
 		noError(t, err)
 		b, err := reserve(second, 0)
 		noError(t, err)
-		e.c.observe(t, "placement/"+name, where(a, first, b), nil)
+		w := where(a, first, b)
 		release()
+		return w
 	}
-	after("second-2MiB", g, g)
-	after("second-64MiB", 32*g, 32*g)
-	after("second-1GiB", 512*g, 512*g)
-	after("64MiB-after-16MiB", 8*g, 32*g)
+	e.c.observe(t, "placement/second-2MiB", pair(g, g), nil)
+	e.c.observe(t, "placement/second-64MiB", pair(32*g, 32*g), nil)
+	e.c.observe(t, "placement/second-1GiB", pair(512*g, 512*g), nil)
+	e.c.observe(t, "placement/64MiB-after-16MiB", pair(8*g, 32*g), nil)
 	// Where a 1 GiB reservation lands after a 2 MiB one, and a 2 MiB one after a 1 GiB one,
 	// depends on the holes the process already has (first fit): one H200 put them at the
 	// next 32 MiB boundary above and adjacent above, two H200s of one host further above
 	// and below. They are logged when recording, not asserted.
 	if e.c.record {
-		for _, p := range []struct {
-			name          string
-			first, second uint64
-		}{{"1GiB-after-2MiB", g, 512 * g}, {"2MiB-after-1GiB", 512 * g, g}} {
-			a, err := reserve(p.first, 0)
-			noError(t, err)
-			b, err := reserve(p.second, 0)
-			noError(t, err)
-			t.Logf("placement: %s: %s", p.name, where(a, p.first, b))
-			release()
-		}
+		t.Logf("placement: 1GiB-after-2MiB: %s", pair(g, 512*g))
+		t.Logf("placement: 2MiB-after-1GiB: %s", pair(512*g, g))
 	}
 
 	for _, s := range []struct {
