@@ -73,8 +73,7 @@ func testData(t *testing.T, e *env) {
 		j := newJanitor(t, e.b)
 		size := 4 * e.g
 		_, va := j.mustBuffer(size, e.prop(0))
-		want := Pattern(1, int(size))
-		noError(t, e.b.CopyHtoD(0, va, want))
+		want := j.mustWrite(va, 1, int(size))
 		requireBytes(t, e.b, 0, va, want)
 		// device-to-device within the buffer, then memset
 		noError(t, e.b.CopyDtoD(0, va+cu.DevicePtr(e.g), va, e.g))
@@ -98,11 +97,9 @@ func testData(t *testing.T, e *env) {
 		h, a := j.mustBuffer(e.g, e.prop(0))
 		b := j.mustMapping(h, e.g)
 		noError(t, e.b.SetAccess(b, e.g, rw(0)))
-		want := Pattern(2, int(e.g))
-		noError(t, e.b.CopyHtoD(0, a, want))
+		want := j.mustWrite(a, 2, int(e.g))
 		requireBytes(t, e.b, 0, b, want)
-		w2 := Pattern(3, 4096)
-		noError(t, e.b.CopyHtoD(0, b+100, w2))
+		w2 := j.mustWrite(b+100, 3, 4096)
 		requireBytes(t, e.b, 0, a+100, w2)
 	})
 	t.Run("across-allocations", func(t *testing.T) {
@@ -143,8 +140,7 @@ func testData(t *testing.T, e *env) {
 		stage := j.mustMapping(host, e.g)
 		noError(t, e.b.SetAccess(stage, e.g, rw(0)))
 		dev, va := j.mustBuffer(e.g, e.prop(0))
-		want := Pattern(12, int(e.g))
-		noError(t, e.b.CopyHtoD(0, va, want))
+		want := j.mustWrite(va, 12, int(e.g))
 		noError(t, e.b.CopyDtoD(0, stage, va, e.g))
 		noError(t, e.b.Unmap(va, e.g))
 		noError(t, e.b.Release(dev))
@@ -161,8 +157,7 @@ func testData(t *testing.T, e *env) {
 		err = e.b.CopyDtoD(0, scratch, va, e.g)
 		if err == nil {
 			requireBytes(t, e.b, 0, scratch, want)
-			w2 := Pattern(13, int(e.g))
-			noError(t, e.b.CopyHtoD(0, scratch, w2))
+			w2 := j.mustWrite(scratch, 13, int(e.g))
 			err = e.b.CopyDtoD(0, va, scratch, e.g)
 			if err == nil {
 				requireBytes(t, e.b, 0, stage, w2) // the host memory holds what was written
@@ -183,15 +178,13 @@ func testData(t *testing.T, e *env) {
 			return
 		}
 		noError(t, e.b.SetAccess(half, e.g, rw(0)))
-		want := Pattern(4, int(2*e.g))
-		noError(t, e.b.CopyHtoD(0, whole, want))
+		want := j.mustWrite(whole, 4, int(2*e.g))
 		requireBytes(t, e.b, 0, half, want[e.g:])
 	})
 	t.Run("release-while-mapped", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		h, va := j.mustBuffer(e.g, e.prop(0))
-		want := Pattern(5, int(e.g))
-		noError(t, e.b.CopyHtoD(0, va, want))
+		want := j.mustWrite(va, 5, int(e.g))
 		e.c.check(t, "data/release-while-mapped", e.b.Release(h))
 		requireBytes(t, e.b, 0, va, want)
 		noError(t, e.b.CopyHtoD(0, va, want[:64]))
@@ -568,8 +561,7 @@ func testRetain(t *testing.T, e *env) {
 	e.c.check(t, "retain/ok", err)
 	if err == nil {
 		// Releasing the original keeps the memory alive through the retained reference.
-		want := Pattern(6, 4096)
-		noError(t, e.b.CopyHtoD(0, va, want))
+		want := j.mustWrite(va, 6, 4096)
 		noError(t, e.b.Release(h))
 		p, err := e.b.Properties(r)
 		e.c.check(t, "retain/properties-after-original-release", err)

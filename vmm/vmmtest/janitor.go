@@ -94,6 +94,14 @@ func (j *janitor) mustBuffer(size uint64, p *cu.MemAllocationProp) (cu.MemHandle
 	return h, va
 }
 
+// mustWrite writes Pattern(seed, n) at va, from device 0, and returns it.
+func (j *janitor) mustWrite(va cu.DevicePtr, seed byte, n int) []byte {
+	j.t.Helper()
+	want := Pattern(seed, n)
+	noError(j.t, j.b.CopyHtoD(0, va, want))
+	return want
+}
+
 // Pattern is deterministic data that differs at every byte offset and per seed, so that a
 // copy from the wrong place or an offset error shows. Tests of code built on vmm use it too.
 func Pattern(seed byte, n int) []byte { return pattern.Bytes(seed, n) }

@@ -70,8 +70,7 @@ func testPlanes(t *testing.T, e *env) {
 	e.c.check(t, "planes/map-a-fresh-page-inside-the-run", j.mapAt(mid, g, 0, h))
 	e.c.check(t, "planes/set-access-of-the-fresh-page", e.b.SetAccess(mid, g, rw(0)))
 	noError(t, e.b.Release(h))
-	fresh := Pattern(0xfe, int(g))
-	noError(t, e.b.CopyHtoD(0, mid, fresh))
+	fresh := j.mustWrite(mid, 0xfe, int(g))
 	e.c.observe(t, "planes/run-with-a-fresh-page-reads-back", readBack(e, bases, run, g, map[cu.DevicePtr][]byte{mid: fresh}), nil)
 	// A trim: one unmap per plane over the whole run of separate mappings.
 	var unmapErr error

@@ -18,8 +18,7 @@ func testShare(t *testing.T, e *env) {
 	p := e.prop(0)
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 	h, va := j.mustBuffer(e.g, p)
-	want := Pattern(7, int(e.g))
-	noError(t, e.b.CopyHtoD(0, va, want))
+	want := j.mustWrite(va, 7, int(e.g))
 
 	fd, err := e.b.ExportFD(h)
 	e.c.check(t, "share/export-fd", err)
@@ -72,8 +71,7 @@ func testShare(t *testing.T, e *env) {
 	// An export outlives the exporter's handle and mapping: the descriptor still imports
 	// the allocation, bytes and all.
 	lone, lva := j.mustBuffer(e.g, p)
-	lonely := Pattern(9, int(e.g))
-	noError(t, e.b.CopyHtoD(0, lva, lonely))
+	lonely := j.mustWrite(lva, 9, int(e.g))
 	lfd, err := e.b.ExportFD(lone)
 	noError(t, err)
 	defer os.NewFile(uintptr(lfd), "exported").Close()
@@ -133,8 +131,7 @@ func testFabric(t *testing.T, e *env) {
 	va := j.mustReserve(2 * e.g)
 	j.mustMap(va, e.g, 0, h)
 	noError(t, e.b.SetAccess(va, e.g, rw(0)))
-	want := Pattern(11, int(e.g))
-	noError(t, e.b.CopyHtoD(0, va, want))
+	want := j.mustWrite(va, 11, int(e.g))
 
 	fh, err := e.b.ExportFabric(h)
 	e.c.check(t, "fabric/export", err)
@@ -273,8 +270,7 @@ func testMulticast(t *testing.T, e *env) {
 		desc = append(desc, rw(d)...)
 	}
 	noError(t, e.b.SetAccess(va, mg, desc))
-	want := Pattern(9, 4096)
-	noError(t, e.b.CopyHtoD(0, va, want))
+	want := j.mustWrite(va, 9, 4096)
 	for d, m := range mems {
 		r := j.mustMapping(m, mg)
 		noError(t, e.b.SetAccess(r, mg, rw(d)))
