@@ -591,9 +591,7 @@ func testCopy(t *testing.T, e *env) {
 // testDangerous writes into memory the device may only read: the copy engine faults. Last,
 // and only when declared, since on a real GPU the fault can poison the context.
 func testDangerous(t *testing.T, e *env) {
-	if !e.caps.Dangerous {
-		t.Skip("not declared: Capabilities.Dangerous")
-	}
+	skipIf(t, !e.caps.Dangerous, "not declared: Capabilities.Dangerous")
 	j := newJanitor(t, e.b)
 	va := j.mustMapping(j.mustCreate(e.g, e.prop(0)), e.g)
 	noError(t, e.b.SetAccess(va, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))

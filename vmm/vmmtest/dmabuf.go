@@ -214,9 +214,7 @@ func testDmaBuf(t *testing.T, e *env) {
 	})
 
 	t.Run("devices", func(t *testing.T) {
-		if e.ndev < 2 {
-			t.Skip("one device")
-		}
+		skipIf(t, e.ndev < 2, "one device")
 		j := newJanitor(t, e.b)
 		one := j.mustReserve(e.g)
 		e.mustChunks(j, one, e.prop(1))
@@ -266,9 +264,7 @@ func testDmaBuf(t *testing.T, e *env) {
 	})
 
 	t.Run("imported", func(t *testing.T) {
-		if !e.posixFD() {
-			t.Skip("device 0 has no POSIX file descriptor handles")
-		}
+		skipIf(t, !e.posixFD(), "device 0 has no POSIX file descriptor handles")
 		j := newJanitor(t, e.b)
 		p := e.prop(0)
 		p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR

@@ -17,9 +17,7 @@ import (
 // the rest).
 func testFaults(t *testing.T, e *env) {
 	needRecordedGranularity(t, e)
-	if !e.caps.Dangerous {
-		t.Skip("not declared: Capabilities.Dangerous (copies through mappings without access)")
-	}
+	skipIf(t, !e.caps.Dangerous, "not declared: Capabilities.Dangerous (copies through mappings without access)")
 	b := e.b
 	s := e.sequence(t, "faults")
 	ro := access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_READ)

@@ -147,12 +147,8 @@ func dmaBufDescriptors(t *testing.T) []string {
 }
 
 func testIPC(t *testing.T, e *env) {
-	if !e.caps.CrossProcess {
-		t.Skip("not declared: Capabilities.CrossProcess")
-	}
-	if !e.posixFD() {
-		t.Skip("device 0 has no POSIX file descriptor handles")
-	}
+	skipIf(t, !e.caps.CrossProcess, "not declared: Capabilities.CrossProcess")
+	skipIf(t, !e.posixFD(), "device 0 has no POSIX file descriptor handles")
 	// The runtime (network poller) and a backend (its own long-lived descriptors) may open
 	// descriptors on first use: a leak is what a second identical exchange leaves behind.
 	t.Run("first", func(t *testing.T) { exchange(t, e) })

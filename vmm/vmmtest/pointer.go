@@ -129,9 +129,7 @@ func testPointer(t *testing.T, e *env) {
 		e.query(t, "pointer/freed-reservation", 0, ptrCase{}, va)
 	})
 	t.Run("posix-fd", func(t *testing.T) {
-		if !e.posixFD() {
-			t.Skip("device 0 has no POSIX file descriptor handles")
-		}
+		skipIf(t, !e.posixFD(), "device 0 has no POSIX file descriptor handles")
 		j := newJanitor(t, e.b)
 		p := e.prop(0)
 		p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
@@ -152,9 +150,7 @@ func testPointer(t *testing.T, e *env) {
 		e.query(t, "pointer/posix-fd-imported", 0, ptrCase{resv: c.resv, rsize: c.rsize, mp: second, msize: e.g}, second)
 	})
 	t.Run("fabric", func(t *testing.T) {
-		if !e.caps.Fabric {
-			t.Skip("no IMEX channel: fabric memory cannot be created")
-		}
+		skipIf(t, !e.caps.Fabric, "no IMEX channel: fabric memory cannot be created")
 		j := newJanitor(t, e.b)
 		p := e.prop(0)
 		p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
@@ -183,9 +179,7 @@ func testPointer(t *testing.T, e *env) {
 		e.query(t, "pointer/host-numa", 0, c, c.mp)
 	})
 	t.Run("other-device", func(t *testing.T) {
-		if e.ndev < 2 {
-			t.Skip("one device")
-		}
+		skipIf(t, e.ndev < 2, "one device")
 		if ok, err := e.b.CanAccessPeer(0, 1); err != nil || !ok {
 			t.Skipf("device 0 cannot access device 1 (%v)", err)
 		}

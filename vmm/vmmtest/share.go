@@ -11,9 +11,7 @@ import (
 
 func testShare(t *testing.T, e *env) {
 	needLinux(t)
-	if !e.posixFD() {
-		t.Skip("device 0 has no POSIX file descriptor handles")
-	}
+	skipIf(t, !e.posixFD(), "device 0 has no POSIX file descriptor handles")
 	j := newJanitor(t, e.b)
 	p := e.prop(0)
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
@@ -114,9 +112,7 @@ func testShare(t *testing.T, e *env) {
 func testFabric(t *testing.T, e *env) {
 	v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)
 	noError(t, err)
-	if v == 0 {
-		t.Skip("device 0 has no fabric handle support")
-	}
+	skipIf(t, v == 0, "device 0 has no fabric handle support")
 	j := newJanitor(t, e.b)
 	p := e.prop(0)
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
@@ -179,9 +175,7 @@ func testFabric(t *testing.T, e *env) {
 		e.c.check(t, "fabric/export-fabric-of-both", err)
 	}
 	t.Run("child", func(t *testing.T) {
-		if !e.caps.CrossProcess {
-			t.Skip("not declared: Capabilities.CrossProcess")
-		}
+		skipIf(t, !e.caps.CrossProcess, "not declared: Capabilities.CrossProcess")
 		e.c.check(t, "fabric/import-in-child", exchangeFabric(t, e, fh, e.g, va))
 	})
 }
@@ -189,9 +183,7 @@ func testFabric(t *testing.T, e *env) {
 // testPeer checks peer access for every ordered pair of devices (the recorded rules are
 // the same for each pair).
 func testPeer(t *testing.T, e *env) {
-	if e.ndev < 2 {
-		t.Skip("one device")
-	}
+	skipIf(t, e.ndev < 2, "one device")
 	for a := range e.ndev {
 		for b := range e.ndev {
 			if a != b {
@@ -233,14 +225,10 @@ func testPeerPair(t *testing.T, e *env, a, b int) {
 }
 
 func testMulticast(t *testing.T, e *env) {
-	if !e.caps.Multicast {
-		t.Skip("not declared: Capabilities.Multicast (never on shared GPU machines)")
-	}
+	skipIf(t, !e.caps.Multicast, "not declared: Capabilities.Multicast (never on shared GPU machines)")
 	v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED)
 	noError(t, err)
-	if v == 0 {
-		t.Skip("device 0 has no multicast")
-	}
+	skipIf(t, v == 0, "device 0 has no multicast")
 	n := min(e.ndev, 2)
 	prop := &cu.MulticastObjectProp{NumDevices: uint32(n), HandleTypes: 0}
 	mg, err := e.b.MulticastGranularity(prop, cu.MULTICAST_GRANULARITY_MINIMUM)

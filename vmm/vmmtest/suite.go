@@ -77,9 +77,7 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 	b := newBackend(t)
 	n, err := b.DeviceCount()
 	noError(t, err)
-	if n == 0 {
-		t.Skip("vmmtest: backend has no device")
-	}
+	skipIf(t, n == 0, "vmmtest: backend has no device")
 	info, err := b.Device(0)
 	noError(t, err)
 	if ok, err := b.Attribute(0, cu.DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED); err != nil || ok == 0 {
@@ -153,7 +151,13 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 }
 
 func needLinux(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("POSIX file descriptors: Linux only")
+	skipIf(t, runtime.GOOS != "linux", "POSIX file descriptors: Linux only")
+}
+
+// skipIf skips the test, saying why, when cond holds.
+func skipIf(t *testing.T, cond bool, why string) {
+	t.Helper()
+	if cond {
+		t.Skip(why)
 	}
 }

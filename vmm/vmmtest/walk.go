@@ -20,9 +20,7 @@ import (
 // declared (the recorded driver refused them all up front, in the same process as the rest).
 func testWalk(t *testing.T, e *env) {
 	needRecordedGranularity(t, e)
-	if !e.caps.Dangerous {
-		t.Skip("not declared: Capabilities.Dangerous (copies through mappings without access)")
-	}
+	skipIf(t, !e.caps.Dangerous, "not declared: Capabilities.Dangerous (copies through mappings without access)")
 	b, n := e.b, e.ndev
 	s := e.sequence(t, "walk")
 	prop := cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: devLoc(0)}
