@@ -227,7 +227,7 @@ func testDmaBuf(t *testing.T, e *env) {
 	t.Run("across-reservations", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		a := j.mustReserve(e.g)
-		b, err := j.reserve(e.g, 0, a+cu.DevicePtr(e.g))
+		b, err := j.reserve(e.g, a+cu.DevicePtr(e.g))
 		noError(t, err)
 		if b != a+cu.DevicePtr(e.g) {
 			t.Skipf("the driver placed the second reservation at %v, not after the first (%v)", b, a)

@@ -48,8 +48,8 @@ func (j *janitor) adopt(h cu.MemHandle, err error) (cu.MemHandle, error) {
 	return h, err
 }
 
-func (j *janitor) reserve(size, align uint64, hint cu.DevicePtr) (cu.DevicePtr, error) {
-	va, err := j.b.Reserve(size, align, hint, 0)
+func (j *janitor) reserve(size uint64, hint cu.DevicePtr) (cu.DevicePtr, error) {
+	va, err := j.b.Reserve(size, 0, hint, 0)
 	if err == nil {
 		j.steps = append(j.steps, func() { _ = j.b.Free(va, size) })
 	}
@@ -58,7 +58,7 @@ func (j *janitor) reserve(size, align uint64, hint cu.DevicePtr) (cu.DevicePtr, 
 
 func (j *janitor) mustReserve(size uint64) cu.DevicePtr {
 	j.t.Helper()
-	va, err := j.reserve(size, 0, 0)
+	va, err := j.reserve(size, 0)
 	noError(j.t, err, "reserve %d", size)
 	return va
 }

@@ -19,7 +19,7 @@ func testLimits(t *testing.T, e *env) {
 		size uint64
 	}{{"1PiB", 1 << 50}, {"2^63", 1 << 63}, {"max", ^uint64(0) &^ (e.g - 1)}}
 	for _, s := range sizes {
-		_, err := j.reserve(s.size, 0, 0)
+		_, err := j.reserve(s.size, 0)
 		e.c.check(t, "limits/reserve-"+s.name, err)
 		_, err = j.create(s.size, e.prop(0))
 		e.c.check(t, "limits/create-"+s.name, err)

@@ -27,7 +27,7 @@ func testWalk(t *testing.T, e *env) {
 
 	rv := func(name string, size uint64, hint cu.DevicePtr) cu.DevicePtr {
 		t.Helper()
-		va, err := s.reserve(size, 0, hint)
+		va, err := s.reserve(size, hint)
 		s.checkValue("reserve-"+name, err, placed(va))
 		return va
 	}
