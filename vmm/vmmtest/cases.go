@@ -508,14 +508,14 @@ func testAccess(t *testing.T, e *env) {
 	e.c.check(t, "access/zero-size", e.b.SetAccess(va, 0, rw(0)))
 	e.c.check(t, "access/empty-descriptors", e.b.SetAccess(va, 2*e.g, nil))
 	e.c.check(t, "access/bad-device", e.b.SetAccess(va, 2*e.g, rw(e.ndev+5)))
-	e.c.check(t, "access/read-only", e.b.SetAccess(va, 2*e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
-	e.c.check(t, "access/invalid-flags", e.b.SetAccess(va, 2*e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: 2}}))
-	e.c.check(t, "access/host-location", e.b.SetAccess(va, 2*e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}))
-	e.c.check(t, "access/bad-location-type", e.b.SetAccess(va, 2*e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: 99}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}))
+	e.c.check(t, "access/read-only", e.b.SetAccess(va, 2*e.g, access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_READ)))
+	e.c.check(t, "access/invalid-flags", e.b.SetAccess(va, 2*e.g, access(devLoc(0), 2)))
+	e.c.check(t, "access/host-location", e.b.SetAccess(va, 2*e.g, access(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}, cu.MEM_ACCESS_FLAGS_PROT_READWRITE)))
+	e.c.check(t, "access/bad-location-type", e.b.SetAccess(va, 2*e.g, access(cu.MemLocation{Type: 99}, cu.MEM_ACCESS_FLAGS_PROT_READWRITE)))
 	e.c.check(t, "access/two-descriptors-same-device", e.b.SetAccess(va, 2*e.g, append(rw(0), rw(0)...)))
 	noError(t, e.b.SetAccess(va, 2*e.g, rw(0)))
 
-	loc := cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}
+	loc := devLoc(0)
 	f, err := e.b.GetAccess(loc, va)
 	e.c.check(t, "access/get", err)
 	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
@@ -524,7 +524,7 @@ func testAccess(t *testing.T, e *env) {
 	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
 	_, err = e.b.GetAccess(loc, va+cu.DevicePtr(3*e.g))
 	e.c.check(t, "access/get-unmapped", err)
-	_, err = e.b.GetAccess(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(e.ndev + 5)}, va)
+	_, err = e.b.GetAccess(devLoc(e.ndev+5), va)
 	e.c.check(t, "access/get-bad-device", err)
 	_, err = e.b.GetAccess(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}, va)
 	e.c.check(t, "access/get-host", err)
@@ -536,11 +536,11 @@ func testAccess(t *testing.T, e *env) {
 	if err == nil {
 		equal(t, cu.MEM_ACCESS_FLAGS_PROT_NONE, f)
 	}
-	noError(t, e.b.SetAccess(va2, e.g, []cu.MemAccessDesc{{Location: loc, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
+	noError(t, e.b.SetAccess(va2, e.g, access(loc, cu.MEM_ACCESS_FLAGS_PROT_READ)))
 	f, err = e.b.GetAccess(loc, va2)
 	noError(t, err)
 	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READ, f)
-	e.c.check(t, "access/revoke", e.b.SetAccess(va2, e.g, []cu.MemAccessDesc{{Location: loc, Flags: cu.MEM_ACCESS_FLAGS_PROT_NONE}}))
+	e.c.check(t, "access/revoke", e.b.SetAccess(va2, e.g, access(loc, cu.MEM_ACCESS_FLAGS_PROT_NONE)))
 	f, err = e.b.GetAccess(loc, va2)
 	e.c.check(t, "access/get-after-revoke", err)
 	if err == nil {
@@ -594,7 +594,7 @@ func testDangerous(t *testing.T, e *env) {
 	skipIf(t, !e.caps.Dangerous, "not declared: Capabilities.Dangerous")
 	j := newJanitor(t, e.b)
 	va := j.mustMapping(j.mustCreate(e.g, e.prop(0)), e.g)
-	noError(t, e.b.SetAccess(va, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
+	noError(t, e.b.SetAccess(va, e.g, access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_READ)))
 	e.c.check(t, "dangerous/read-only-dtoh", e.b.CopyDtoH(0, make([]byte, 64), va))
 	e.c.check(t, "dangerous/read-only-htod", e.b.CopyHtoD(0, va, make([]byte, 64)))
 
@@ -604,6 +604,6 @@ func testDangerous(t *testing.T, e *env) {
 	e.c.check(t, "dangerous/no-access-htod", e.b.CopyHtoD(0, na, make([]byte, 64)))
 	// granted, then revoked
 	noError(t, e.b.SetAccess(na, e.g, rw(0)))
-	noError(t, e.b.SetAccess(na, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_NONE}}))
+	noError(t, e.b.SetAccess(na, e.g, access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_NONE)))
 	e.c.check(t, "dangerous/revoked-dtoh", e.b.CopyDtoH(0, make([]byte, 64), na))
 }

@@ -93,7 +93,7 @@ func testPointer(t *testing.T, e *env) {
 		e.c.observe(t, "pointer/ids-start-vs-inner", sameIDs(start, inner), nil)
 		e.query(t, "pointer/reservation-start-unmapped", 0, c, c.resv)
 		e.query(t, "pointer/past-mapping-unmapped", 0, c, c.mp+cu.DevicePtr(e.g))
-		noError(t, e.b.SetAccess(c.mp, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
+		noError(t, e.b.SetAccess(c.mp, e.g, access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_READ)))
 		e.query(t, "pointer/read-only", 0, c, c.mp)
 		_, err := e.b.PointerAttributes(e.ndev+5, c.mp)
 		e.c.check(t, "pointer/bad-device", err)

@@ -21,14 +21,6 @@ func needRecordedGranularity(t *testing.T, e *env) {
 	}
 }
 
-func devLoc(id int) cu.MemLocation {
-	return cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(id)}
-}
-
-func access(loc cu.MemLocation, f cu.MemAccessFlags) []cu.MemAccessDesc {
-	return []cu.MemAccessDesc{{Location: loc, Flags: f}}
-}
-
 // propString formats p field by field, as the recordings give allocation properties.
 func propString(p cu.MemAllocationProp) string {
 	return fmt.Sprintf("{Type:%d RequestedHandleTypes:%d Location:{Type:%d ID:%d} Win32HandleMetaData:%d CompressionType:%d GPUDirectRDMACapable:%d Usage:%d Reserved:%v}",

@@ -211,7 +211,7 @@ func testPeerPair(t *testing.T, e *env, a, b int) {
 	noError(t, e.b.CopyHtoD(b, va, want), "write from the peer's context")
 	requireBytes(t, e.b, a, va, want)
 	requireBytes(t, e.b, b, va, want)
-	f, err := e.b.GetAccess(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(b)}, va)
+	f, err := e.b.GetAccess(devLoc(b), va)
 	noError(t, err)
 	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
 	// Memory on device b, filled by device a's copy.
@@ -220,7 +220,7 @@ func testPeerPair(t *testing.T, e *env, a, b int) {
 	noError(t, e.b.CopyDtoD(a, vb, va, e.g), "device a copies its memory into device b's")
 	requireBytes(t, e.b, b, vb, want)
 	// read-only for the peer
-	e.c.check(t, "peer/read-only", e.b.SetAccess(vb, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(a)}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
+	e.c.check(t, "peer/read-only", e.b.SetAccess(vb, e.g, access(devLoc(a), cu.MEM_ACCESS_FLAGS_PROT_READ)))
 	requireBytes(t, e.b, a, vb, want)
 }
 

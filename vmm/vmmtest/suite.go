@@ -52,16 +52,20 @@ type env struct {
 	gRec uint64 // recommended granularity of device 0
 }
 
+// prop is pinned memory on device dev.
 func (e *env) prop(dev int) *cu.MemAllocationProp {
-	return &cu.MemAllocationProp{
-		Type:     cu.MEM_ALLOCATION_TYPE_PINNED,
-		Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)},
-	}
+	return &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: devLoc(dev)}
 }
 
-func rw(dev int) []cu.MemAccessDesc {
-	return []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}
+func devLoc(dev int) cu.MemLocation {
+	return cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}
 }
+
+func access(loc cu.MemLocation, f cu.MemAccessFlags) []cu.MemAccessDesc {
+	return []cu.MemAccessDesc{{Location: loc, Flags: f}}
+}
+
+func rw(dev int) []cu.MemAccessDesc { return access(devLoc(dev), cu.MEM_ACCESS_FLAGS_PROT_READWRITE) }
 
 // Run drives the backend newBackend makes through the whole API. newBackend is called once.
 func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
