@@ -269,9 +269,7 @@ func testDmaBuf(t *testing.T, e *env) {
 		p := e.prop(0)
 		p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 		h := j.mustCreate(e.g, p)
-		shared, err := e.b.ExportFD(h)
-		noError(t, err)
-		defer closeDescriptor(shared)
+		shared := j.mustExportFD(h)
 		imp, err := j.adopt(e.b.ImportFD(shared))
 		noError(t, err)
 		va := j.mustMapping(imp, e.g)

@@ -170,9 +170,7 @@ func exchange(t *testing.T, e *env) {
 	const seed = 42
 	noError(t, e.b.CopyHtoD(0, va, Pattern(seed, int(size))))
 
-	fd, err := e.b.ExportFD(h)
-	noError(t, err)
-	defer unix.Close(fd)
+	fd := j.mustExportFD(h)
 	noError(t, runChild(t, header(size, seed), unix.UnixRights(fd)))
 	requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
 }

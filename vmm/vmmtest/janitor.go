@@ -76,6 +76,15 @@ func (j *janitor) mustMap(va cu.DevicePtr, size, off uint64, h cu.MemHandle) {
 	noError(j.t, j.mapAt(va, size, off, h), "map %v+%d offset %d", va, size, off)
 }
 
+// mustExportFD exports h as a POSIX file descriptor, closed when the test ends.
+func (j *janitor) mustExportFD(h cu.MemHandle) int {
+	j.t.Helper()
+	fd, err := j.b.ExportFD(h)
+	noError(j.t, err)
+	j.t.Cleanup(func() { closeDescriptor(fd) })
+	return fd
+}
+
 // mustMapping reserves size bytes and maps h there, without access.
 func (j *janitor) mustMapping(h cu.MemHandle, size uint64) cu.DevicePtr {
 	j.t.Helper()

@@ -1,7 +1,6 @@
 package vmmtest
 
 import (
-	"os"
 	"runtime"
 	"testing"
 
@@ -41,9 +40,7 @@ func testLimits(t *testing.T, e *env) {
 	p := e.prop(0)
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 	src := j.mustCreate(e.g, p)
-	fd, err := e.b.ExportFD(src)
-	noError(t, err)
-	defer os.NewFile(uintptr(fd), "exported").Close()
+	fd := j.mustExportFD(src)
 	imp, err := j.adopt(e.b.ImportFD(fd))
 	noError(t, err)
 	big := j.mustReserve(4 * e.g)

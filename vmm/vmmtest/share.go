@@ -46,12 +46,8 @@ func testShare(t *testing.T, e *env) {
 	// the open file, or its file; a second allocation's export and a second export of the
 	// first say which.
 	second := j.mustCreate(e.g, p)
-	fd2, err := e.b.ExportFD(second)
-	noError(t, err)
-	defer os.NewFile(uintptr(fd2), "exported").Close()
-	fd3, err := e.b.ExportFD(h)
-	noError(t, err)
-	defer os.NewFile(uintptr(fd3), "exported").Close()
+	fd2 := j.mustExportFD(second)
+	fd3 := j.mustExportFD(h)
 	var files [3]string
 	for i, d := range []int{fd, fd2, fd3} {
 		files[i], err = fileOf(d)
@@ -70,9 +66,7 @@ func testShare(t *testing.T, e *env) {
 	// the allocation, bytes and all.
 	lone, lva := j.mustBuffer(e.g, p)
 	lonely := j.mustWrite(lva, 9, int(e.g))
-	lfd, err := e.b.ExportFD(lone)
-	noError(t, err)
-	defer os.NewFile(uintptr(lfd), "exported").Close()
+	lfd := j.mustExportFD(lone)
 	noError(t, e.b.Unmap(lva, e.g))
 	noError(t, e.b.Release(lone))
 	again, err := j.adopt(e.b.ImportFD(lfd))
