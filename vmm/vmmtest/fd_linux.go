@@ -168,11 +168,8 @@ func exchange(t *testing.T, e *env) {
 	size := 2 * e.g
 	h, va := j.mustBuffer(size, p)
 	const seed = 42
-	noError(t, e.b.CopyHtoD(0, va, Pattern(seed, int(size))))
-
-	fd := j.mustExportFD(h)
-	noError(t, runChild(t, header(size, seed), unix.UnixRights(fd)))
-	requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
+	j.mustWrite(va, seed, int(size))
+	noError(t, sendToChild(t, e, va, size, seed, nil, unix.UnixRights(j.mustExportFD(h))))
 }
 
 type limitedBuffer struct {
@@ -187,8 +184,6 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (l *limitedBuffer) String() string { return string(l.b) }
-
 // fileOf names the file descriptor fd is open on: its device and inode.
 func fileOf(fd int) (string, error) {
 	var st unix.Stat_t
@@ -202,19 +197,22 @@ func fileOf(fd int) (string, error) {
 // to a child process, which imports it, checks the bytes and writes its own; it returns
 // the child's error.
 func exchangeFabric(t *testing.T, e *env, fh cu.MemFabricHandle, size uint64, va cu.DevicePtr) error {
-	const seed = 11
-	err := runChild(t, append(header(size, seed), fh[:]...), nil)
+	return sendToChild(t, e, va, size, 11, fh[:], nil)
+}
+
+// sendToChild sends memory of size bytes mapped at va, holding Pattern(seed, size), to a
+// child process: the header {size, seed}, then the fabric handle fh if any, with the control
+// message oob. The child imports it, checks the bytes and writes Pattern(seed+1, 4096), which
+// this checks in turn; it returns the child's error.
+func sendToChild(t *testing.T, e *env, va cu.DevicePtr, size uint64, seed byte, fh, oob []byte) error {
+	msg := make([]byte, 16, 16+len(fh))
+	binary.LittleEndian.PutUint64(msg, size)
+	binary.LittleEndian.PutUint64(msg[8:], uint64(seed))
+	err := runChild(t, append(msg, fh...), oob)
 	if err == nil {
 		requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
 	}
 	return err
-}
-
-func header(size uint64, seed byte) []byte {
-	hdr := make([]byte, 16)
-	binary.LittleEndian.PutUint64(hdr, size)
-	binary.LittleEndian.PutUint64(hdr[8:], uint64(seed))
-	return hdr
 }
 
 // runChild re-executes the test binary as the child, sends it msg with the control
@@ -240,7 +238,7 @@ func runChild(t *testing.T, msg, oob []byte) error {
 		return err
 	}
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("child: %w: %s", err, out.String())
+		return fmt.Errorf("child: %w: %s", err, out.b)
 	}
 	return nil
 }
