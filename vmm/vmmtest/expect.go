@@ -179,7 +179,7 @@ func (c *checker) unreached(ran map[string]bool) []string {
 func (c *checker) write(path string, driver int, device string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := Expectations{Driver: driver, Device: device, Results: c.seen}
+	out := Expectations{Driver: driver, Device: device, Results: c.seen, Unrecorded: map[string]string{}}
 	// Keep earlier results of cases this run skipped (other capabilities, other machines),
 	// the note, and the cases still unrecorded.
 	if prev, err := os.ReadFile(path); err == nil {
@@ -193,9 +193,6 @@ func (c *checker) write(path string, driver int, device string) error {
 			}
 			for k, why := range old.Unrecorded {
 				if _, ok := out.Results[k]; !ok {
-					if out.Unrecorded == nil {
-						out.Unrecorded = map[string]string{}
-					}
 					out.Unrecorded[k] = why
 				}
 			}
