@@ -23,8 +23,7 @@ type Reservation struct {
 	l    life
 
 	// ranges is held shared by Map and Mapping.Close and exclusively by Unmap and
-	// ExportDmaBuf, so that a range unmapped in one driver call cannot lose a mapping made
-	// inside it meanwhile, and an export's description is of the memory it exported.
+	// ExportDmaBuf: why is in the type's doc.
 	ranges sync.RWMutex
 	mu     sync.Mutex // guards maps
 	maps   []*Mapping // open mappings, by address
@@ -46,12 +45,7 @@ func At(addr cu.DevicePtr) ReserveOption { return func(o *reserveOpts) { o.hint 
 
 // Reserve reserves size bytes (a multiple of the granularity) of virtual address space.
 func (m *Manager) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
-	var o reserveOpts
-	for _, f := range opts {
-		if f != nil {
-			f(&o)
-		}
-	}
+	o := options(opts)
 	if !m.usable() {
 		return nil, opErr(errNoBackend, "reserve", "%s alignment %d hint %v", units.Size(size), o.align, o.hint)
 	}
