@@ -216,7 +216,8 @@ func (r *Reservation) splits(lo, hi int, addr cu.DevicePtr, size uint64) bool {
 }
 
 // unmapAll unmaps [addr, addr+size) in one driver call once the operations in flight on
-// the mappings in it (victims) have finished, and closes them; on failure they stay open.
+// the mappings in it (victims) have finished, and closes them and drops the closed ones
+// from r's list; on failure they stay open.
 func (r *Reservation) unmapAll(addr cu.DevicePtr, size uint64, victims []*Mapping) error {
 	held := victims[:0:0]
 	for _, mp := range victims {
@@ -240,16 +241,11 @@ func (r *Reservation) unmapAll(addr cu.DevicePtr, size uint64, victims []*Mappin
 		mp.l.mu.Unlock()
 	}
 	if err == nil && len(held) > 0 {
-		r.forget()
+		r.mu.Lock()
+		r.maps = slices.DeleteFunc(r.maps, func(mp *Mapping) bool { return mp.l.closed() })
+		r.mu.Unlock()
 	}
 	return err
-}
-
-// forget drops closed mappings from r's list.
-func (r *Reservation) forget() {
-	r.mu.Lock()
-	r.maps = slices.DeleteFunc(r.maps, func(mp *Mapping) bool { return mp.l.closed() })
-	r.mu.Unlock()
 }
 
 // forgetOne drops mp, just closed, from r's list. A mapping made at mp's address since its
