@@ -26,8 +26,7 @@ import (
 //   - the device supports dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED; ErrUnsupported).
 //
 // The header also asks for identical allocation properties, which the driver does not
-// enforce: chunks that differ in GPUDirect RDMA capability or in shareable handle types
-// export together, and DmaBuf.Props are the first chunk's.
+// enforce (see DmaBuf.Props).
 //
 // The extent is the whole range asked for, however many mappings back it. The mistake this
 // API exists to prevent is taking the extent from cuMemGetAddressRange, which returns one
