@@ -371,8 +371,9 @@ func (g *Region) Close() error {
 // a whole (nil: nothing) with the chunk's access, and marks the chunk asleep or awake (a
 // that is there already is only marked). It returns what was mapped there before, which is
 // the caller's from then on. The region holds a until the next Swap gives it back, and
-// releases it on Close. On failure the chunk holds what is mapped there: the old allocation when the unmap failed (and nothing is
-// returned), nothing when the map failed (and the old allocation is returned).
+// releases it on Close. On failure the chunk holds what is mapped there: the old
+// allocation when the unmap failed (and nothing is returned), nothing when the map failed
+// (and the old allocation is returned).
 func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, error) {
 	args := func() string { return rangeArgs(g.Base()+cu.DevicePtr(off), a.Size()) }
 	if !g.usable() {
