@@ -49,16 +49,8 @@ build() {
     )
     echo "$rev $(git log -1 --format=%s "$rev" | cut -c1-100)" >"$dst/$side/commit"
   done
-  # B's GPU pass: task gpu:build's binaries, built from B's tree.
-  (
-    cd "$tmp/b"
-    export CGO_ENABLED=0 GOOS=linux GOARCH=amd64
-    mkdir -p .gpu
-    for p in loader cu vmm nvml; do go test -c -tags gpu -ldflags=-s -o .gpu/$p.test ./$p; done
-    for p in buffer sparse peer ipc ipc/pidfd; do go test -c -tags gpu -ldflags=-s -o .gpu/${p##*/}.test ./vmm/$p; done
-    for e in growable vectoradd ipc peer; do go build -ldflags=-s -o .gpu/$e ./examples/$e; done
-    go build -ldflags=-s -o .gpu/vmmprobe ./cmd/vmmprobe
-  )
+  # B's GPU pass: task gpu:build's binaries, built from B's tree by B's Taskfile.
+  (cd "$tmp/b" && task gpu:build)
   mv "$tmp/b/.gpu" "$dst/gpu"
   cp "$tmp/b/.ci/gpu-pass" "$dst/gpu-pass"
   cp "$here/ab.sh" "$dst/ab.sh"

@@ -8,7 +8,7 @@ import (
 
 type dlSource struct {
 	handle uintptr
-	getPA  uintptr
+	getPA
 }
 
 func systemSource() source { return &dlSource{} }
@@ -26,21 +26,21 @@ func (s *dlSource) open(paths []string, _ bool) (string, error) {
 	for _, p := range paths {
 		// A name with a slash is opened as it is (dlopen searches only for bare names), so it
 		// must be a regular file: a FIFO would block dlopen forever (regular.go).
+		why := ""
 		if strings.ContainsRune(p, '/') {
-			if why := notRegular(p); why != "" {
-				le.Tried = append(le.Tried, p)
-				le.Reasons = append(le.Reasons, why)
-				continue
-			}
+			why = notRegular(p)
 		}
-		// RTLD_NOW surfaces unresolved dependencies here rather than at a later call.
-		h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL)
-		if err == nil {
-			s.handle = h
-			return p, nil
+		if why == "" {
+			// RTLD_NOW surfaces unresolved dependencies here rather than at a later call.
+			h, err := purego.Dlopen(p, purego.RTLD_NOW|purego.RTLD_LOCAL)
+			if err == nil {
+				s.handle = h
+				return p, nil
+			}
+			why = err.Error()
 		}
 		le.Tried = append(le.Tried, p)
-		le.Reasons = append(le.Reasons, err.Error())
+		le.Reasons = append(le.Reasons, why)
 	}
 	return "", le
 }
@@ -48,10 +48,7 @@ func (s *dlSource) open(paths []string, _ bool) (string, error) {
 func (s *dlSource) lookup(name string) (uintptr, error) { return purego.Dlsym(s.handle, name) }
 
 func (s *dlSource) hasGetProcAddress() bool {
-	s.getPA, _ = purego.Dlsym(s.handle, "cuGetProcAddress_v2")
-	return s.getPA != 0
-}
-
-func (s *dlSource) getProcAddress(name string, version int, flags uint64) (uintptr, int32, int32) {
-	return callGetProcAddress(s.getPA, name, version, flags)
+	fn, _ := purego.Dlsym(s.handle, "cuGetProcAddress_v2")
+	s.getPA = getPA(fn)
+	return fn != 0
 }

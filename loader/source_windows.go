@@ -8,7 +8,7 @@ import (
 
 type winSource struct {
 	handle windows.Handle
-	getPA  uintptr
+	getPA
 }
 
 func systemSource() source { return &winSource{} }
@@ -34,23 +34,23 @@ func (s *winSource) open(paths []string, builtin bool) (string, error) {
 		// override, a full path) is taken as given, and its dependencies are searched for in
 		// its own directory first.
 		var flags uintptr = windows.LOAD_LIBRARY_SEARCH_SYSTEM32
+		why := ""
 		if !builtin || filepath.Base(p) != p {
 			flags = windows.LOAD_WITH_ALTERED_SEARCH_PATH
 			// A pipe, a directory or a device (CON, NUL) is refused before LoadLibraryEx
 			// opens and reads it (regular.go).
-			if why := notRegular(p); why != "" {
-				le.Tried = append(le.Tried, p)
-				le.Reasons = append(le.Reasons, why)
-				continue
-			}
+			why = notRegular(p)
 		}
-		h, err := windows.LoadLibraryEx(p, 0, flags)
-		if err == nil {
-			s.handle = h
-			return p, nil
+		if why == "" {
+			h, err := windows.LoadLibraryEx(p, 0, flags)
+			if err == nil {
+				s.handle = h
+				return p, nil
+			}
+			why = err.Error()
 		}
 		le.Tried = append(le.Tried, p)
-		le.Reasons = append(le.Reasons, err.Error())
+		le.Reasons = append(le.Reasons, why)
 	}
 	return "", le
 }
@@ -60,10 +60,7 @@ func (s *winSource) lookup(name string) (uintptr, error) {
 }
 
 func (s *winSource) hasGetProcAddress() bool {
-	s.getPA, _ = windows.GetProcAddress(s.handle, "cuGetProcAddress_v2")
-	return s.getPA != 0
-}
-
-func (s *winSource) getProcAddress(name string, version int, flags uint64) (uintptr, int32, int32) {
-	return callGetProcAddress(s.getPA, name, version, flags)
+	fn, _ := windows.GetProcAddress(s.handle, "cuGetProcAddress_v2")
+	s.getPA = getPA(fn)
+	return fn != 0
 }

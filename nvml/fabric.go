@@ -23,17 +23,17 @@ const (
 
 // String returns the C name, such as "NVML_GPU_FABRIC_STATE_COMPLETED".
 func (s FabricState) String() string {
-	switch s {
-	case GPU_FABRIC_STATE_NOT_SUPPORTED:
-		return "NVML_GPU_FABRIC_STATE_NOT_SUPPORTED"
-	case GPU_FABRIC_STATE_NOT_STARTED:
-		return "NVML_GPU_FABRIC_STATE_NOT_STARTED"
-	case GPU_FABRIC_STATE_IN_PROGRESS:
-		return "NVML_GPU_FABRIC_STATE_IN_PROGRESS"
-	case GPU_FABRIC_STATE_COMPLETED:
-		return "NVML_GPU_FABRIC_STATE_COMPLETED"
+	return cName(s, "NVML_GPU_FABRIC_STATE_", "nvmlGpuFabricState_t",
+		"NOT_SUPPORTED", "NOT_STARTED", "IN_PROGRESS", "COMPLETED")
+}
+
+// cName returns the C name of v, prefix and the name of v in names, or unknown(v) for a
+// value past them.
+func cName[T ~uint8 | ~uint32](v T, prefix, unknown string, names ...string) string {
+	if uint64(v) < uint64(len(names)) {
+		return prefix + names[v]
 	}
-	return "nvmlGpuFabricState_t(" + strconv.Itoa(int(s)) + ")"
+	return unknown + "(" + strconv.Itoa(int(v)) + ")"
 }
 
 // HealthSummary is the NVML_GPU_FABRIC_HEALTH_SUMMARY_* value of nvmlGpuFabricInfo_v3.
@@ -49,17 +49,8 @@ const (
 
 // String returns the C name, such as "NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY".
 func (s HealthSummary) String() string {
-	switch s {
-	case GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED:
-		return "NVML_GPU_FABRIC_HEALTH_SUMMARY_NOT_SUPPORTED"
-	case GPU_FABRIC_HEALTH_SUMMARY_HEALTHY:
-		return "NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY"
-	case GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY:
-		return "NVML_GPU_FABRIC_HEALTH_SUMMARY_UNHEALTHY"
-	case GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY:
-		return "NVML_GPU_FABRIC_HEALTH_SUMMARY_LIMITED_CAPACITY"
-	}
-	return "NVML_GPU_FABRIC_HEALTH_SUMMARY(" + strconv.Itoa(int(s)) + ")"
+	return cName(s, "NVML_GPU_FABRIC_HEALTH_SUMMARY_", "NVML_GPU_FABRIC_HEALTH_SUMMARY",
+		"NOT_SUPPORTED", "HEALTHY", "UNHEALTHY", "LIMITED_CAPACITY")
 }
 
 // HealthMask is the healthMask of nvmlGpuFabricInfo_v2 and later: fields of a few bits
@@ -78,15 +69,10 @@ const (
 
 // String returns the suffix of the C names: "NOT_SUPPORTED", "TRUE" or "FALSE".
 func (f HealthFlag) String() string {
-	switch f {
-	case HealthNotSupported:
-		return "NOT_SUPPORTED"
-	case HealthTrue:
-		return "TRUE"
-	case HealthFalse:
-		return "FALSE"
+	if f > HealthFalse {
+		return strconv.Itoa(int(f))
 	}
-	return strconv.Itoa(int(f))
+	return cName(f, "", "", "NOT_SUPPORTED", "TRUE", "FALSE")
 }
 
 // IncorrectConfiguration is the four-bit INCORRECT_CONFIGURATION field of a HealthMask.
@@ -106,18 +92,12 @@ const (
 	GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_GPU_STATE_INVALID    IncorrectConfiguration = 8
 )
 
-var incorrectConfigurationNames = [...]string{
-	"NOT_SUPPORTED", "NONE", "INCORRECT_SYSGUID", "INCORRECT_CHASSIS_SN", "NO_PARTITION",
-	"INSUFFICIENT_NVLINKS", "INCOMPATIBLE_GPU_FW", "INVALID_LOCATION", "GPU_STATE_INVALID",
-}
-
 // String returns the C name, such as
 // "NVML_GPU_FABRIC_HEALTH_MASK_INCORRECT_CONFIGURATION_NO_PARTITION".
 func (c IncorrectConfiguration) String() string {
-	if int(c) < len(incorrectConfigurationNames) {
-		return healthPrefix + "INCORRECT_CONFIGURATION_" + incorrectConfigurationNames[c]
-	}
-	return healthPrefix + "INCORRECT_CONFIGURATION(" + strconv.Itoa(int(c)) + ")"
+	return cName(c, healthPrefix+"INCORRECT_CONFIGURATION_", healthPrefix+"INCORRECT_CONFIGURATION",
+		"NOT_SUPPORTED", "NONE", "INCORRECT_SYSGUID", "INCORRECT_CHASSIS_SN", "NO_PARTITION",
+		"INSUFFICIENT_NVLINKS", "INCOMPATIBLE_GPU_FW", "INVALID_LOCATION", "GPU_STATE_INVALID")
 }
 
 const healthPrefix = "NVML_GPU_FABRIC_HEALTH_MASK_"

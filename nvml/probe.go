@@ -100,7 +100,7 @@ func (d Device) nvLinks(out *uint32) (NvLinks, error) {
 	var skipped, remoteErr error
 	toSwitch := false
 	for link := range NVLINK_MAX_LINKS {
-		err := d.nvLinkState(link, out)
+		err := d.linkCall(procDeviceGetNvLinkState, link, out, 0)
 		switch {
 		case errors.Is(err, ERROR_INVALID_ARGUMENT), errors.Is(err, ERROR_NOT_SUPPORTED):
 			if skipped == nil {
@@ -118,7 +118,7 @@ func (d Device) nvLinks(out *uint32) (NvLinks, error) {
 		if toSwitch {
 			continue
 		}
-		if err := d.nvLinkRemoteDeviceType(link, out); err != nil {
+		if err := d.linkCall(procDeviceGetNvLinkRemoteDevType, link, out, uint32(NVLINK_DEVICE_TYPE_UNKNOWN)); err != nil {
 			if remoteErr == nil {
 				remoteErr = err
 			}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/cuvmm/cuvmm/cu"
 )
@@ -93,10 +94,7 @@ func (c Config) clone() Config {
 	d := c
 	d.Devices = make([]Device, len(c.Devices))
 	for i, dv := range c.Devices {
-		dv.Attributes = make(map[cu.DeviceAttribute]int, len(dv.Attributes))
-		for k, v := range c.Devices[i].Attributes {
-			dv.Attributes[k] = v
-		}
+		dv.Attributes = maps.Clone(dv.Attributes)
 		d.Devices[i] = dv
 	}
 	if c.PeerAccess != nil {

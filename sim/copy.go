@@ -28,17 +28,41 @@ type segment struct {
 	n     uint64
 }
 
-// startCopy counts a call of o, a copy or memset of n bytes from device ordinal's
-// context, and checks what package cu and the context lookup check: empty is why n 0 is
-// refused.
-func (s *Sim) startCopy(o Op, ordinal int, n uint64, empty string) *failure {
-	if f := s.enter(o); f != nil {
+// transfer is a call of o, a copy or memset of n bytes from device ordinal's context. Under
+// the lock it counts the call, checks what package cu and the context lookup check (empty
+// is why n 0 is refused), and pins the source at *src for reading and the destination at
+// *dst for writing, either of which may be nil; then it runs work on the pinned segments
+// without the lock, and lets go of the memory.
+func (s *Sim) transfer(o Op, ordinal int, n uint64, empty string, src, dst *cu.DevicePtr, work func(from, to []segment) *failure) *failure {
+	var sbuf, dbuf [4]segment
+	var from, to []segment
+	f := s.do(o, func() (f *failure) {
+		if n == 0 {
+			return argFail(empty)
+		}
+		if _, f := s.device(ordinal); f != nil {
+			return f
+		}
+		if src != nil {
+			if from, f = s.pin(ordinal, uint64(*src), n, false, sbuf[:]); f != nil {
+				return f
+			}
+		}
+		if dst != nil {
+			if to, f = s.pin(ordinal, uint64(*dst), n, true, dbuf[:]); f != nil {
+				s.unpin(from)
+			}
+		}
+		return f
+	})
+	if f != nil {
 		return f
 	}
-	if n == 0 {
-		return argFail(empty)
-	}
-	_, f := s.device(ordinal)
+	f = work(from, to)
+	s.mu.Lock()
+	s.unpin(from)
+	s.unpin(to)
+	s.mu.Unlock()
 	return f
 }
 
@@ -92,14 +116,6 @@ func (s *Sim) unpin(segs []segment) {
 			s.unuse(b.mem)
 		}
 	}
-}
-
-// done unpins the segments of a copy that has moved its bytes.
-func (s *Sim) done(from, to []segment) {
-	s.mu.Lock()
-	s.unpin(from)
-	s.unpin(to)
-	s.mu.Unlock()
 }
 
 // move moves len(p) bytes between p and the pinned range segs, from offset at of the range:
@@ -158,18 +174,9 @@ func rank(dev, reader int) int {
 
 // CopyHtoD is cuMemcpyHtoD from device ordinal's context.
 func (s *Sim) CopyHtoD(ordinal int, dst cu.DevicePtr, src []byte) error {
-	var buf [4]segment
-	var to []segment
-	s.mu.Lock()
-	f := s.startCopy(OpCopyHtoD, ordinal, uint64(len(src)), "empty host buffer")
-	if f == nil {
-		to, f = s.pin(ordinal, uint64(dst), uint64(len(src)), true, buf[:])
-	}
-	s.mu.Unlock()
-	if f == nil {
-		f = move(ordinal, to, 0, src, true)
-		s.done(nil, to)
-	}
+	f := s.transfer(OpCopyHtoD, ordinal, uint64(len(src)), "empty host buffer", nil, &dst, func(_, to []segment) *failure {
+		return move(ordinal, to, 0, src, true)
+	})
 	if f != nil {
 		return f.wrap("cuMemcpyHtoD", "%v, %d bytes", dst, len(src))
 	}
@@ -178,18 +185,9 @@ func (s *Sim) CopyHtoD(ordinal int, dst cu.DevicePtr, src []byte) error {
 
 // CopyDtoH is cuMemcpyDtoH from device ordinal's context.
 func (s *Sim) CopyDtoH(ordinal int, dst []byte, src cu.DevicePtr) error {
-	var buf [4]segment
-	var from []segment
-	s.mu.Lock()
-	f := s.startCopy(OpCopyDtoH, ordinal, uint64(len(dst)), "empty host buffer")
-	if f == nil {
-		from, f = s.pin(ordinal, uint64(src), uint64(len(dst)), false, buf[:])
-	}
-	s.mu.Unlock()
-	if f == nil {
-		f = move(ordinal, from, 0, dst, false)
-		s.done(from, nil)
-	}
+	f := s.transfer(OpCopyDtoH, ordinal, uint64(len(dst)), "empty host buffer", &src, nil, func(from, _ []segment) *failure {
+		return move(ordinal, from, 0, dst, false)
+	})
 	if f != nil {
 		return f.wrap("cuMemcpyDtoH", "%v, %d bytes", src, len(dst))
 	}
@@ -203,21 +201,9 @@ var chunks = sync.Pool{New: func() any { return new([chunk]byte) }}
 // CopyDtoD is cuMemcpyDtoD from device ordinal's context. Overlapping ranges copy as
 // memmove does (the driver accepts them, recorded: vmmtest walk/dtod-overlapping).
 func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
-	var sbuf, dbuf [4]segment
-	var from, to []segment
-	s.mu.Lock()
-	f := s.startCopy(OpCopyDtoD, ordinal, size, "zero size")
-	if f == nil {
-		from, f = s.pin(ordinal, uint64(src), size, false, sbuf[:])
-	}
-	if f == nil {
-		if to, f = s.pin(ordinal, uint64(dst), size, true, dbuf[:]); f != nil {
-			s.unpin(from)
-		}
-	}
-	s.mu.Unlock()
-	if f == nil {
+	f := s.transfer(OpCopyDtoD, ordinal, size, "zero size", &src, &dst, func(from, to []segment) (f *failure) {
 		buf := chunks.Get().(*[chunk]byte)
+		defer chunks.Put(buf)
 		// Copy backwards when the destination starts inside the source, so that each chunk
 		// is read before it is overwritten.
 		backward := dst > src && uint64(dst) < uint64(src)+size
@@ -232,9 +218,8 @@ func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
 			}
 			done += k
 		}
-		chunks.Put(buf)
-		s.done(from, to)
-	}
+		return f
+	})
 	if f != nil {
 		return f.wrap("cuMemcpyDtoD", "%v <- %v, %d bytes", dst, src, size)
 	}
@@ -243,18 +228,7 @@ func (s *Sim) CopyDtoD(ordinal int, dst, src cu.DevicePtr, size uint64) error {
 
 // MemsetD8 is cuMemsetD8 from device ordinal's context.
 func (s *Sim) MemsetD8(ordinal int, dst cu.DevicePtr, v uint8, n uint64) error {
-	var buf [4]segment
-	var to []segment
-	s.mu.Lock()
-	f := s.startCopy(OpMemsetD8, ordinal, n, "zero count")
-	if f == nil {
-		to, f = s.pin(ordinal, uint64(dst), n, true, buf[:])
-	}
-	s.mu.Unlock()
-	if f == nil {
-		f = fill(to, v)
-		s.done(nil, to)
-	}
+	f := s.transfer(OpMemsetD8, ordinal, n, "zero count", nil, &dst, func(_, to []segment) *failure { return fill(to, v) })
 	if f != nil {
 		return f.wrap("cuMemsetD8", "%v, %#x, %d", dst, v, n)
 	}

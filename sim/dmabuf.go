@@ -99,19 +99,14 @@ func DmaBufInfo(fd int) (DmaBuf, error) {
 // ExportDmaBuf is cuMemGetHandleForAddressRange with MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD: a
 // descriptor the caller owns, which DmaBufInfo describes. See the rules above.
 func (s *Sim) ExportDmaBuf(ptr cu.DevicePtr, size, flags uint64) (int, error) {
-	s.mu.Lock()
-	fd, f := s.exportDmaBufLocked(uint64(ptr), size, flags)
-	s.mu.Unlock()
+	fd, f := locked(s, OpExportDmaBuf, func() (int, *failure) { return s.exportDmaBuf(uint64(ptr), size, flags) })
 	if f != nil {
 		return -1, f.wrap("cuMemGetHandleForAddressRange", "%v, %d, DMA_BUF_FD, flags %d", ptr, size, flags)
 	}
 	return fd, nil
 }
 
-func (s *Sim) exportDmaBufLocked(addr, size, flags uint64) (int, *failure) {
-	if f := s.enter(OpExportDmaBuf); f != nil {
-		return -1, f
-	}
+func (s *Sim) exportDmaBuf(addr, size, flags uint64) (int, *failure) {
 	if f := s.vmm(); f != nil {
 		return -1, f
 	}

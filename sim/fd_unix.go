@@ -15,12 +15,18 @@ func dupFD(f *os.File) (int, error) {
 }
 
 // fileFromFD duplicates a caller's descriptor, which stays the caller's.
-func fileFromFD(fd int) (*os.File, error) {
-	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+func fileFromFD(fd int) (*os.File, error) { return dupAs(uintptr(fd), "imported") }
+
+// dupFile returns a new *os.File of the file f is open on.
+func dupFile(f *os.File) (*os.File, error) { return dupAs(f.Fd(), f.Name()) }
+
+// dupAs returns a new *os.File, named name, of the file fd is open on.
+func dupAs(fd uintptr, name string) (*os.File, error) {
+	nfd, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
-	return os.NewFile(uintptr(nfd), "imported"), nil
+	return os.NewFile(uintptr(nfd), name), nil
 }
 
 // keyOf identifies the allocation a descriptor holds by its file's device and inode and,
@@ -45,13 +51,4 @@ func fileResident(f *os.File) uint64 {
 		return 0
 	}
 	return uint64(st.Blocks) * 512
-}
-
-// dupFile returns a new *os.File of the file f is open on.
-func dupFile(f *os.File) (*os.File, error) {
-	fd, err := dupFD(f)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(fd), f.Name()), nil
 }

@@ -22,12 +22,16 @@ func dupFD(f *os.File) (int, error) {
 	return int(d), err
 }
 
-func fileFromFD(fd int) (*os.File, error) {
-	d, err := dupHandle(windows.Handle(fd))
+func fileFromFD(fd int) (*os.File, error) { return dupAs(windows.Handle(fd), "imported") }
+
+func dupFile(f *os.File) (*os.File, error) { return dupAs(windows.Handle(f.Fd()), f.Name()) }
+
+func dupAs(h windows.Handle, name string) (*os.File, error) {
+	d, err := dupHandle(h)
 	if err != nil {
 		return nil, err
 	}
-	return os.NewFile(uintptr(d), "imported"), nil
+	return os.NewFile(uintptr(d), name), nil
 }
 
 func keyOf(f *os.File) fileKey {
@@ -44,14 +48,6 @@ func fileResident(f *os.File) uint64 {
 		return 0
 	}
 	return uint64(st.Size())
-}
-
-func dupFile(f *os.File) (*os.File, error) {
-	d, err := dupHandle(windows.Handle(f.Fd()))
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(d), f.Name()), nil
 }
 
 // openNoFollow opens path for reading and writing; the caller checks it opened the file it

@@ -87,24 +87,22 @@ func (s *Sim) release(h *handle) {
 	if h.refs--; h.refs == 0 {
 		s.live--
 	}
-	if h.mem != nil {
-		s.unuse(h.mem)
-	}
-	s.maybeForget(h)
+	s.dropped(h)
 }
 
 // unmapped drops the mapping count of h after an unmap.
 func (s *Sim) unmapped(h *handle) {
 	h.maps--
+	s.dropped(h)
+}
+
+// dropped follows the loss of a reference or mapping of h: it drops the user of h's memory
+// that went with it, and removes an entry nothing refers to any more, freeing a multicast
+// object with it.
+func (s *Sim) dropped(h *handle) {
 	if h.mem != nil {
 		s.unuse(h.mem)
 	}
-	s.maybeForget(h)
-}
-
-// maybeForget removes an entry nothing refers to any more, freeing a multicast object with
-// it.
-func (s *Sim) maybeForget(h *handle) {
 	if h.refs > 0 || h.maps > 0 {
 		return
 	}

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"errors"
+	"io"
 	"os"
 	"sync"
 
@@ -122,7 +124,7 @@ func (s *fileStore) readAt(p []byte, off uint64) error {
 	if n < len(p) {
 		clear(p[n:]) // past the end of a file that was cut short reads as zeros
 	}
-	if err != nil && n < len(p) && !isEOF(err) {
+	if err != nil && n < len(p) && !errors.Is(err, io.EOF) {
 		return err
 	}
 	return nil

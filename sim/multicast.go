@@ -28,29 +28,20 @@ type binding struct {
 	memOff      uint64
 }
 
-func (s *Sim) multicastDevices() int {
-	n := 0
-	for i := range s.cfg.Devices {
-		if s.cfg.Devices[i].Multicast {
-			n++
-		}
-	}
-	return n
-}
-
-// multicastMemory is the memory of the smallest multicast-capable device.
-func (s *Sim) multicastMemory() uint64 {
-	m := ^uint64(0)
+// multicastDevices returns the number of multicast-capable devices and the memory of the
+// smallest of them.
+func (s *Sim) multicastDevices() (n int, mem uint64) {
+	mem = ^uint64(0)
 	for i := range s.cfg.Devices {
 		if d := &s.cfg.Devices[i]; d.Multicast {
-			m = min(m, d.TotalMem)
+			n, mem = n+1, min(mem, d.TotalMem)
 		}
 	}
-	return m
+	return n, mem
 }
 
 func (s *Sim) noMulticast() *failure {
-	if s.multicastDevices() == 0 {
+	if n, _ := s.multicastDevices(); n == 0 {
 		return fail(cu.ERROR_NOT_SUPPORTED, "no device supports multicast") // recorded: vmmtest sweep/multicast-granularity-min
 	}
 	return nil
@@ -58,9 +49,18 @@ func (s *Sim) noMulticast() *failure {
 
 // MulticastGranularity is cuMulticastGetGranularity.
 func (s *Sim) MulticastGranularity(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) (uint64, error) {
-	s.mu.Lock()
-	f := s.multicastGranularityLocked(prop, option)
-	s.mu.Unlock()
+	f := s.do(OpMulticastGranularity, func() *failure {
+		if prop == nil {
+			return argFail("nil properties")
+		}
+		if f := s.noMulticast(); f != nil {
+			return f
+		}
+		if option != cu.MULTICAST_GRANULARITY_MINIMUM && option != cu.MULTICAST_GRANULARITY_RECOMMENDED {
+			return fail(cu.ERROR_INVALID_VALUE, "unknown granularity option")
+		}
+		return nil
+	})
 	if f != nil {
 		return 0, f.wrap("cuMulticastGetGranularity", "%+v, %d", prop, option)
 	}
@@ -70,37 +70,16 @@ func (s *Sim) MulticastGranularity(prop *cu.MulticastObjectProp, option cu.Multi
 	return s.cfg.MulticastGranularity, nil
 }
 
-func (s *Sim) multicastGranularityLocked(prop *cu.MulticastObjectProp, option cu.MulticastGranularityFlags) *failure {
-	if f := s.enter(OpMulticastGranularity); f != nil {
-		return f
-	}
-	if prop == nil {
-		return argFail("nil properties")
-	}
-	if f := s.noMulticast(); f != nil {
-		return f
-	}
-	if option != cu.MULTICAST_GRANULARITY_MINIMUM && option != cu.MULTICAST_GRANULARITY_RECOMMENDED {
-		return fail(cu.ERROR_INVALID_VALUE, "unknown granularity option")
-	}
-	return nil
-}
-
 // MulticastCreate is cuMulticastCreate.
 func (s *Sim) MulticastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, error) {
-	s.mu.Lock()
-	v, f := s.multicastCreateLocked(prop)
-	s.mu.Unlock()
+	v, f := locked(s, OpMulticastCreate, func() (cu.MemHandle, *failure) { return s.multicastCreate(prop) })
 	if f != nil {
 		return 0, f.wrap("cuMulticastCreate", "%+v", prop)
 	}
 	return v, nil
 }
 
-func (s *Sim) multicastCreateLocked(prop *cu.MulticastObjectProp) (cu.MemHandle, *failure) {
-	if f := s.enter(OpMulticastCreate); f != nil {
-		return 0, f
-	}
+func (s *Sim) multicastCreate(prop *cu.MulticastObjectProp) (cu.MemHandle, *failure) {
 	if prop == nil {
 		return 0, argFail("nil properties")
 	}
@@ -108,12 +87,13 @@ func (s *Sim) multicastCreateLocked(prop *cu.MulticastObjectProp) (cu.MemHandle,
 		return 0, f
 	}
 	t := cu.MemHandleType(prop.HandleTypes)
+	devs, mem := s.multicastDevices()
 	switch {
-	case prop.NumDevices == 0 || int(prop.NumDevices) > s.multicastDevices():
+	case prop.NumDevices == 0 || int(prop.NumDevices) > devs:
 		return 0, fail(cu.ERROR_INVALID_VALUE, "team size out of range")
 	case prop.Size == 0 || prop.Size%s.cfg.MulticastGranularity != 0:
 		return 0, fail(cu.ERROR_INVALID_VALUE, "size is not a positive multiple of the multicast granularity")
-	case prop.Size > s.multicastMemory():
+	case prop.Size > mem:
 		// The header: size is the memory each device can bind, so no more than a device
 		// has (multicast is never created on the shared GPU hosts: not recorded).
 		return 0, fail(cu.ERROR_OUT_OF_MEMORY, "size larger than a team device's memory")
@@ -141,35 +121,28 @@ func (s *Sim) lookupMC(v cu.MemHandle) (*mcObject, *failure) {
 
 // MulticastAddDevice is cuMulticastAddDevice.
 func (s *Sim) MulticastAddDevice(mc cu.MemHandle, ordinal int) error {
-	s.mu.Lock()
-	f := s.addDeviceLocked(mc, ordinal)
-	s.mu.Unlock()
+	f := s.do(OpMulticastAddDevice, func() *failure {
+		o, f := s.lookupMC(mc)
+		if f != nil {
+			return f
+		}
+		d, f := s.device(ordinal)
+		switch {
+		case f != nil:
+			return f
+		case !d.Multicast:
+			return fail(cu.ERROR_NOT_SUPPORTED, "device does not support multicast")
+		case slices.Contains(o.devs, ordinal):
+			return fail(cu.ERROR_INVALID_VALUE, "device already in the team")
+		case o.teamComplete():
+			return fail(cu.ERROR_INVALID_VALUE, "team already full")
+		}
+		o.devs = append(o.devs, ordinal)
+		return nil
+	})
 	if f != nil {
 		return f.wrap("cuMulticastAddDevice", "%v, device %d", mc, ordinal)
 	}
-	return nil
-}
-
-func (s *Sim) addDeviceLocked(mc cu.MemHandle, ordinal int) *failure {
-	if f := s.enter(OpMulticastAddDevice); f != nil {
-		return f
-	}
-	o, f := s.lookupMC(mc)
-	if f != nil {
-		return f
-	}
-	d, f := s.device(ordinal)
-	switch {
-	case f != nil:
-		return f
-	case !d.Multicast:
-		return fail(cu.ERROR_NOT_SUPPORTED, "device does not support multicast")
-	case slices.Contains(o.devs, ordinal):
-		return fail(cu.ERROR_INVALID_VALUE, "device already in the team")
-	case o.teamComplete():
-		return fail(cu.ERROR_INVALID_VALUE, "team already full")
-	}
-	o.devs = append(o.devs, ordinal)
 	return nil
 }
 
@@ -209,21 +182,16 @@ func (s *Sim) bind(o *mcObject, b *binding) {
 // MulticastBindMem is cuMulticastBindMem; it blocks until the team is complete. The memory
 // is bound for the device that owns it.
 func (s *Sim) MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
-	s.mu.Lock()
-	f := s.enter(OpMulticastBindMem)
-	if f == nil {
-		f = s.bindMemLocked(mc, -1, mcOffset, mem, memOffset, size, flags)
-	}
-	s.mu.Unlock()
+	f := s.do(OpMulticastBindMem, func() *failure { return s.bindMem(mc, -1, mcOffset, mem, memOffset, size, flags) })
 	if f != nil {
 		return f.wrap("cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
 	}
 	return nil
 }
 
-// bindMemLocked binds memory by handle for device dev, or for the memory's own device with
+// bindMem binds memory by handle for device dev, or for the memory's own device with
 // dev -1 (cuMulticastBindMem, which names none).
-func (s *Sim) bindMemLocked(mc cu.MemHandle, dev int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) *failure {
+func (s *Sim) bindMem(mc cu.MemHandle, dev int, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) *failure {
 	o, f := s.lookupMC(mc)
 	if f != nil {
 		return f
@@ -241,12 +209,9 @@ func (s *Sim) bindMemLocked(mc cu.MemHandle, dev int, mcOffset uint64, mem cu.Me
 	if memOffset%s.cfg.MulticastGranularity != 0 || memOffset+size > m.mem.size || memOffset+size < memOffset {
 		return fail(cu.ERROR_INVALID_VALUE, "memory range misaligned or past the end of the allocation")
 	}
-	if dev >= 0 {
-		if f := s.boundFor(m.mem, dev); f != nil {
-			return f
-		}
-	} else {
-		dev = m.mem.dev
+	dev, f = s.boundFor(m.mem, dev)
+	if f != nil {
+		return f
 	}
 	if f := s.bindable(o, dev, mcOffset, size); f != nil {
 		return f
@@ -258,21 +223,16 @@ func (s *Sim) bindMemLocked(mc cu.MemHandle, dev int, mcOffset uint64, mem cu.Me
 // MulticastBindAddr is cuMulticastBindAddr: it binds the memory mapped at [ptr, ptr+size),
 // which may span several mappings of one device's memory, for that device.
 func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
-	s.mu.Lock()
-	f := s.enter(OpMulticastBindAddr)
-	if f == nil {
-		f = s.bindAddrLocked(mc, -1, mcOffset, uint64(ptr), size, flags)
-	}
-	s.mu.Unlock()
+	f := s.do(OpMulticastBindAddr, func() *failure { return s.bindAddr(mc, -1, mcOffset, uint64(ptr), size, flags) })
 	if f != nil {
 		return f.wrap("cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
 	}
 	return nil
 }
 
-// bindAddrLocked binds mapped memory for device dev, or for the memory's own device with
+// bindAddr binds mapped memory for device dev, or for the memory's own device with
 // dev -1 (cuMulticastBindAddr, which names none).
-func (s *Sim) bindAddrLocked(mc cu.MemHandle, dev int, mcOffset, ptr, size, flags uint64) *failure {
+func (s *Sim) bindAddr(mc cu.MemHandle, dev int, mcOffset, ptr, size, flags uint64) *failure {
 	o, f := s.lookupMC(mc)
 	if f != nil {
 		return f
@@ -298,16 +258,12 @@ func (s *Sim) bindAddrLocked(mc cu.MemHandle, dev int, mcOffset, ptr, size, flag
 			return fail(cu.ERROR_INVALID_VALUE, "address does not map device memory")
 		case dev < 0 && len(pieces) > 0 && pieces[0].dev != m.h.mem.dev:
 			return fail(cu.ERROR_INVALID_VALUE, "range maps memory of several devices")
-		case dev >= 0:
-			if f := s.boundFor(m.h.mem, dev); f != nil {
-				return f
-			}
+		}
+		d, f := s.boundFor(m.h.mem, dev)
+		if f != nil {
+			return f
 		}
 		k := min(left, m.end()-cur)
-		d := dev
-		if d < 0 {
-			d = m.h.mem.dev
-		}
 		pieces = append(pieces, &binding{dev: d, mcOff: mcOffset + (cur - ptr), size: k, mem: m.h.mem, memOff: cur - m.base})
 		cur, left = cur+k, left-k
 	}
@@ -322,19 +278,14 @@ func (s *Sim) bindAddrLocked(mc cu.MemHandle, dev int, mcOffset, ptr, size, flag
 
 // MulticastUnbind is cuMulticastUnbind: the range must cover whole bindings of the device.
 func (s *Sim) MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) error {
-	s.mu.Lock()
-	f := s.unbindLocked(mc, ordinal, mcOffset, size)
-	s.mu.Unlock()
+	f := s.do(OpMulticastUnbind, func() *failure { return s.unbind(mc, ordinal, mcOffset, size) })
 	if f != nil {
 		return f.wrap("cuMulticastUnbind", "%v, device %d, %d, %d", mc, ordinal, mcOffset, size)
 	}
 	return nil
 }
 
-func (s *Sim) unbindLocked(mc cu.MemHandle, ordinal int, mcOffset, size uint64) *failure {
-	if f := s.enter(OpMulticastUnbind); f != nil {
-		return f
-	}
+func (s *Sim) unbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) *failure {
 	o, f := s.lookupMC(mc)
 	if f != nil {
 		return f

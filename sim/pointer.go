@@ -14,19 +14,14 @@ import "github.com/cuvmm/cuvmm/cu"
 // it lies in one, and no error. A device that does not exist is CUDA_ERROR_INVALID_DEVICE
 // (cu fails to get its context).
 func (s *Sim) PointerAttributes(ordinal int, ptr cu.DevicePtr) (cu.PointerAttributes, error) {
-	s.mu.Lock()
-	p, f := s.pointerLocked(ordinal, uint64(ptr))
-	s.mu.Unlock()
+	p, f := locked(s, OpPointerAttributes, func() (cu.PointerAttributes, *failure) { return s.pointer(ordinal, uint64(ptr)) })
 	if f != nil {
 		return cu.PointerAttributes{}, f.wrap("cuPointerGetAttributes", "%v, device %d", ptr, ordinal)
 	}
 	return p, nil
 }
 
-func (s *Sim) pointerLocked(ordinal int, ptr uint64) (cu.PointerAttributes, *failure) {
-	if f := s.enter(OpPointerAttributes); f != nil {
-		return cu.PointerAttributes{}, f
-	}
+func (s *Sim) pointer(ordinal int, ptr uint64) (cu.PointerAttributes, *failure) {
 	if _, f := s.device(ordinal); f != nil {
 		return cu.PointerAttributes{}, f
 	}

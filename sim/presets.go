@@ -1,7 +1,9 @@
 package sim
 
 import (
-	"sort"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -30,14 +32,7 @@ var presets = map[string]func() Config{
 }
 
 // Presets returns the names Preset accepts, sorted.
-func Presets() []string {
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func Presets() []string { return slices.Sorted(maps.Keys(presets)) }
 
 // Preset returns the configuration of a named preset (case-insensitive: "h100", "h200",
 // "hgx8", "mnnvl", "oldgpu", "workstation") and whether the name is known.
@@ -49,20 +44,11 @@ func Preset(name string) (Config, bool) {
 	return f(), true
 }
 
-// hopper returns a Hopper device as the recorded machines report it; attrs are the raw
-// attribute readings.
+// hopper returns a Hopper device as the recorded machines report it: attrs are the raw
+// attribute readings, with those in diff replaced.
 func hopper(name string, totalMem uint64, attrs map[cu.DeviceAttribute]int, diff map[cu.DeviceAttribute]int) Device {
-	a := make(map[cu.DeviceAttribute]int, len(attrs))
-	for k, v := range attrs {
-		a[k] = v
-	}
-	for k, v := range diff {
-		if v == 0 {
-			delete(a, k)
-		} else {
-			a[k] = v
-		}
-	}
+	a := maps.Clone(attrs)
+	maps.Copy(a, diff)
 	// The capabilities, Compression to HostNUMAVMM, are what the H100 and the H200 reported
 	// (h100Attributes; h200Diff changes none): what vmm.Manager.CheckProps asks before a
 	// create.
@@ -107,8 +93,7 @@ func PresetH100() Config {
 	d := hopper("NVIDIA H100 80GB HBM3", 81079*mib, h100Attributes, nil)
 	d.UUID = cu.UUID{0x82, 0x9f, 0xcb, 0xf0, 0xad, 0x3a, 0x17, 0xb6, 0x6d, 0x97, 0x82, 0xfb, 0x25, 0x9f, 0x8b, 0x45}
 	d.PCIBusID = "0000:00:06.0"
-	c := Config{Name: "h100", DriverVersion: 13000, Devices: []Device{d}}
-	return c
+	return Config{Name: "h100", DriverVersion: 13000, Devices: []Device{d}}
 }
 
 // PresetH200 is a single NVIDIA H200 with driver 580 (CUDA 13.0), as the recorded machine
@@ -117,8 +102,7 @@ func PresetH200() Config {
 	d := hopper("NVIDIA H200", 150109880320, h100Attributes, h200Diff)
 	d.UUID = cu.UUID{0x73, 0x8a, 0xac, 0xb7, 0xe3, 0xb7, 0xd9, 0xdc, 0x8b, 0xc1, 0x87, 0xa6, 0xab, 0x25, 0xde, 0x7f}
 	d.PCIBusID = "0000:00:06.0"
-	c := Config{Name: "h200", DriverVersion: 13000, Devices: []Device{d}}
-	return c
+	return Config{Name: "h200", DriverVersion: 13000, Devices: []Device{d}}
 }
 
 // PresetHGX8 is an 8-GPU HGX H200 node: all devices peers of each other over NVSwitch,
@@ -131,7 +115,7 @@ func PresetHGX8() Config {
 		d := hopper("NVIDIA H200", 150109880320, h100Attributes, h200Diff)
 		d.Multicast = true
 		d.UUID = uuid(0x48475838, i)
-		d.PCIBusID = "0000:" + hex2(bus) + ":00.0"
+		d.PCIBusID = fmt.Sprintf("0000:%02x:00.0", bus)
 		d.Attributes[cu.DEVICE_ATTRIBUTE_PCI_BUS_ID] = bus
 		d.Attributes[cu.DEVICE_ATTRIBUTE_PCI_DEVICE_ID] = 0
 		d.Attributes[cu.DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID] = 0
@@ -181,8 +165,7 @@ func PresetOldGPU() Config {
 			cu.DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: 2048,
 		},
 	}
-	c := Config{Name: "oldgpu", DriverVersion: 11040, Devices: []Device{d}}
-	return c
+	return Config{Name: "oldgpu", DriverVersion: 11040, Devices: []Device{d}}
 }
 
 // PresetWorkstation is a workstation with one NVIDIA RTX A6000: VMM and POSIX descriptors,
@@ -209,13 +192,7 @@ func PresetWorkstation() Config {
 			cu.DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH:        384,
 		},
 	}
-	c := Config{Name: "workstation", DriverVersion: 13000, Devices: []Device{d}}
-	return c
-}
-
-func hex2(b int) string {
-	const digits = "0123456789abcdef"
-	return string([]byte{digits[b>>4&0xf], digits[b&0xf]})
+	return Config{Name: "workstation", DriverVersion: 13000, Devices: []Device{d}}
 }
 
 // The presets below are nodes broken in the ways GPU fleets keep breaking, each one way,

@@ -4,9 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -36,8 +34,6 @@ const (
 	shareName  = "cuvmm-sim.d" // + device: memory shared as a descriptor
 	fabricName = "cuvmm-sim.f" // + device + "." + secret: memory shared as a fabric handle
 )
-
-func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
 // fabricMagic starts every fabric token sim makes.
 var fabricMagic = [16]byte{'c', 'u', 'v', 'm', 'm', '-', 's', 'i', 'm', '-', 'f', 'a', 'b', 'r', 'i', 'c'}
@@ -105,11 +101,11 @@ func parseFileName(name string) (dev int, secret string, ok bool) {
 
 // exports is what every Sim of this process exported, by file: an import into another Sim
 // of this process finds the file here without trusting a name.
-var exports struct {
+var exports = struct {
 	sync.Mutex
 	byFile   map[fileKey]exported
 	byFabric map[fabricToken]exported
-}
+}{byFile: map[fileKey]exported{}, byFabric: map[fabricToken]exported{}}
 
 type exported struct {
 	f    *os.File // a fabric allocation's file, duplicated for each import of its token
@@ -120,9 +116,6 @@ type exported struct {
 func publish(k fileKey, tok *fabricToken, e exported) {
 	exports.Lock()
 	defer exports.Unlock()
-	if exports.byFile == nil {
-		exports.byFile, exports.byFabric = map[fileKey]exported{}, map[fabricToken]exported{}
-	}
 	if k != (fileKey{}) {
 		exports.byFile[k] = e
 	}
@@ -152,22 +145,20 @@ func (s *Sim) shareable(m *phys) *failure {
 		}
 	}
 	var f *os.File
+	var err error
 	if secret == nil {
-		st, k, err := newExportable(m.dev, m.size)
-		if err != nil {
-			return fail(cu.ERROR_OUT_OF_MEMORY, "cannot create the shareable backing file: "+err.Error())
-		}
-		m.st, m.fileKey = st, k
+		m.st, m.fileKey, err = newExportable(m.dev, m.size)
 	} else {
 		var remove string
-		var err error
-		if f, remove, err = newShareFile(fileName(m.dev, secret), m.size, true); err != nil {
-			return fail(cu.ERROR_OUT_OF_MEMORY, "cannot create the shareable backing file: "+err.Error())
+		if f, remove, err = newShareFile(fileName(m.dev, secret), m.size, true); err == nil {
+			m.st, m.fileKey = &fileStore{f: f, remove: remove}, keyOf(f)
+			m.token = &fabricToken{secret: *secret, pid: uint32(os.Getpid()), fd: uint32(f.Fd()), dev: uint32(m.dev)}
+			t := m.token.handle()
+			m.fabric = &t
 		}
-		m.st, m.fileKey = &fileStore{f: f, remove: remove}, keyOf(f)
-		m.token = &fabricToken{secret: *secret, pid: uint32(os.Getpid()), fd: uint32(f.Fd()), dev: uint32(m.dev)}
-		t := m.token.handle()
-		m.fabric = &t
+	}
+	if err != nil {
+		return fail(cu.ERROR_OUT_OF_MEMORY, "cannot create the shareable backing file: "+err.Error())
 	}
 	if m.fileKey != (fileKey{}) {
 		s.byFile[m.fileKey] = m
@@ -240,26 +231,19 @@ func (s *Sim) exportable(v cu.MemHandle, t cu.MemHandleType) (*phys, *failure) {
 // allocation (on Linux a new open file description of the arena, see share_linux.go),
 // which the caller owns.
 func (s *Sim) ExportFD(v cu.MemHandle) (int, error) {
-	s.mu.Lock()
-	fd, f := s.exportFDLocked(v)
-	s.mu.Unlock()
+	fd, f := locked(s, OpExportFD, func() (int, *failure) {
+		m, f := s.exportable(v, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		if f != nil {
+			return -1, f
+		}
+		fd, err := exportFD(m.st)
+		if err != nil {
+			return -1, fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
+		}
+		return fd, nil
+	})
 	if f != nil {
 		return -1, f.wrap("cuMemExportToShareableHandle", "%v, POSIX_FILE_DESCRIPTOR", v)
-	}
-	return fd, nil
-}
-
-func (s *Sim) exportFDLocked(v cu.MemHandle) (int, *failure) {
-	if f := s.enter(OpExportFD); f != nil {
-		return -1, f
-	}
-	m, f := s.exportable(v, cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
-	if f != nil {
-		return -1, f
-	}
-	fd, err := exportFD(m.st)
-	if err != nil {
-		return -1, fail(cu.ERROR_OPERATING_SYSTEM, err.Error())
 	}
 	return fd, nil
 }
@@ -267,22 +251,17 @@ func (s *Sim) exportFDLocked(v cu.MemHandle) (int, *failure) {
 // ImportFD is cuMemImportFromShareableHandle for POSIX descriptors; the descriptor stays
 // the caller's.
 func (s *Sim) ImportFD(fd int) (cu.MemHandle, error) {
-	s.mu.Lock()
-	h, f := s.importFDLocked(fd)
-	s.mu.Unlock()
+	h, f := locked(s, OpImportFD, func() (cu.MemHandle, *failure) { return s.importFD(fd) })
 	if f != nil {
 		return 0, f.wrap("cuMemImportFromShareableHandle", "fd %d", fd)
 	}
 	return h, nil
 }
 
-// importFDLocked imports as recorded: a closed descriptor, or one that is not an exported
+// importFD imports as recorded: a closed descriptor, or one that is not an exported
 // allocation, is CUDA_ERROR_UNKNOWN, and importing in the exporting process gives a new
 // handle value.
-func (s *Sim) importFDLocked(fd int) (cu.MemHandle, *failure) {
-	if f := s.enter(OpImportFD); f != nil {
-		return 0, f
-	}
+func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
 	if f := s.vmm(); f != nil {
 		return 0, f
 	}
@@ -324,43 +303,31 @@ func (s *Sim) importFDLocked(fd int) (cu.MemHandle, *failure) {
 
 // ExportFabric is cuMemExportToShareableHandle for fabric handles.
 func (s *Sim) ExportFabric(v cu.MemHandle) (cu.MemFabricHandle, error) {
-	s.mu.Lock()
-	t, f := s.exportFabricLocked(v)
-	s.mu.Unlock()
+	t, f := locked(s, OpExportFabric, func() (cu.MemFabricHandle, *failure) {
+		m, f := s.exportable(v, cu.MEM_HANDLE_TYPE_FABRIC)
+		if f != nil {
+			return cu.MemFabricHandle{}, f
+		}
+		return *m.fabric, nil
+	})
 	if f != nil {
 		return cu.MemFabricHandle{}, f.wrap("cuMemExportToShareableHandle", "%v, FABRIC", v)
 	}
 	return t, nil
 }
 
-func (s *Sim) exportFabricLocked(v cu.MemHandle) (cu.MemFabricHandle, *failure) {
-	if f := s.enter(OpExportFabric); f != nil {
-		return cu.MemFabricHandle{}, f
-	}
-	m, f := s.exportable(v, cu.MEM_HANDLE_TYPE_FABRIC)
-	if f != nil {
-		return cu.MemFabricHandle{}, f
-	}
-	return *m.fabric, nil
-}
-
 // ImportFabric is cuMemImportFromShareableHandle for fabric handles: any process on this
 // machine whose Sim has an IMEX channel can import a token while its exporter holds the
 // allocation.
 func (s *Sim) ImportFabric(t cu.MemFabricHandle) (cu.MemHandle, error) {
-	s.mu.Lock()
-	h, f := s.importFabricLocked(t)
-	s.mu.Unlock()
+	h, f := locked(s, OpImportFabric, func() (cu.MemHandle, *failure) { return s.importFabric(t) })
 	if f != nil {
 		return 0, f.wrap("cuMemImportFromShareableHandle", "FABRIC")
 	}
 	return h, nil
 }
 
-func (s *Sim) importFabricLocked(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
-	if f := s.enter(OpImportFabric); f != nil {
-		return 0, f
-	}
+func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
 	if f := s.vmm(); f != nil {
 		return 0, f
 	}
@@ -416,57 +383,43 @@ func (s *Sim) importFabricLocked(t cu.MemFabricHandle) (cu.MemHandle, *failure) 
 // ExportWin32 is cuMemExportToShareableHandle for Windows handles. sim models them within
 // one Sim only: the value is a token that ImportWin32 of the same Sim accepts.
 func (s *Sim) ExportWin32(v cu.MemHandle, t cu.MemHandleType) (uintptr, error) {
-	s.mu.Lock()
-	w, f := s.exportWin32Locked(v, t)
-	s.mu.Unlock()
+	w, f := locked(s, OpExportWin32, func() (uintptr, *failure) {
+		if t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
+			return 0, argFail("not a Win32 handle type")
+		}
+		m, f := s.exportable(v, t)
+		if f != nil {
+			return 0, f
+		}
+		s.nextWin32 += 4
+		s.win32[s.nextWin32] = m
+		m.win32 = true
+		return s.nextWin32, nil
+	})
 	if f != nil {
 		return 0, f.wrap("cuMemExportToShareableHandle", "%v, %d", v, t)
 	}
 	return w, nil
 }
 
-func (s *Sim) exportWin32Locked(v cu.MemHandle, t cu.MemHandleType) (uintptr, *failure) {
-	if f := s.enter(OpExportWin32); f != nil {
-		return 0, f
-	}
-	if t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
-		return 0, argFail("not a Win32 handle type")
-	}
-	m, f := s.exportable(v, t)
-	if f != nil {
-		return 0, f
-	}
-	s.nextWin32 += 4
-	s.win32[s.nextWin32] = m
-	m.win32 = true
-	return s.nextWin32, nil
-}
-
 // ImportWin32 is cuMemImportFromShareableHandle for Windows handles (see ExportWin32).
 func (s *Sim) ImportWin32(handle uintptr, t cu.MemHandleType) (cu.MemHandle, error) {
-	s.mu.Lock()
-	h, f := s.importWin32Locked(handle, t)
-	s.mu.Unlock()
+	h, f := locked(s, OpImportWin32, func() (cu.MemHandle, *failure) {
+		if t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
+			return 0, argFail("not a Win32 handle type")
+		}
+		if f := s.vmm(); f != nil {
+			return 0, f
+		}
+		m := tryUse(s.win32[handle])
+		if m == nil {
+			delete(s.win32, handle)
+			return 0, fail(cu.ERROR_INVALID_VALUE, "not an exported handle of this process")
+		}
+		return s.importHandle(m), nil
+	})
 	if f != nil {
 		return 0, f.wrap("cuMemImportFromShareableHandle", "%#x, %d", handle, t)
 	}
 	return h, nil
-}
-
-func (s *Sim) importWin32Locked(handle uintptr, t cu.MemHandleType) (cu.MemHandle, *failure) {
-	if f := s.enter(OpImportWin32); f != nil {
-		return 0, f
-	}
-	if t != cu.MEM_HANDLE_TYPE_WIN32 && t != cu.MEM_HANDLE_TYPE_WIN32_KMT {
-		return 0, argFail("not a Win32 handle type")
-	}
-	if f := s.vmm(); f != nil {
-		return 0, f
-	}
-	m := tryUse(s.win32[handle])
-	if m == nil {
-		delete(s.win32, handle)
-		return 0, fail(cu.ERROR_INVALID_VALUE, "not an exported handle of this process")
-	}
-	return s.importHandle(m), nil
 }

@@ -13,10 +13,9 @@ import (
 // Sim is a simulated CUDA driver: a vmm.Backend in pure Go. Create one with New; it is safe
 // for concurrent use. Each Sim is a separate machine with its own address space and handles.
 //
-// One lock serializes the calls, as the driver serializes its VMM work (16 threads do 1.2
-// to 1.9 times the VMM operations of one on an H200, and with a context held fewer):
-// every method holds mu for the whole call, but copies and memset, which hold it to check
-// their ranges and again to let go of the memory, not while they move the bytes.
+// One lock serializes the calls, as the driver serializes its VMM work: every method holds
+// mu for the whole call, but copies and memset, which hold it to check their ranges and
+// again to let go of the memory, not while they move the bytes.
 type Sim struct {
 	cfg   Config
 	id    uint64 // distinguishes Sims of one process in fabric tokens
@@ -95,10 +94,7 @@ func (*Sim) Name() string { return "sim" }
 
 // DriverVersion returns the configured driver version.
 func (s *Sim) DriverVersion() (int, error) {
-	s.mu.Lock()
-	f := s.enter(OpDriverVersion)
-	s.mu.Unlock()
-	if f != nil {
+	if f := s.do(OpDriverVersion, func() *failure { return nil }); f != nil {
 		return 0, f.wrap("cuDriverGetVersion", "")
 	}
 	return s.cfg.DriverVersion, nil
@@ -106,13 +102,31 @@ func (s *Sim) DriverVersion() (int, error) {
 
 // DeviceCount returns the number of configured devices.
 func (s *Sim) DeviceCount() (int, error) {
-	s.mu.Lock()
-	f := s.enter(OpDeviceCount)
-	s.mu.Unlock()
-	if f != nil {
+	if f := s.do(OpDeviceCount, func() *failure { return nil }); f != nil {
 		return 0, f.wrap("cuDeviceGetCount", "")
 	}
 	return len(s.cfg.Devices), nil
+}
+
+// locked runs one call of o under s.mu: it counts the call, and fails it with a fault
+// FailNth armed before fn runs.
+func locked[T any](s *Sim, o Op, fn func() (T, *failure)) (v T, f *failure) {
+	s.mu.Lock()
+	if f = s.enter(o); f == nil {
+		v, f = fn()
+	}
+	s.mu.Unlock()
+	return v, f
+}
+
+// do is locked for a call that returns nothing but its failure.
+func (s *Sim) do(o Op, fn func() *failure) (f *failure) {
+	s.mu.Lock()
+	if f = s.enter(o); f == nil {
+		f = fn()
+	}
+	s.mu.Unlock()
+	return f
 }
 
 // device checks an ordinal as cuDeviceGet does.
@@ -126,12 +140,7 @@ func (s *Sim) device(ordinal int) (*Device, *failure) {
 // enterDevice counts a call of o and checks its device ordinal: the start of every call
 // that names a device.
 func (s *Sim) enterDevice(o Op, ordinal int) (*Device, *failure) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if f := s.enter(o); f != nil {
-		return nil, f
-	}
-	return s.device(ordinal)
+	return locked(s, o, func() (*Device, *failure) { return s.device(ordinal) })
 }
 
 // Device describes device ordinal.

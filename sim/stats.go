@@ -1,5 +1,7 @@
 package sim
 
+import "slices"
+
 // Stats is a snapshot of what a Sim holds, so a test can prove that code under test leaks
 // nothing: after cleanup, Clean reports true. It is exact, but for memory that only a copy
 // in progress still holds, which it does not count.
@@ -27,16 +29,9 @@ type Stats struct {
 
 // Clean reports whether nothing is allocated, reserved, mapped or bound.
 func (st Stats) Clean() bool {
-	if st.Handles != 0 || st.Allocations != 0 || st.Multicast != 0 || st.Reservations != 0 ||
-		st.Mappings != 0 || st.Bindings != 0 || st.Host != 0 {
-		return false
-	}
-	for _, c := range st.Committed {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
+	return st.Handles == 0 && st.Allocations == 0 && st.Multicast == 0 && st.Reservations == 0 &&
+		st.Mappings == 0 && st.Bindings == 0 && st.Host == 0 &&
+		!slices.ContainsFunc(st.Committed, func(c uint64) bool { return c != 0 })
 }
 
 // Stats returns the current counters.

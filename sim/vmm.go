@@ -37,9 +37,18 @@ func (s *Sim) granularityOf(loc cu.MemLocation, recommended bool) uint64 {
 
 // Granularity is cuMemGetAllocationGranularity.
 func (s *Sim) Granularity(prop *cu.MemAllocationProp, option cu.MemAllocationGranularityFlags) (uint64, error) {
-	s.mu.Lock()
-	f := s.granularityLocked(prop, option)
-	s.mu.Unlock()
+	f := s.do(OpGranularity, func() *failure {
+		if prop == nil {
+			return argFail("nil properties")
+		}
+		if f := s.vmm(); f != nil {
+			return f
+		}
+		if option != cu.MEM_ALLOC_GRANULARITY_MINIMUM && option != cu.MEM_ALLOC_GRANULARITY_RECOMMENDED {
+			return fail(cu.ERROR_INVALID_VALUE, "unknown granularity option") // recorded: vmmtest granularity/bad-option, sweep/granularity-option-2
+		}
+		return nil
+	})
 	if f != nil {
 		if prop == nil {
 			return 0, f.wrap("cuMemGetAllocationGranularity", "nil, %d", option)
@@ -47,22 +56,6 @@ func (s *Sim) Granularity(prop *cu.MemAllocationProp, option cu.MemAllocationGra
 		return 0, f.wrap("cuMemGetAllocationGranularity", "%+v, %d", *prop, option)
 	}
 	return s.granularityOf(prop.Location, option == cu.MEM_ALLOC_GRANULARITY_RECOMMENDED), nil
-}
-
-func (s *Sim) granularityLocked(prop *cu.MemAllocationProp, option cu.MemAllocationGranularityFlags) *failure {
-	if f := s.enter(OpGranularity); f != nil {
-		return f
-	}
-	if prop == nil {
-		return argFail("nil properties")
-	}
-	if f := s.vmm(); f != nil {
-		return f
-	}
-	if option != cu.MEM_ALLOC_GRANULARITY_MINIMUM && option != cu.MEM_ALLOC_GRANULARITY_RECOMMENDED {
-		return fail(cu.ERROR_INVALID_VALUE, "unknown granularity option") // recorded: vmmtest granularity/bad-option, sweep/granularity-option-2
-	}
-	return nil
 }
 
 // checkProp validates cuMemCreate's properties and returns them as the driver stores them
@@ -144,9 +137,7 @@ func (s *Sim) checkProp(size uint64, p cu.MemAllocationProp, flags uint64) (cu.M
 // Create is cuMemCreate: size bytes of physical memory, backed lazily by host memory (or,
 // for exportable allocations, by a shareable file).
 func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.MemHandle, error) {
-	s.mu.Lock()
-	v, f := s.createLocked(size, prop, flags)
-	s.mu.Unlock()
+	v, f := locked(s, OpCreate, func() (cu.MemHandle, *failure) { return s.create(size, prop, flags) })
 	if f != nil {
 		if prop == nil {
 			return 0, f.wrap("cuMemCreate", "%d, nil, %d", size, flags)
@@ -156,10 +147,7 @@ func (s *Sim) Create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 	return v, nil
 }
 
-func (s *Sim) createLocked(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.MemHandle, *failure) {
-	if f := s.enter(OpCreate); f != nil {
-		return 0, f
-	}
+func (s *Sim) create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.MemHandle, *failure) {
 	if prop == nil {
 		return 0, argFail("nil properties")
 	}
@@ -201,79 +189,59 @@ func (s *Sim) memOf(dev int) *capacity {
 
 // Release is cuMemRelease. Memory stays alive while it is mapped or bound.
 func (s *Sim) Release(v cu.MemHandle) error {
-	s.mu.Lock()
-	f := s.releaseLocked(v)
-	s.mu.Unlock()
+	f := s.do(OpRelease, func() *failure {
+		h := s.lookup(v)
+		if h == nil {
+			return fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
+		}
+		s.release(h)
+		return nil
+	})
 	if f != nil {
 		return f.wrap("cuMemRelease", "%v", v)
 	}
 	return nil
 }
 
-func (s *Sim) releaseLocked(v cu.MemHandle) *failure {
-	if f := s.enter(OpRelease); f != nil {
-		return f
-	}
-	h := s.lookup(v)
-	if h == nil {
-		return fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
-	}
-	s.release(h)
-	return nil
-}
-
 // Retain is cuMemRetainAllocationHandle: the handle a mapping was made through, with one
 // more reference.
+//
+// Recorded: any address inside the mapping works, and it returns the very value used to
+// map even after that was released.
 func (s *Sim) Retain(addr cu.DevicePtr) (cu.MemHandle, error) {
-	s.mu.Lock()
-	v, f := s.retainLocked(uint64(addr))
-	s.mu.Unlock()
+	v, f := locked(s, OpRetain, func() (cu.MemHandle, *failure) {
+		if f := s.vmm(); f != nil {
+			return 0, f
+		}
+		m := s.va.mappingAt(uint64(addr))
+		if m == nil {
+			return 0, fail(cu.ERROR_INVALID_VALUE, "address not mapped")
+		}
+		s.retain(m.h)
+		return m.h.value, nil
+	})
 	if f != nil {
 		return 0, f.wrap("cuMemRetainAllocationHandle", "%v", addr)
 	}
 	return v, nil
 }
 
-func (s *Sim) retainLocked(addr uint64) (cu.MemHandle, *failure) {
-	if f := s.enter(OpRetain); f != nil {
-		return 0, f
-	}
-	if f := s.vmm(); f != nil {
-		return 0, f
-	}
-	// Recorded: any address inside the mapping works, and it returns the very value used to
-	// map even after that was released.
-	m := s.va.mappingAt(addr)
-	if m == nil {
-		return 0, fail(cu.ERROR_INVALID_VALUE, "address not mapped")
-	}
-	s.retain(m.h)
-	return m.h.value, nil
-}
-
 // Properties is cuMemGetAllocationPropertiesFromHandle.
 func (s *Sim) Properties(v cu.MemHandle) (cu.MemAllocationProp, error) {
-	s.mu.Lock()
-	p, f := s.propertiesLocked(v)
-	s.mu.Unlock()
+	p, f := locked(s, OpProperties, func() (cu.MemAllocationProp, *failure) {
+		h := s.lookup(v)
+		if h == nil {
+			return cu.MemAllocationProp{}, fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
+		}
+		if h.mem == nil {
+			return cu.MemAllocationProp{}, fail(cu.ERROR_INVALID_VALUE, "a multicast object has no allocation properties")
+		}
+		return h.prop, nil
+	})
 	if f != nil {
 		return cu.MemAllocationProp{}, f.wrap("cuMemGetAllocationPropertiesFromHandle", "%v", v)
 	}
 	return p, nil
-}
-
-func (s *Sim) propertiesLocked(v cu.MemHandle) (cu.MemAllocationProp, *failure) {
-	if f := s.enter(OpProperties); f != nil {
-		return cu.MemAllocationProp{}, f
-	}
-	h := s.lookup(v)
-	if h == nil {
-		return cu.MemAllocationProp{}, fail(cu.ERROR_INVALID_VALUE, "unknown or released handle")
-	}
-	if h.mem == nil {
-		return cu.MemAllocationProp{}, fail(cu.ERROR_INVALID_VALUE, "a multicast object has no allocation properties")
-	}
-	return h.prop, nil
 }
 
 // Reserve is cuMemAddressReserve. Placement follows the vmmtest placement/ cases: first
@@ -281,23 +249,18 @@ func (s *Sim) propertiesLocked(v cu.MemHandle) (cu.MemAllocationProp, *failure) 
 // Config.PlacementAlign; a free hinted range is taken wherever it lies, a hint that is
 // taken is ignored.
 func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (cu.DevicePtr, error) {
-	s.mu.Lock()
-	addr, f := s.reserveLocked(size, alignment, uint64(hint), flags)
-	s.mu.Unlock()
+	addr, f := locked(s, OpReserve, func() (uint64, *failure) { return s.reserve(size, alignment, uint64(hint), flags) })
 	if f != nil {
 		return 0, f.wrap("cuMemAddressReserve", "size %d, alignment %d, hint %v, flags %d", size, alignment, hint, flags)
 	}
 	return cu.DevicePtr(addr), nil
 }
 
-// reserveLocked checks, in the recorded order: size a multiple of the granularity,
+// reserve checks, in the recorded order: size a multiple of the granularity,
 // alignment 0 or a power of two (smaller ones mean the granularity) below 2^58 (and none
 // from 2^45 is found), flags 0, a hint aligned and below 2^47; more than the address space
 // is CUDA_ERROR_OUT_OF_MEMORY.
-func (s *Sim) reserveLocked(size, alignment, hint, flags uint64) (uint64, *failure) {
-	if f := s.enter(OpReserve); f != nil {
-		return 0, f
-	}
+func (s *Sim) reserve(size, alignment, hint, flags uint64) (uint64, *failure) {
 	if f := s.vmm(); f != nil {
 		return 0, f
 	}
@@ -338,24 +301,17 @@ func (s *Sim) reserveLocked(size, alignment, hint, flags uint64) (uint64, *failu
 // Free is cuMemAddressFree. Recorded: ptr and size must be exactly one reservation (not
 // part of one, not two adjacent ones), with nothing mapped in it.
 func (s *Sim) Free(ptr cu.DevicePtr, size uint64) error {
-	s.mu.Lock()
-	f := s.freeLocked(uint64(ptr), size)
-	s.mu.Unlock()
+	f := s.do(OpFree, func() *failure {
+		if f := s.vmm(); f != nil {
+			return f
+		}
+		if why := s.va.unreserve(uint64(ptr), size); why != "" {
+			return fail(cu.ERROR_INVALID_VALUE, why)
+		}
+		return nil
+	})
 	if f != nil {
 		return f.wrap("cuMemAddressFree", "%v, %d", ptr, size)
-	}
-	return nil
-}
-
-func (s *Sim) freeLocked(ptr, size uint64) *failure {
-	if f := s.enter(OpFree); f != nil {
-		return f
-	}
-	if f := s.vmm(); f != nil {
-		return f
-	}
-	if why := s.va.unreserve(ptr, size); why != "" {
-		return fail(cu.ERROR_INVALID_VALUE, why)
 	}
 	return nil
 }
@@ -371,24 +327,19 @@ func (h *handle) sizeAndGranularity(s *Sim) (size, gran uint64) {
 
 // Map is cuMemMap. A mapping starts with no access for anyone.
 func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags uint64) error {
-	s.mu.Lock()
-	f := s.mapLocked(uint64(ptr), size, offset, v, flags)
-	s.mu.Unlock()
+	f := s.do(OpMap, func() *failure { return s.mapRange(uint64(ptr), size, offset, v, flags) })
 	if f != nil {
 		return f.wrap("cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, v, flags)
 	}
 	return nil
 }
 
-// mapLocked checks, in the recorded order: size 0 and flags are CUDA_ERROR_INVALID_VALUE; a
+// mapRange checks, in the recorded order: size 0 and flags are CUDA_ERROR_INVALID_VALUE; a
 // nonzero offset, or a size other than the allocation's, CUDA_ERROR_NOT_SUPPORTED (the
 // driver maps whole allocations only); a misaligned address, an address outside any
 // reservation or a range overlapping a mapping CUDA_ERROR_INVALID_VALUE. Only the start
 // must be reserved (see vaSpace.covered).
-func (s *Sim) mapLocked(ptr, size, offset uint64, v cu.MemHandle, flags uint64) *failure {
-	if f := s.enter(OpMap); f != nil {
-		return f
-	}
+func (s *Sim) mapRange(ptr, size, offset uint64, v cu.MemHandle, flags uint64) *failure {
 	if f := s.vmm(); f != nil {
 		return f
 	}
@@ -428,23 +379,18 @@ func (s *Sim) mapLocked(ptr, size, offset uint64, v cu.MemHandle, flags uint64) 
 
 // Unmap is cuMemUnmap.
 func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
-	s.mu.Lock()
-	f := s.unmapLocked(uint64(ptr), size)
-	s.mu.Unlock()
+	f := s.do(OpUnmap, func() *failure { return s.unmap(uint64(ptr), size) })
 	if f != nil {
 		return f.wrap("cuMemUnmap", "%v, %d", ptr, size)
 	}
 	return nil
 }
 
-// unmapLocked checks, as recorded: the range must not be empty and must start in a
+// unmap checks, as recorded: the range must not be empty and must start in a
 // reservation; every mapping it touches must lie wholly inside it (it can hold several,
 // and unmapped gaps, which are no-ops, and need not be aligned otherwise); anything else is
 // CUDA_ERROR_INVALID_VALUE.
-func (s *Sim) unmapLocked(ptr, size uint64) *failure {
-	if f := s.enter(OpUnmap); f != nil {
-		return f
-	}
+func (s *Sim) unmap(ptr, size uint64) *failure {
 	if f := s.vmm(); f != nil {
 		return f
 	}
@@ -489,22 +435,17 @@ func (s *Sim) checkDesc(d cu.MemAccessDesc) *failure {
 
 // SetAccess is cuMemSetAccess.
 func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) error {
-	s.mu.Lock()
-	f := s.setAccessLocked(uint64(ptr), size, desc)
-	s.mu.Unlock()
+	f := s.do(OpSetAccess, func() *failure { return s.setAccess(uint64(ptr), size, desc) })
 	if f != nil {
 		return f.wrap("cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
 	}
 	return nil
 }
 
-// setAccessLocked checks, as recorded: the range must start at the start of a mapping and
+// setAccess checks, as recorded: the range must start at the start of a mapping and
 // end at the end of one, splitting none; gaps between mappings are allowed. Descriptors
 // apply in order, all or nothing.
-func (s *Sim) setAccessLocked(ptr, size uint64, desc []cu.MemAccessDesc) *failure {
-	if f := s.enter(OpSetAccess); f != nil {
-		return f
-	}
+func (s *Sim) setAccess(ptr, size uint64, desc []cu.MemAccessDesc) *failure {
 	if len(desc) == 0 {
 		return argFail("no access descriptors")
 	}
@@ -547,23 +488,18 @@ func (s *Sim) setAccessLocked(ptr, size uint64, desc []cu.MemAccessDesc) *failur
 
 // GetAccess is cuMemGetAccess.
 func (s *Sim) GetAccess(loc cu.MemLocation, ptr cu.DevicePtr) (cu.MemAccessFlags, error) {
-	s.mu.Lock()
-	a, f := s.getAccessLocked(loc, uint64(ptr))
-	s.mu.Unlock()
+	a, f := locked(s, OpGetAccess, func() (cu.MemAccessFlags, *failure) { return s.getAccess(loc, uint64(ptr)) })
 	if f != nil {
 		return 0, f.wrap("cuMemGetAccess", "%+v, %v", loc, ptr)
 	}
 	return a, nil
 }
 
-// getAccessLocked answers as recorded: a location that is not a device, the host or a host
+// getAccess answers as recorded: a location that is not a device, the host or a host
 // NUMA node, or a device that does not exist, is CUDA_ERROR_INVALID_DEVICE; an address in
 // no mapping CUDA_ERROR_INVALID_VALUE. The host reads the owning device's access (any host
 // ID); a host NUMA node reads no access.
-func (s *Sim) getAccessLocked(loc cu.MemLocation, ptr uint64) (cu.MemAccessFlags, *failure) {
-	if f := s.enter(OpGetAccess); f != nil {
-		return 0, f
-	}
+func (s *Sim) getAccess(loc cu.MemLocation, ptr uint64) (cu.MemAccessFlags, *failure) {
 	if f := s.vmm(); f != nil {
 		return 0, f
 	}
@@ -591,30 +527,24 @@ func (s *Sim) getAccessLocked(loc cu.MemLocation, ptr uint64) (cu.MemAccessFlags
 	return cu.MEM_ACCESS_FLAGS_PROT_NONE, nil
 }
 
-// AddressRange is cuMemGetAddressRange.
+// AddressRange is cuMemGetAddressRange. It answers as recorded (with a current context):
+// the base and size of the mapping holding ptr; CUDA_ERROR_NOT_FOUND for an address in no
+// mapping or in one no device may access.
 func (s *Sim) AddressRange(ptr cu.DevicePtr) (cu.DevicePtr, uint64, error) {
-	s.mu.Lock()
-	base, size, f := s.addressRangeLocked(uint64(ptr))
-	s.mu.Unlock()
+	var base, size uint64
+	f := s.do(OpAddressRange, func() *failure {
+		m := s.va.mappingAt(uint64(ptr))
+		if m == nil {
+			return fail(resNotFound, "address not mapped")
+		}
+		if !slices.ContainsFunc(m.access, func(a cu.MemAccessFlags) bool { return a != cu.MEM_ACCESS_FLAGS_PROT_NONE }) {
+			return fail(resNotFound, "no device may access the mapping")
+		}
+		base, size = m.base, m.size
+		return nil
+	})
 	if f != nil {
 		return 0, 0, f.wrap("cuMemGetAddressRange", "%v", ptr)
 	}
 	return cu.DevicePtr(base), size, nil
-}
-
-// addressRangeLocked answers as recorded (with a current context): the base and size of
-// the mapping holding ptr; CUDA_ERROR_NOT_FOUND for an address in no mapping or in one no
-// device may access.
-func (s *Sim) addressRangeLocked(ptr uint64) (base, size uint64, f *failure) {
-	if f := s.enter(OpAddressRange); f != nil {
-		return 0, 0, f
-	}
-	m := s.va.mappingAt(ptr)
-	if m == nil {
-		return 0, 0, fail(resNotFound, "address not mapped")
-	}
-	if !slices.ContainsFunc(m.access, func(a cu.MemAccessFlags) bool { return a != cu.MEM_ACCESS_FLAGS_PROT_NONE }) {
-		return 0, 0, fail(resNotFound, "no device may access the mapping")
-	}
-	return m.base, m.size, nil
 }

@@ -21,9 +21,6 @@ const (
 	bindsV1 = 2 // it has only 13.0's
 )
 
-// missingSymbol reports whether err is a driver entry point the backend lacks.
-func missingSymbol(err error) bool { return errors.Is(err, loader.ErrNotSupported) }
-
 // v2 makes a 13.1 call unless the backend is known to lack it. made is false where the
 // backend lacks it; err is then the missing symbol's error.
 func (mc *Multicast) v2(call func() error) (made bool, err error) {
@@ -31,7 +28,7 @@ func (mc *Multicast) v2(call func() error) (made bool, err error) {
 		return false, errNoV2
 	}
 	err = call()
-	if missingSymbol(err) {
+	if errors.Is(err, loader.ErrNotSupported) { // a driver entry point the backend lacks
 		mc.binds13.Store(bindsV1)
 		return false, err
 	}

@@ -26,8 +26,7 @@ import (
 //   - the device supports dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED; ErrUnsupported).
 //
 // The header also asks for identical allocation properties, which the driver does not
-// enforce: chunks that differ in GPUDirect RDMA capability or in shareable handle types
-// export together, and DmaBuf.Props are the first chunk's.
+// enforce (see DmaBuf.Props).
 //
 // The extent is the whole range asked for, however many mappings back it. The mistake this
 // API exists to prevent is taking the extent from cuMemGetAddressRange, which returns one
@@ -220,7 +219,7 @@ func (m *Manager) DmaBufSupported(dev int) (bool, error) {
 // to three times, so that the DmaBuf says what its descriptor holds. Where the layout is
 // known, Reservation.ExportDmaBuf and ExportDmaBufChunks cost fewer calls.
 func (m *Manager) ExportDmaBuf(addr cu.DevicePtr, size uint64, opts ...DmaBufOption) (*DmaBuf, error) {
-	o := dmaBufOptions(opts)
+	o := options(opts)
 	if !m.usable() {
 		return nil, dmaBufErr(errNoBackend, addr, size, o)
 	}
@@ -228,8 +227,7 @@ func (m *Manager) ExportDmaBuf(addr cu.DevicePtr, size uint64, opts ...DmaBufOpt
 		return nil, dmaBufErr(err, addr, size, o)
 	}
 	// Nothing here keeps whoever mapped the range from remapping it between the reading of
-	// its layout and the export: the layout is read again after, and the export made again
-	// if it changed, so that the DmaBuf says what its descriptor holds.
+	// its layout and the export: hence the reading after.
 	const tries = 3
 	for range tries {
 		chunks, err := m.chunksAt(addr, size)
@@ -257,15 +255,12 @@ func (m *Manager) ExportDmaBuf(addr cu.DevicePtr, size uint64, opts ...DmaBufOpt
 // The driver has the last word: chunks that misdescribe the memory pass the checks and
 // the driver refuses.
 func (m *Manager) ExportDmaBufChunks(addr cu.DevicePtr, size uint64, chunks []DmaBufChunk, opts ...DmaBufOption) (*DmaBuf, error) {
-	o := dmaBufOptions(opts)
+	o := options(opts)
 	if !m.usable() {
 		return nil, dmaBufErr(errNoBackend, addr, size, o)
 	}
 	d, err := m.exportDmaBuf(addr, size, chunks, o)
-	if err != nil {
-		return nil, dmaBufErr(err, addr, size, o)
-	}
-	return d, nil
+	return d, dmaBufErr(err, addr, size, o)
 }
 
 // ExportDmaBuf exports the size bytes at offset off of the reservation as a dma-buf: every
@@ -273,7 +268,7 @@ func (m *Manager) ExportDmaBufChunks(addr cu.DevicePtr, size uint64, chunks []Dm
 // are those made through r; maps, Unmap and Mapping.Close of r wait for the export, so
 // that what the DmaBuf says (device, properties, chunks) is what its descriptor holds.
 func (r *Reservation) ExportDmaBuf(off, size uint64, opts ...DmaBufOption) (*DmaBuf, error) {
-	o := dmaBufOptions(opts)
+	o := options(opts)
 	addr := r.Base() + cu.DevicePtr(off)
 	if err := r.enter(off, size); err != nil {
 		return nil, dmaBufErr(err, addr, size, o)
@@ -301,14 +296,12 @@ func (r *Reservation) ExportDmaBuf(off, size uint64, opts ...DmaBufOption) (*Dma
 		chunks = append(chunks, DmaBufChunk{Addr: mp.addr, Size: mp.size, Props: p, Alloc: mp.a})
 	}
 	d, err := r.m.exportDmaBuf(addr, size, chunks, o)
-	if err != nil {
-		return nil, dmaBufErr(err, addr, size, o)
-	}
-	return d, nil
+	return d, dmaBufErr(err, addr, size, o)
 }
 
-func dmaBufOptions(opts []DmaBufOption) dmaBufOpts {
-	var o dmaBufOpts
+// options applies opts (nil ones skipped) to zero options: ReserveOption's, DmaBufOption's.
+func options[O any, F ~func(*O)](opts []F) O {
+	var o O
 	for _, f := range opts {
 		if f != nil {
 			f(&o)
@@ -318,6 +311,9 @@ func dmaBufOptions(opts []DmaBufOption) dmaBufOpts {
 }
 
 func dmaBufErr(err error, addr cu.DevicePtr, size uint64, o dmaBufOpts) error {
+	if err == nil {
+		return nil
+	}
 	args := rangeArgs(addr, size)
 	if o.pcie {
 		args += " via PCIe"

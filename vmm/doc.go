@@ -68,10 +68,7 @@
 // Reservation or Mapping pins itself for each call, without a lock, so that Close waits
 // for the calls in flight and no call reaches the driver after Close has begun.
 //
-// Under contention the bindings run at about the speed of C threads calling the driver
-// (within a few points at 1 to 16 workers, the same as a plain cgo binding), because the
-// driver serializes most of its VMM bookkeeping: many goroutines making VMM calls gain
-// little over one, and a process that makes many of them runs them about twice as fast
-// holding a context (cu.Device.Primary). docs/benchmarks.md has the measurements and how
-// to reproduce them.
+// The driver serializes most of its VMM bookkeeping: many goroutines making VMM calls gain
+// little over one, and a process that makes many of them runs them faster holding a context
+// (cu.Device.Primary). docs/benchmarks.md has the measurements.
 package vmm

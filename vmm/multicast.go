@@ -29,8 +29,7 @@ type Multicast struct {
 	mu    sync.Mutex
 	binds []binding // what Close must unbind
 
-	// binds13 says which bind calls the backend has (bind13.go): 0 not known yet,
-	// bindsV2 CUDA 13.1's, which name the device, bindsV1 only 13.0's.
+	// binds13 says which bind calls the backend has: 0 not known yet (bind13.go).
 	binds13 atomic.Int32
 }
 

@@ -233,15 +233,11 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 	if _, err := t.MapAll(g.r, off, access, allocs...); err != nil {
 		return err
 	}
-	for _, a := range allocs {
-		off += a.Size()
-	}
 	access = slices.Clone(access)
 	g.mu.Lock()
-	at := start
 	for _, a := range allocs {
-		g.insert(Chunk{Off: at, Size: a.Size(), Alloc: a, Access: access})
-		at += a.Size()
+		g.insert(Chunk{Off: off, Size: a.Size(), Alloc: a, Access: access})
+		off += a.Size()
 	}
 	g.mu.Unlock()
 	t.OnRollback("forget", func() error {
@@ -375,9 +371,9 @@ func (g *Region) Close() error {
 // a whole (nil: nothing) with the chunk's access, and marks the chunk asleep or awake (a
 // that is there already is only marked). It returns what was mapped there before, which is
 // the caller's from then on. The region holds a until the next Swap gives it back, and
-// releases it on Close. On failure the chunk
-// holds what is mapped there: the old allocation when the unmap failed (and nothing is
-// returned), nothing when the map failed (and the old allocation is returned).
+// releases it on Close. On failure the chunk holds what is mapped there: the old
+// allocation when the unmap failed (and nothing is returned), nothing when the map failed
+// (and the old allocation is returned).
 func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, error) {
 	args := func() string { return rangeArgs(g.Base()+cu.DevicePtr(off), a.Size()) }
 	if !g.usable() {

@@ -23,8 +23,7 @@ type Reservation struct {
 	l    life
 
 	// ranges is held shared by Map and Mapping.Close and exclusively by Unmap and
-	// ExportDmaBuf, so that a range unmapped in one driver call cannot lose a mapping made
-	// inside it meanwhile, and an export's description is of the memory it exported.
+	// ExportDmaBuf: why is in the type's doc.
 	ranges sync.RWMutex
 	mu     sync.Mutex // guards maps
 	maps   []*Mapping // open mappings, by address
@@ -46,12 +45,7 @@ func At(addr cu.DevicePtr) ReserveOption { return func(o *reserveOpts) { o.hint 
 
 // Reserve reserves size bytes (a multiple of the granularity) of virtual address space.
 func (m *Manager) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
-	var o reserveOpts
-	for _, f := range opts {
-		if f != nil {
-			f(&o)
-		}
-	}
+	o := options(opts)
 	if !m.usable() {
 		return nil, opErr(errNoBackend, "reserve", "%s alignment %d hint %v", units.Size(size), o.align, o.hint)
 	}
@@ -222,7 +216,8 @@ func (r *Reservation) splits(lo, hi int, addr cu.DevicePtr, size uint64) bool {
 }
 
 // unmapAll unmaps [addr, addr+size) in one driver call once the operations in flight on
-// the mappings in it (victims) have finished, and closes them; on failure they stay open.
+// the mappings in it (victims) have finished, and closes them and drops the closed ones
+// from r's list; on failure they stay open.
 func (r *Reservation) unmapAll(addr cu.DevicePtr, size uint64, victims []*Mapping) error {
 	held := victims[:0:0]
 	for _, mp := range victims {
@@ -246,16 +241,11 @@ func (r *Reservation) unmapAll(addr cu.DevicePtr, size uint64, victims []*Mappin
 		mp.l.mu.Unlock()
 	}
 	if err == nil && len(held) > 0 {
-		r.forget()
+		r.mu.Lock()
+		r.maps = slices.DeleteFunc(r.maps, func(mp *Mapping) bool { return mp.l.closed() })
+		r.mu.Unlock()
 	}
 	return err
-}
-
-// forget drops closed mappings from r's list.
-func (r *Reservation) forget() {
-	r.mu.Lock()
-	r.maps = slices.DeleteFunc(r.maps, func(mp *Mapping) bool { return mp.l.closed() })
-	r.mu.Unlock()
 }
 
 // forgetOne drops mp, just closed, from r's list. A mapping made at mp's address since its

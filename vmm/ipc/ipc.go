@@ -1,14 +1,14 @@
 // Package ipc shares device memory between processes: exported allocations travel as file
 // descriptors over a Unix domain socket (SCM_RIGHTS, Linux) or, where no socket can join the
-// two processes, are taken by the importer with pidfd_getfd (package pidfd); fabric handles
-// travel as plain values over any transport.
+// two processes, are taken by the importer with pidfd_getfd (package pidfd, with a ticket);
+// fabric handles travel as plain values over any transport.
 //
 // # Descriptors
 //
-// One kind of message carries descriptors over a socket (message.go): a small header that
-// says its kind, and for allocations (Header: their sizes, granularity and handle type) the
-// descriptors, one per allocation, or for a dma-buf (DmaBufHeader) its one descriptor. Who
-// owns which descriptor is explicit, and nothing leaks on any error path:
+// One kind of message carries descriptors over a socket (message.go): a header that says
+// its kind, and for allocations (Header: their sizes, granularity and handle type) one
+// descriptor per allocation, or for a dma-buf (DmaBufHeader) its one descriptor. Who owns
+// which descriptor is explicit, and nothing leaks on any error path:
 //
 //   - Export creates descriptors; the *Exported owns them until its Close.
 //   - Send never takes ownership: the kernel passes copies, the sender keeps its own.
@@ -22,35 +22,22 @@
 //
 // # Trust
 //
-// Everything that comes from the other process is checked before it is used. Receive
-// takes no more descriptors than the protocol allows (MaxDescriptors, then the count the
-// header announces), refuses a header at its first wrong byte and a descriptor that cannot
-// be memory (a socket, pipe, directory or block device). The importer aligns its
-// reservation to its own granularity, not the peer's; it checks each claimed size against
-// the granularity and the memory of the device the imported allocation lives on, as the
-// driver reports them, and the driver itself maps whole allocations only, so a size that
-// is not the allocation's is refused when it is mapped.
+// Everything that comes from the other process is checked before it is used: Receive
+// bounds the descriptors it takes and refuses a header at its first wrong byte and a
+// descriptor that cannot be memory; Import checks each claimed size against the
+// granularity and memory of the device the allocation lives on, as the driver reports
+// them, and aligns the reservation to its own granularity, not the peer's; the driver
+// maps whole allocations only, so a size that is not the allocation's is refused.
 //
-// # Without a socket: pidfd_getfd
+// # Fabric handles and dma-bufs
 //
-// The socket is the default transport. Where a socket broker between the two processes is
-// not possible, package pidfd (vmm/ipc/pidfd) lets the exporter publish a ticket, one line
-// of text, with which the importer takes copies of the descriptors (pidfd_getfd, Linux 5.6+)
-// and imports them as it would descriptors received over a socket.
+// FabricHandle is a fabric handle with the allocation's size, a value with binary and text
+// forms (encoding.BinaryMarshaler, encoding.TextMarshaler) to send in JSON, gRPC or an
+// environment variable to a process on another node of the same NVLink fabric. Creating
+// fabric memory needs an IMEX channel.
 //
-// # Fabric handles
-//
-// FabricHandle is a fabric handle with the allocation's size, a value that implements
-// encoding.BinaryMarshaler and encoding.TextMarshaler (and the Unmarshalers), so that it
-// can be sent in JSON, gRPC or an environment variable to a process on another node of the
-// same NVLink fabric. Creating fabric memory needs an IMEX channel.
-//
-// # dma-bufs
-//
-// SendDmaBuf and ReceiveDmaBuf pass one dma-buf descriptor (a vmm.DmaBuf, exported from a
-// reservation, a growable buffer or a sparse array) in a message of the dma-buf kind, for
-// the process that drives an RDMA NIC to register. ReceiveDmaBuf takes exactly one
-// descriptor, checks that it is a dma-buf and checks its size against the header's claim.
+// SendDmaBuf and ReceiveDmaBuf pass one dma-buf descriptor (a vmm.DmaBuf) to the process
+// that drives an RDMA NIC, which registers it.
 //
 // # Errors
 //
@@ -280,9 +267,9 @@ func (r *Received) Close() error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	taken := r.fds
+	err := fds.Close(r.fds)
 	r.fds = nil
-	if err := fds.Close(taken); err != nil {
+	if err != nil {
 		return opError("close", "received descriptors", err)
 	}
 	return nil
@@ -590,23 +577,18 @@ func (f FabricHandle) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary decodes what MarshalBinary encoded.
 func (f *FabricHandle) UnmarshalBinary(b []byte) error {
-	if err := f.decodeBinary(b); err != nil {
+	fail := func(format string, args ...any) error {
+		err := fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
 		return opError("decode fabric handle", fmt.Sprintf("of %d bytes", len(b)), err)
 	}
-	return nil
-}
-
-func (f *FabricHandle) decodeBinary(b []byte) error {
 	if len(b) != fabricLen {
-		return fmt.Errorf("%w: fabric handle of %d bytes, want %d", ErrProtocol, len(b), fabricLen)
+		return fail("fabric handle of %d bytes, want %d", len(b), fabricLen)
 	}
 	if string(b[:4]) != fabricMagic || b[4] != fabricVersion || b[5]|b[6]|b[7] != 0 {
-		return fmt.Errorf("%w: not a version %d fabric handle", ErrProtocol, fabricVersion)
+		return fail("not a version %d fabric handle", fabricVersion)
 	}
-	var d FabricHandle
-	d.Size = binary.LittleEndian.Uint64(b[8:])
-	copy(d.Handle[:], b[16:])
-	*f = d
+	f.Size = binary.LittleEndian.Uint64(b[8:])
+	copy(f.Handle[:], b[16:])
 	return nil
 }
 
@@ -617,35 +599,30 @@ func (f FabricHandle) MarshalText() ([]byte, error) {
 
 // UnmarshalText decodes what MarshalText encoded.
 func (f *FabricHandle) UnmarshalText(t []byte) error {
-	if err := f.decodeText(t); err != nil {
+	fail := func(format string, args ...any) error {
+		err := fmt.Errorf("%w: "+format, append([]any{ErrProtocol}, args...)...)
 		return opError("decode fabric handle", fmt.Sprintf("text of %d bytes", len(t)), err)
 	}
-	return nil
-}
-
-func (f *FabricHandle) decodeText(t []byte) error {
 	s, ok := strings.CutPrefix(string(t), fabricPrefix)
 	if !ok {
-		return fmt.Errorf("%w: fabric handle text does not start with %q", ErrProtocol, fabricPrefix)
+		return fail("fabric handle text does not start with %q", fabricPrefix)
 	}
 	sizeText, handleText, ok := strings.Cut(s, ":")
 	if !ok {
-		return fmt.Errorf("%w: fabric handle text has no handle", ErrProtocol)
+		return fail("fabric handle text has no handle")
 	}
 	size, err := strconv.ParseUint(sizeText, 10, 64)
 	if err != nil || (len(sizeText) > 1 && sizeText[0] == '0') {
-		return fmt.Errorf("%w: fabric handle size %q", ErrProtocol, sizeText)
+		return fail("fabric handle size %q", sizeText)
 	}
 	// The decoder skips \r and \n; the length keeps them out, so that a handle has one
 	// text form.
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(handleText)
 	if err != nil || len(raw) != len(f.Handle) || len(handleText) != base64.RawURLEncoding.EncodedLen(len(f.Handle)) {
-		return fmt.Errorf("%w: fabric handle is not %d bytes of URL-safe base64", ErrProtocol, len(f.Handle))
+		return fail("fabric handle is not %d bytes of URL-safe base64", len(f.Handle))
 	}
-	var d FabricHandle
-	d.Size = size
-	copy(d.Handle[:], raw)
-	*f = d
+	f.Size = size
+	copy(f.Handle[:], raw)
 	return nil
 }
 

@@ -174,15 +174,53 @@ func (h *Header) decode(b []byte) error {
 	return nil
 }
 
-// MarshalBinary encodes the header as the message it travels in.
-func (h DmaBufHeader) MarshalBinary() ([]byte, error) {
-	if err := h.validate(); err != nil {
-		return nil, opError("encode dma-buf header", "", err)
-	}
-	return h.encode(), nil
+// DmaBufHeader is what a dma-buf message says about its descriptor: a dma-buf of vmm's
+// exports (Reservation.ExportDmaBuf, buffer.Buffer.ExportDmaBuf, sparse.Array.ExportDmaBuf)
+// sent to the process that drives a NIC, which registers it (ibv_reg_dmabuf_mr). It is not
+// an allocation to import, so it travels in a message of its own kind, which Receive
+// refuses and ReceiveDmaBuf takes.
+type DmaBufHeader struct {
+	// Addr is the exporter's device address of the first byte (the iova an RDMA
+	// registration may use), Size the descriptor's size.
+	Addr cu.DevicePtr
+	Size uint64
+	// Device is the exporter's device ordinal, -1 for host memory.
+	Device int
+	// Chunks is the number of mappings behind the range at the exporter.
+	Chunks int
+	// PCIe says the export asked for a mapping through PCIe BAR1.
+	PCIe bool
+	// Generation is the exporter's generation of the range (vmm.DmaBuf.Generation).
+	Generation uint64
 }
 
-func (h DmaBufHeader) encode() []byte {
+func (h DmaBufHeader) validate() error {
+	switch {
+	case h.Size == 0:
+		return fmt.Errorf("%w: dma-buf of size 0", ErrProtocol)
+	case uint64(h.Addr)+h.Size < uint64(h.Addr):
+		return fmt.Errorf("%w: dma-buf range %v+%d wraps", ErrProtocol, h.Addr, h.Size)
+	case h.Device < -1 || h.Device > 1<<20:
+		return fmt.Errorf("%w: device %d", ErrProtocol, h.Device)
+	case h.Chunks < 0 || h.Chunks > 1<<31-1:
+		return fmt.Errorf("%w: %d chunks", ErrProtocol, h.Chunks)
+	}
+	return nil
+}
+
+// MarshalBinary encodes the header as the message it travels in.
+func (h DmaBufHeader) MarshalBinary() ([]byte, error) {
+	b, err := h.encode()
+	if err != nil {
+		return nil, opError("encode dma-buf header", "", err)
+	}
+	return b, nil
+}
+
+func (h DmaBufHeader) encode() ([]byte, error) {
+	if err := h.validate(); err != nil {
+		return nil, err
+	}
 	b := frame(kindDmaBuf, 1)
 	body := b[msgPrefix:]
 	le := binary.LittleEndian
@@ -194,7 +232,7 @@ func (h DmaBufHeader) encode() []byte {
 	le.PutUint64(body[16:], uint64(h.Addr))
 	le.PutUint64(body[24:], h.Size)
 	le.PutUint64(body[32:], h.Generation)
-	return b
+	return b, nil
 }
 
 // UnmarshalBinary decodes and validates a header from the message it travels in.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 
+	"github.com/cuvmm/cuvmm/internal/units"
 	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/cuvmm/cuvmm/vmm/ipc/internal/fds"
 	"golang.org/x/sys/unix"
@@ -37,22 +38,50 @@ func SendFDs(conn *net.UnixConn, h Header, fds []int) error {
 		return opError("send", args, invalid("%d descriptors for %d sizes", len(fds), len(h.Sizes)))
 	}
 	msg, err := h.encode()
+	if err == nil {
+		err = sendMsg(conn, msg, fds...)
+	}
 	if err != nil {
 		return opError("send", args, err)
 	}
+	return nil
+}
+
+// sendMsg writes msg and passes fds over conn in one message.
+func sendMsg(conn *net.UnixConn, msg []byte, fds ...int) error {
 	n, oobn, err := conn.WriteMsgUnix(msg, unix.UnixRights(fds...), nil)
 	if err != nil {
-		return opError("send", args, err)
+		return err
 	}
 	if n == 0 || oobn == 0 {
-		return opError("send", args, fmt.Errorf("%w: short write (%d of %d bytes)", ErrProtocol, n, len(msg)))
+		return fmt.Errorf("%w: short write (%d of %d bytes)", ErrProtocol, n, len(msg))
 	}
 	// On a stream socket the kernel may take part of the header; the descriptors went with
 	// the first byte, the rest follows as plain bytes.
 	if n < len(msg) {
-		if _, err := conn.Write(msg[n:]); err != nil {
-			return opError("send", args, err)
-		}
+		_, err = conn.Write(msg[n:])
+	}
+	return err
+}
+
+// SendDmaBuf writes a header describing d and passes d's descriptor over conn in one
+// message. d keeps its descriptor: the kernel passes a copy.
+func SendDmaBuf(conn *net.UnixConn, d *vmm.DmaBuf) error {
+	if d == nil {
+		return opError("send dma-buf", "", invalid("a nil DmaBuf"))
+	}
+	args := fmt.Sprintf("%v+%s", d.Addr, units.Size(d.Size))
+	if conn == nil {
+		return opError("send dma-buf", args, invalid("a nil connection"))
+	}
+	h := DmaBufHeader{Addr: d.Addr, Size: d.Size, Device: d.Device, Chunks: d.Chunks, PCIe: d.PCIe, Generation: d.Generation}
+	msg, err := h.encode()
+	if err == nil {
+		// Use keeps the descriptor open (and its number d's) until the kernel has taken it.
+		err = d.Use(func(fd int) error { return sendMsg(conn, msg, fd) })
+	}
+	if err != nil {
+		return opError("send dma-buf", args, err)
 	}
 	return nil
 }
@@ -99,13 +128,53 @@ func Receive(conn *net.UnixConn) (*Received, error) {
 	return &Received{Header: h, fds: r.fds}, nil
 }
 
+// ReceiveDmaBuf reads one dma-buf message from conn: the returned DmaBuf owns the
+// descriptor (Close it), and holds what the header says (Addr, Size, Device, Chunks, PCIe,
+// Generation; not the properties). The peer is not trusted: exactly one descriptor is
+// taken (any more fail the receive, and every descriptor that arrived is closed), the header
+// is refused at its first wrong byte, the descriptor must be a dma-buf (a file of the
+// kernel's dma-buf file system, or on sim a dma-buf sim exported: a memfd so named and
+// sealed), and its own size (lseek to its end, which a dma-buf answers) must be the size
+// the header claims. It blocks until the message is complete: set a deadline on conn to
+// bound the wait.
+func ReceiveDmaBuf(conn *net.UnixConn) (*vmm.DmaBuf, error) {
+	if conn == nil {
+		return nil, opError("receive dma-buf", "", invalid("a nil connection"))
+	}
+	r := receiver{conn: conn, kind: kindDmaBuf}
+	var h DmaBufHeader
+	err := r.receive()
+	if err == nil {
+		err = h.decode(r.buf[:r.got])
+	}
+	if err == nil && len(r.fds) != 1 {
+		err = fmt.Errorf("%w: %d descriptors with a dma-buf header, want 1", ErrProtocol, len(r.fds))
+	}
+	if err == nil {
+		err = fds.DmaBuf(r.fds[0])
+	}
+	if err == nil {
+		var end int64
+		if end, err = unix.Seek(r.fds[0], 0, unix.SEEK_END); err != nil {
+			err = fmt.Errorf("%w: the descriptor is not a dma-buf: its size cannot be read (%w)", ErrProtocol, err)
+		} else if uint64(end) != h.Size {
+			err = fmt.Errorf("%w: the descriptor's size is %d, the header says %d", ErrProtocol, end, h.Size)
+		}
+	}
+	if err != nil {
+		return nil, opError("receive dma-buf", r.args, errors.Join(err, fds.Close(r.fds)))
+	}
+	d := vmm.NewDmaBuf(r.fds[0], h.Addr, h.Size)
+	d.Device, d.Chunks, d.PCIe, d.Generation = h.Device, h.Chunks, h.PCIe, h.Generation
+	return d, nil
+}
+
 // receiver is the state of one Receive or ReceiveDmaBuf.
 type receiver struct {
-	conn   *net.UnixConn
-	kind   uint16 // of the message expected
-	args   string
-	typ    int // SO_TYPE
-	stream bool
+	conn *net.UnixConn
+	kind uint16 // of the message expected
+	args string
+	typ  int // SO_TYPE
 	// extra is the control room the socket's own options take in every read (credentials,
 	// a pidfd), given on top of the room for descriptors.
 	extra int
@@ -121,7 +190,7 @@ func (r *receiver) receive() error {
 		return err
 	}
 	r.oob = make([]byte, r.extra+unix.CmsgLen(4*r.limit()))
-	if !r.stream {
+	if r.typ != unix.SOCK_STREAM {
 		// One read takes the whole message; what does not fit is lost, so offer all the room.
 		return r.read(len(r.buf))
 	}
@@ -162,7 +231,7 @@ func (r *receiver) inspect() error {
 	r.typ = typ
 	switch typ {
 	case unix.SOCK_STREAM:
-		r.args, r.stream = "stream socket", true
+		r.args = "stream socket"
 	case unix.SOCK_SEQPACKET:
 		r.args = "seqpacket socket"
 	case unix.SOCK_DGRAM:
@@ -236,9 +305,9 @@ func (r *receiver) read(want int) error {
 		return nil
 	}
 	switch {
-	case r.stream && r.got == 0 && len(r.fds) == 0:
+	case r.typ == unix.SOCK_STREAM && r.got == 0 && len(r.fds) == 0:
 		return fmt.Errorf("connection closed before a message: %w", io.EOF)
-	case r.stream:
+	case r.typ == unix.SOCK_STREAM:
 		return fmt.Errorf("%w: connection closed after %d header bytes: %w", ErrProtocol, r.got, io.ErrUnexpectedEOF)
 	case len(r.fds) > 0:
 		return fmt.Errorf("%w: empty message with %d descriptors", ErrProtocol, len(r.fds))

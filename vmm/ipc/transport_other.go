@@ -28,3 +28,15 @@ func Receive(conn *net.UnixConn) (*Received, error) {
 func ReceiveAndImport(conn *net.UnixConn, m *vmm.Manager, access []int) (*Imported, error) {
 	return nil, opError("receive", "", ErrUnsupported)
 }
+
+// SendDmaBuf passes a dma-buf descriptor over conn: Linux only; here it returns
+// ErrUnsupported.
+func SendDmaBuf(conn *net.UnixConn, d *vmm.DmaBuf) error {
+	return opError("send dma-buf", "", ErrUnsupported)
+}
+
+// ReceiveDmaBuf receives a dma-buf descriptor from conn: Linux only; here it returns
+// ErrUnsupported.
+func ReceiveDmaBuf(conn *net.UnixConn) (*vmm.DmaBuf, error) {
+	return nil, opError("receive dma-buf", "", ErrUnsupported)
+}

@@ -72,9 +72,8 @@ func testData(t *testing.T, e *env) {
 	t.Run("round-trip", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		size := 4 * e.g
-		_, va := j.mustBuffer(size, 0)
-		want := Pattern(1, int(size))
-		noError(t, e.b.CopyHtoD(0, va, want))
+		_, va := j.mustBuffer(size, e.prop(0))
+		want := j.mustWrite(va, 1, int(size))
 		requireBytes(t, e.b, 0, va, want)
 		// device-to-device within the buffer, then memset
 		noError(t, e.b.CopyDtoD(0, va+cu.DevicePtr(e.g), va, e.g))
@@ -89,21 +88,18 @@ func testData(t *testing.T, e *env) {
 	})
 	t.Run("fresh-memory-is-readable", func(t *testing.T) {
 		j := newJanitor(t, e.b)
-		_, va := j.mustBuffer(e.g, 0)
+		_, va := j.mustBuffer(e.g, e.prop(0))
 		got := make([]byte, 4096)
 		noError(t, e.b.CopyDtoH(0, got, va))
 	})
 	t.Run("alias", func(t *testing.T) {
 		j := newJanitor(t, e.b)
-		h, a := j.mustBuffer(e.g, 0)
-		b := j.mustReserve(e.g)
-		j.mustMap(b, e.g, 0, h)
+		h, a := j.mustBuffer(e.g, e.prop(0))
+		b := j.mustMapping(h, e.g)
 		noError(t, e.b.SetAccess(b, e.g, rw(0)))
-		want := Pattern(2, int(e.g))
-		noError(t, e.b.CopyHtoD(0, a, want))
+		want := j.mustWrite(a, 2, int(e.g))
 		requireBytes(t, e.b, 0, b, want)
-		w2 := Pattern(3, 4096)
-		noError(t, e.b.CopyHtoD(0, b+100, w2))
+		w2 := j.mustWrite(b+100, 3, 4096)
 		requireBytes(t, e.b, 0, a+100, w2)
 	})
 	t.Run("across-allocations", func(t *testing.T) {
@@ -141,12 +137,10 @@ func testData(t *testing.T, e *env) {
 		if err != nil {
 			return
 		}
-		stage := j.mustReserve(e.g)
-		j.mustMap(stage, e.g, 0, host)
+		stage := j.mustMapping(host, e.g)
 		noError(t, e.b.SetAccess(stage, e.g, rw(0)))
-		dev, va := j.mustBuffer(e.g, 0)
-		want := Pattern(12, int(e.g))
-		noError(t, e.b.CopyHtoD(0, va, want))
+		dev, va := j.mustBuffer(e.g, e.prop(0))
+		want := j.mustWrite(va, 12, int(e.g))
 		noError(t, e.b.CopyDtoD(0, stage, va, e.g))
 		noError(t, e.b.Unmap(va, e.g))
 		noError(t, e.b.Release(dev))
@@ -159,12 +153,11 @@ func testData(t *testing.T, e *env) {
 			return
 		}
 		// The device reads the range into device memory of its own, and writes it from there.
-		_, scratch := j.mustBuffer(e.g, 0)
+		_, scratch := j.mustBuffer(e.g, e.prop(0))
 		err = e.b.CopyDtoD(0, scratch, va, e.g)
 		if err == nil {
 			requireBytes(t, e.b, 0, scratch, want)
-			w2 := Pattern(13, int(e.g))
-			noError(t, e.b.CopyHtoD(0, scratch, w2))
+			w2 := j.mustWrite(scratch, 13, int(e.g))
 			err = e.b.CopyDtoD(0, va, scratch, e.g)
 			if err == nil {
 				requireBytes(t, e.b, 0, stage, w2) // the host memory holds what was written
@@ -177,7 +170,7 @@ func testData(t *testing.T, e *env) {
 		// any mapping that is not the whole allocation (NOT_SUPPORTED). If a backend ever
 		// accepts one, the bytes must be right.
 		j := newJanitor(t, e.b)
-		h, whole := j.mustBuffer(2*e.g, 0)
+		h, whole := j.mustBuffer(2*e.g, e.prop(0))
 		half := j.mustReserve(e.g)
 		err := j.mapAt(half, e.g, e.g, h)
 		e.c.check(t, "data/map-offset", err)
@@ -185,15 +178,13 @@ func testData(t *testing.T, e *env) {
 			return
 		}
 		noError(t, e.b.SetAccess(half, e.g, rw(0)))
-		want := Pattern(4, int(2*e.g))
-		noError(t, e.b.CopyHtoD(0, whole, want))
+		want := j.mustWrite(whole, 4, int(2*e.g))
 		requireBytes(t, e.b, 0, half, want[e.g:])
 	})
 	t.Run("release-while-mapped", func(t *testing.T) {
 		j := newJanitor(t, e.b)
-		h, va := j.mustBuffer(e.g, 0)
-		want := Pattern(5, int(e.g))
-		noError(t, e.b.CopyHtoD(0, va, want))
+		h, va := j.mustBuffer(e.g, e.prop(0))
+		want := j.mustWrite(va, 5, int(e.g))
 		e.c.check(t, "data/release-while-mapped", e.b.Release(h))
 		requireBytes(t, e.b, 0, va, want)
 		noError(t, e.b.CopyHtoD(0, va, want[:64]))
@@ -214,7 +205,7 @@ func testData(t *testing.T, e *env) {
 	})
 	t.Run("address-range", func(t *testing.T) {
 		j := newJanitor(t, e.b)
-		_, va := j.mustBuffer(2*e.g, 0)
+		_, va := j.mustBuffer(2*e.g, e.prop(0))
 		base, size, err := e.b.AddressRange(va + 12345)
 		e.c.check(t, "data/address-range", err)
 		if err == nil {
@@ -230,8 +221,7 @@ func testData(t *testing.T, e *env) {
 }
 
 func (e *env) posixFD() bool {
-	v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)
-	return err == nil && v != 0
+	return e.attr(0, cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)
 }
 
 func testCreate(t *testing.T, e *env) {
@@ -267,14 +257,8 @@ func testCreate(t *testing.T, e *env) {
 	try("gpudirect-rdma", e.g, func(p *cu.MemAllocationProp) { p.GPUDirectRDMACapable = 1 })
 	try("usage-tile-pool", e.g, func(p *cu.MemAllocationProp) { p.Usage = cu.MEM_CREATE_USAGE_TILE_POOL })
 	try("reserved-bytes-set", e.g, func(p *cu.MemAllocationProp) { p.Reserved[0] = 1 })
-	{
-		j := newJanitor(t, e.b)
-		h, err := e.b.Create(e.g, e.prop(0), 1)
-		if err == nil {
-			j.adopt(h)
-		}
-		e.c.check(t, "create/nonzero-flags", err)
-	}
+	_, err := newJanitor(t, e.b).adopt(e.b.Create(e.g, e.prop(0), 1))
+	e.c.check(t, "create/nonzero-flags", err)
 	info, err := e.b.Device(0)
 	noError(t, err)
 	tooBig := (info.TotalMem/e.g + 16) * e.g
@@ -524,14 +508,14 @@ func testAccess(t *testing.T, e *env) {
 	e.c.check(t, "access/zero-size", e.b.SetAccess(va, 0, rw(0)))
 	e.c.check(t, "access/empty-descriptors", e.b.SetAccess(va, 2*e.g, nil))
 	e.c.check(t, "access/bad-device", e.b.SetAccess(va, 2*e.g, rw(e.ndev+5)))
-	e.c.check(t, "access/read-only", e.b.SetAccess(va, 2*e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
-	e.c.check(t, "access/invalid-flags", e.b.SetAccess(va, 2*e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: 2}}))
-	e.c.check(t, "access/host-location", e.b.SetAccess(va, 2*e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}))
-	e.c.check(t, "access/bad-location-type", e.b.SetAccess(va, 2*e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: 99}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}))
+	e.c.check(t, "access/read-only", e.b.SetAccess(va, 2*e.g, access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_READ)))
+	e.c.check(t, "access/invalid-flags", e.b.SetAccess(va, 2*e.g, access(devLoc(0), 2)))
+	e.c.check(t, "access/host-location", e.b.SetAccess(va, 2*e.g, access(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}, cu.MEM_ACCESS_FLAGS_PROT_READWRITE)))
+	e.c.check(t, "access/bad-location-type", e.b.SetAccess(va, 2*e.g, access(cu.MemLocation{Type: 99}, cu.MEM_ACCESS_FLAGS_PROT_READWRITE)))
 	e.c.check(t, "access/two-descriptors-same-device", e.b.SetAccess(va, 2*e.g, append(rw(0), rw(0)...)))
 	noError(t, e.b.SetAccess(va, 2*e.g, rw(0)))
 
-	loc := cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}
+	loc := devLoc(0)
 	f, err := e.b.GetAccess(loc, va)
 	e.c.check(t, "access/get", err)
 	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
@@ -540,25 +524,23 @@ func testAccess(t *testing.T, e *env) {
 	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
 	_, err = e.b.GetAccess(loc, va+cu.DevicePtr(3*e.g))
 	e.c.check(t, "access/get-unmapped", err)
-	_, err = e.b.GetAccess(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(e.ndev + 5)}, va)
+	_, err = e.b.GetAccess(devLoc(e.ndev+5), va)
 	e.c.check(t, "access/get-bad-device", err)
 	_, err = e.b.GetAccess(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}, va)
 	e.c.check(t, "access/get-host", err)
 
 	// A fresh mapping has no access until it is granted.
-	h1 := j.mustCreate(e.g, e.prop(0))
-	va2 := j.mustReserve(e.g)
-	j.mustMap(va2, e.g, 0, h1)
+	va2 := j.mustMapping(j.mustCreate(e.g, e.prop(0)), e.g)
 	f, err = e.b.GetAccess(loc, va2)
 	e.c.check(t, "access/get-before-set", err)
 	if err == nil {
 		equal(t, cu.MEM_ACCESS_FLAGS_PROT_NONE, f)
 	}
-	noError(t, e.b.SetAccess(va2, e.g, []cu.MemAccessDesc{{Location: loc, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
+	noError(t, e.b.SetAccess(va2, e.g, access(loc, cu.MEM_ACCESS_FLAGS_PROT_READ)))
 	f, err = e.b.GetAccess(loc, va2)
 	noError(t, err)
 	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READ, f)
-	e.c.check(t, "access/revoke", e.b.SetAccess(va2, e.g, []cu.MemAccessDesc{{Location: loc, Flags: cu.MEM_ACCESS_FLAGS_PROT_NONE}}))
+	e.c.check(t, "access/revoke", e.b.SetAccess(va2, e.g, access(loc, cu.MEM_ACCESS_FLAGS_PROT_NONE)))
 	f, err = e.b.GetAccess(loc, va2)
 	e.c.check(t, "access/get-after-revoke", err)
 	if err == nil {
@@ -568,11 +550,10 @@ func testAccess(t *testing.T, e *env) {
 
 func testRetain(t *testing.T, e *env) {
 	j := newJanitor(t, e.b)
-	h, va := j.mustBuffer(2*e.g, 0)
-	r, err := e.b.Retain(va + cu.DevicePtr(e.g) + 100)
+	h, va := j.mustBuffer(2*e.g, e.prop(0))
+	r, err := j.adopt(e.b.Retain(va + cu.DevicePtr(e.g) + 100))
 	e.c.check(t, "retain/inside-mapping", err)
 	if err == nil {
-		j.adopt(r)
 		equal(t, h, r, "retain returns the handle the memory was created with")
 		noError(t, e.b.Release(r))
 	}
@@ -580,8 +561,7 @@ func testRetain(t *testing.T, e *env) {
 	e.c.check(t, "retain/ok", err)
 	if err == nil {
 		// Releasing the original keeps the memory alive through the retained reference.
-		want := Pattern(6, 4096)
-		noError(t, e.b.CopyHtoD(0, va, want))
+		want := j.mustWrite(va, 6, 4096)
 		noError(t, e.b.Release(h))
 		p, err := e.b.Properties(r)
 		e.c.check(t, "retain/properties-after-original-release", err)
@@ -598,7 +578,7 @@ func testRetain(t *testing.T, e *env) {
 
 func testCopy(t *testing.T, e *env) {
 	j := newJanitor(t, e.b)
-	_, va := j.mustBuffer(e.g, 0)
+	_, va := j.mustBuffer(e.g, e.prop(0))
 	e.c.check(t, "copy/htod-past-mapping", e.b.CopyHtoD(0, va+cu.DevicePtr(e.g)-100, make([]byte, 4096)))
 	e.c.check(t, "copy/dtoh-past-mapping", e.b.CopyDtoH(0, make([]byte, 4096), va+cu.DevicePtr(e.g)-100))
 	e.c.check(t, "copy/dtod-larger-than-mapping", e.b.CopyDtoD(0, va, va, 2*e.g))
@@ -611,25 +591,19 @@ func testCopy(t *testing.T, e *env) {
 // testDangerous writes into memory the device may only read: the copy engine faults. Last,
 // and only when declared, since on a real GPU the fault can poison the context.
 func testDangerous(t *testing.T, e *env) {
-	if !e.caps.Dangerous {
-		t.Skip("not declared: Capabilities.Dangerous")
-	}
+	skipIf(t, !e.caps.Dangerous, "not declared: Capabilities.Dangerous")
 	j := newJanitor(t, e.b)
-	h := j.mustCreate(e.g, e.prop(0))
-	va := j.mustReserve(e.g)
-	j.mustMap(va, e.g, 0, h)
-	noError(t, e.b.SetAccess(va, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
+	va := j.mustMapping(j.mustCreate(e.g, e.prop(0)), e.g)
+	noError(t, e.b.SetAccess(va, e.g, access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_READ)))
 	e.c.check(t, "dangerous/read-only-dtoh", e.b.CopyDtoH(0, make([]byte, 64), va))
 	e.c.check(t, "dangerous/read-only-htod", e.b.CopyHtoD(0, va, make([]byte, 64)))
 
 	// mapped but no access granted
-	h2 := j.mustCreate(e.g, e.prop(0))
-	na := j.mustReserve(e.g)
-	j.mustMap(na, e.g, 0, h2)
+	na := j.mustMapping(j.mustCreate(e.g, e.prop(0)), e.g)
 	e.c.check(t, "dangerous/no-access-dtoh", e.b.CopyDtoH(0, make([]byte, 64), na))
 	e.c.check(t, "dangerous/no-access-htod", e.b.CopyHtoD(0, na, make([]byte, 64)))
 	// granted, then revoked
 	noError(t, e.b.SetAccess(na, e.g, rw(0)))
-	noError(t, e.b.SetAccess(na, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_NONE}}))
+	noError(t, e.b.SetAccess(na, e.g, access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_NONE)))
 	e.c.check(t, "dangerous/revoked-dtoh", e.b.CopyDtoH(0, make([]byte, 64), na))
 }

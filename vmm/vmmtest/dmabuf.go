@@ -96,7 +96,7 @@ func testDmaBuf(t *testing.T, e *env) {
 
 	t.Run("one-chunk", func(t *testing.T) {
 		j := newJanitor(t, e.b)
-		_, va := j.mustBuffer(e.g, 0)
+		_, va := j.mustBuffer(e.g, e.prop(0))
 		if fd, err := e.dmaBuf(t, "one-chunk", va, e.g, 0); err == nil {
 			e.dmaBufSize(t, "one-chunk-size", fd)
 			if fd2, err := e.dmaBuf(t, "twice", va, e.g, 0); err == nil && fd2 == fd {
@@ -159,9 +159,7 @@ func testDmaBuf(t *testing.T, e *env) {
 		noError(t, e.b.Free(freed, e.g))
 		e.dmaBuf(t, "freed-reservation", freed, e.g, 0)
 
-		h := j.mustCreate(e.g, e.prop(0))
-		na := j.mustReserve(e.g)
-		j.mustMap(na, e.g, 0, h)
+		na := j.mustMapping(j.mustCreate(e.g, e.prop(0)), e.g)
 		e.dmaBuf(t, "no-access", na, e.g, 0)
 	})
 
@@ -210,18 +208,13 @@ func testDmaBuf(t *testing.T, e *env) {
 			host.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}
 			g, err := e.b.Granularity(host, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
 			noError(t, err)
-			h := j.mustCreate(g, host)
-			va := j.mustReserve(g)
-			j.mustMap(va, g, 0, h)
-			noError(t, e.b.SetAccess(va, g, rw(0)))
+			_, va := j.mustBuffer(g, host)
 			e.dmaBuf(t, "host-memory", va, g, 0)
 		}
 	})
 
 	t.Run("devices", func(t *testing.T) {
-		if e.ndev < 2 {
-			t.Skip("one device")
-		}
+		skipIf(t, e.ndev < 2, "one device")
 		j := newJanitor(t, e.b)
 		one := j.mustReserve(e.g)
 		e.mustChunks(j, one, e.prop(1))
@@ -234,7 +227,7 @@ func testDmaBuf(t *testing.T, e *env) {
 	t.Run("across-reservations", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		a := j.mustReserve(e.g)
-		b, err := j.reserve(e.g, 0, a+cu.DevicePtr(e.g))
+		b, err := j.reserve(e.g, a+cu.DevicePtr(e.g))
 		noError(t, err)
 		if b != a+cu.DevicePtr(e.g) {
 			t.Skipf("the driver placed the second reservation at %v, not after the first (%v)", b, a)
@@ -271,31 +264,22 @@ func testDmaBuf(t *testing.T, e *env) {
 	})
 
 	t.Run("imported", func(t *testing.T) {
-		if !e.posixFD() {
-			t.Skip("device 0 has no POSIX file descriptor handles")
-		}
+		skipIf(t, !e.posixFD(), "device 0 has no POSIX file descriptor handles")
 		j := newJanitor(t, e.b)
 		p := e.prop(0)
 		p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 		h := j.mustCreate(e.g, p)
-		shared, err := e.b.ExportFD(h)
+		shared := j.mustExportFD(h)
+		imp, err := j.adopt(e.b.ImportFD(shared))
 		noError(t, err)
-		defer closeDescriptor(shared)
-		imp, err := e.b.ImportFD(shared)
-		noError(t, err)
-		j.adopt(imp)
-		va := j.mustReserve(e.g)
-		j.mustMap(va, e.g, 0, imp)
+		va := j.mustMapping(imp, e.g)
 		noError(t, e.b.SetAccess(va, e.g, rw(0)))
 		fd, err := e.dmaBuf(t, "imported", va, e.g, 0)
 		if err != nil {
 			return
 		}
 		// A dma-buf is not an allocation's shareable handle.
-		h2, err := e.b.ImportFD(fd)
-		if err == nil {
-			j.adopt(h2)
-		}
+		_, err = j.adopt(e.b.ImportFD(fd))
 		e.c.check(t, "dmabuf/import-dma-buf-as-allocation", err)
 	})
 

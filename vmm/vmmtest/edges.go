@@ -12,72 +12,61 @@ import (
 // H100 has not run it).
 func testEdges(t *testing.T, e *env) {
 	needRecordedGranularity(t, e)
-	b, c := e.b, e.c
-	j := newJanitor(t, b)
-	rw := access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_READWRITE)
-	X := j.mustReserve(8 * mib)
-	Y := j.mustReserve(8 * mib)
-	Z := j.mustReserve(8 * mib)
-	c.check(t, "edges/free-Y", b.Free(Y, 8*mib))
-	c.observe(t, "edges/layout", offset("Y=X", X, Y)+" "+offset("Z=X", X, Z), nil)
-	h := j.mustCreate(4*mib, e.prop(0))
-	h2 := j.mustCreate(2*mib, e.prop(0))
-	mapped := func(ptr cu.DevicePtr, size uint64, err error) error {
-		if err == nil {
-			j.steps = append(j.steps, func() { _ = b.Unmap(ptr, size) })
-		}
-		return err
-	}
-	c.check(t, "edges/map-X-end-into-freed-Y", mapped(X+6*mib, 4*mib, b.Map(X+6*mib, 4*mib, 0, h, 0)))
-	c.check(t, "edges/map-freed-Y", mapped(Y, 4*mib, b.Map(Y, 4*mib, 0, h, 0)))
-	c.check(t, "edges/set-access-X-unmapped", b.SetAccess(X, 4*mib, rw))
-	c.check(t, "edges/set-access-freed-Y", b.SetAccess(Y, 4*mib, rw))
-	c.check(t, "edges/unmap-X-unmapped", b.Unmap(X, 4*mib))
-	c.check(t, "edges/unmap-freed-Y", b.Unmap(Y, 4*mib))
-	c.check(t, "edges/unmap-X-end-into-freed-Y", b.Unmap(X+6*mib, 4*mib))
-	c.check(t, "edges/map-h-at-X", mapped(X, 4*mib, b.Map(X, 4*mib, 0, h, 0)))
-	c.check(t, "edges/set-access-h-and-rest-of-X", b.SetAccess(X, 8*mib, rw))
-	c.check(t, "edges/set-access-h-rest-of-X-and-freed-Y", b.SetAccess(X, 12*mib, rw))
-	c.check(t, "edges/set-access-rest-of-X", b.SetAccess(X+4*mib, 4*mib, rw))
-	c.check(t, "edges/free-X-while-mapped", b.Free(X, 8*mib))
-	c.check(t, "edges/unmap-X-and-freed-Y", b.Unmap(X, 12*mib))
-	c.check(t, "edges/unmap-X", b.Unmap(X, 8*mib))
-	c.check(t, "edges/map-h2-at-Z", mapped(Z, 2*mib, b.Map(Z, 2*mib, 0, h2, 0)))
-	c.check(t, "edges/map-h-at-Z-plus-2MiB", mapped(Z+2*mib, 4*mib, b.Map(Z+2*mib, 4*mib, 0, h, 0)))
-	c.check(t, "edges/set-access-Z-6MiB", b.SetAccess(Z, 6*mib, rw))
-	c.check(t, "edges/htod-across-h2-h", b.CopyHtoD(0, Z+mib, make([]byte, 4*mib)))
-	c.check(t, "edges/unmap-Z", b.Unmap(Z, 8*mib))
-	c.check(t, "edges/release-h", b.Release(h))
-	c.check(t, "edges/release-h2", b.Release(h2))
-	c.check(t, "edges/free-X", b.Free(X, 8*mib))
-	c.check(t, "edges/free-Z", b.Free(Z, 8*mib))
+	b := e.b
+	s := e.sequence(t, "edges")
+	X := s.mustReserve(8 * mib)
+	Y := s.mustReserve(8 * mib)
+	Z := s.mustReserve(8 * mib)
+	s.free("Y", Y, 8*mib)
+	s.observe("layout", offset("Y=X", X, Y)+" "+offset("Z=X", X, Z))
+	h := s.mustCreate(4*mib, e.prop(0))
+	h2 := s.mustCreate(2*mib, e.prop(0))
+	s.mapping("X-end-into-freed-Y", X+6*mib, 4*mib, 0, h, 0)
+	s.mapping("freed-Y", Y, 4*mib, 0, h, 0)
+	s.setAccess("X-unmapped", X, 4*mib, rw(0))
+	s.setAccess("freed-Y", Y, 4*mib, rw(0))
+	s.unmap("X-unmapped", X, 4*mib)
+	s.unmap("freed-Y", Y, 4*mib)
+	s.unmap("X-end-into-freed-Y", X+6*mib, 4*mib)
+	s.mapping("h-at-X", X, 4*mib, 0, h, 0)
+	s.setAccess("h-and-rest-of-X", X, 8*mib, rw(0))
+	s.setAccess("h-rest-of-X-and-freed-Y", X, 12*mib, rw(0))
+	s.setAccess("rest-of-X", X+4*mib, 4*mib, rw(0))
+	s.free("X-while-mapped", X, 8*mib)
+	s.unmap("X-and-freed-Y", X, 12*mib)
+	s.unmap("X", X, 8*mib)
+	s.mapping("h2-at-Z", Z, 2*mib, 0, h2, 0)
+	s.mapping("h-at-Z-plus-2MiB", Z+2*mib, 4*mib, 0, h, 0)
+	s.setAccess("Z-6MiB", Z, 6*mib, rw(0))
+	s.check("htod-across-h2-h", b.CopyHtoD(0, Z+mib, make([]byte, 4*mib)))
+	s.unmap("Z", Z, 8*mib)
+	s.check("release-h", b.Release(h))
+	s.check("release-h2", b.Release(h2))
+	s.free("X", X, 8*mib)
+	s.free("Z", Z, 8*mib)
 
 	a, err := b.Reserve(2*mib, 4*mib, 0, 0)
-	c.checkValue(t, "edges/reserve-align-4MiB", err, fmt.Sprintf("aligned=%v", a%(4*mib) == 0))
+	s.checkValue("reserve-align-4MiB", err, fmt.Sprintf("aligned=%v", a%(4*mib) == 0))
 	if err == nil {
 		_ = b.Free(a, 2*mib)
 	}
 	// Whether the hint is honoured depends on the process's history (the H200 did in one run
 	// and not in another): only the result is recorded.
 	a, err = b.Reserve(4*mib, 0, Z+2*mib, 0)
-	c.check(t, "edges/reserve-hint-inside-freed-Z", err)
+	s.check("reserve-hint-inside-freed-Z", err)
 	if err == nil {
 		_ = b.Free(a, 4*mib)
 	}
 	q := *e.prop(0)
 	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}
 	q.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	hh, err := b.Create(2*mib, &q, 0)
+	hh, err := s.adopt(b.Create(2*mib, &q, 0))
 	var pr cu.MemAllocationProp
 	if err == nil {
-		j.adopt(hh)
 		pr, _ = b.Properties(hh)
 	}
-	c.checkValue(t, "edges/create-host-posix-fd", err, propString(pr))
+	s.checkValue("create-host-posix-fd", err, propString(pr))
 	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA, ID: 5}
-	h5, err := b.Create(2*mib, &q, 0)
-	if err == nil {
-		j.adopt(h5)
-	}
-	c.check(t, "edges/create-host-numa-5-posix-fd", err)
+	_, err = s.adopt(b.Create(2*mib, &q, 0))
+	s.check("create-host-numa-5-posix-fd", err)
 }

@@ -129,6 +129,14 @@ func (c *checker) checkValue(t testing.TB, name string, err error, value string)
 	c.observe(t, name, resultName(nil)+": "+value, nil)
 }
 
+// either is the fact of a case that asks a yes-or-no question: yes when cond holds, no otherwise.
+func either(cond bool, yes, no string) string {
+	if cond {
+		return yes
+	}
+	return no
+}
+
 // checkDeviations reports declared deviations that deviate from nothing.
 func checkDeviations(t testing.TB, exp *Expectations, devs map[string]Deviation) {
 	t.Helper()
@@ -171,7 +179,7 @@ func (c *checker) unreached(ran map[string]bool) []string {
 func (c *checker) write(path string, driver int, device string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := Expectations{Driver: driver, Device: device, Results: c.seen}
+	out := Expectations{Driver: driver, Device: device, Results: c.seen, Unrecorded: map[string]string{}}
 	// Keep earlier results of cases this run skipped (other capabilities, other machines),
 	// the note, and the cases still unrecorded.
 	if prev, err := os.ReadFile(path); err == nil {
@@ -185,9 +193,6 @@ func (c *checker) write(path string, driver int, device string) error {
 			}
 			for k, why := range old.Unrecorded {
 				if _, ok := out.Results[k]; !ok {
-					if out.Unrecorded == nil {
-						out.Unrecorded = map[string]string{}
-					}
 					out.Unrecorded[k] = why
 				}
 			}
@@ -195,11 +200,6 @@ func (c *checker) write(path string, driver int, device string) error {
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	keys := make([]string, 0, len(out.Results))
-	for k := range out.Results {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	b, err := json.MarshalIndent(out, "", "  ")
 	if err != nil {
 		return err

@@ -29,11 +29,7 @@ func newJanitor(t *testing.T, b vmm.Backend) *janitor {
 }
 
 func (j *janitor) create(size uint64, prop *cu.MemAllocationProp) (cu.MemHandle, error) {
-	h, err := j.b.Create(size, prop, 0)
-	if err == nil {
-		j.steps = append(j.steps, func() { _ = j.b.Release(h) })
-	}
-	return h, err
+	return j.adopt(j.b.Create(size, prop, 0))
 }
 
 func (j *janitor) mustCreate(size uint64, prop *cu.MemAllocationProp) cu.MemHandle {
@@ -43,13 +39,17 @@ func (j *janitor) mustCreate(size uint64, prop *cu.MemAllocationProp) cu.MemHand
 	return h
 }
 
-// adopt registers a handle obtained otherwise (import, retain) for release.
-func (j *janitor) adopt(h cu.MemHandle) {
-	j.steps = append(j.steps, func() { _ = j.b.Release(h) })
+// adopt registers h for release when err is nil, and returns both: it takes what a call
+// that makes a handle (create, import, retain) returned.
+func (j *janitor) adopt(h cu.MemHandle, err error) (cu.MemHandle, error) {
+	if err == nil {
+		j.steps = append(j.steps, func() { _ = j.b.Release(h) })
+	}
+	return h, err
 }
 
-func (j *janitor) reserve(size, align uint64, hint cu.DevicePtr) (cu.DevicePtr, error) {
-	va, err := j.b.Reserve(size, align, hint, 0)
+func (j *janitor) reserve(size uint64, hint cu.DevicePtr) (cu.DevicePtr, error) {
+	va, err := j.b.Reserve(size, 0, hint, 0)
 	if err == nil {
 		j.steps = append(j.steps, func() { _ = j.b.Free(va, size) })
 	}
@@ -58,7 +58,7 @@ func (j *janitor) reserve(size, align uint64, hint cu.DevicePtr) (cu.DevicePtr, 
 
 func (j *janitor) mustReserve(size uint64) cu.DevicePtr {
 	j.t.Helper()
-	va, err := j.reserve(size, 0, 0)
+	va, err := j.reserve(size, 0)
 	noError(j.t, err, "reserve %d", size)
 	return va
 }
@@ -76,15 +76,39 @@ func (j *janitor) mustMap(va cu.DevicePtr, size, off uint64, h cu.MemHandle) {
 	noError(j.t, j.mapAt(va, size, off, h), "map %v+%d offset %d", va, size, off)
 }
 
-// mustBuffer is create + reserve + map + read-write access for device dev: the common
-// starting point of data cases.
-func (j *janitor) mustBuffer(size uint64, dev int) (cu.MemHandle, cu.DevicePtr) {
+// mustExportFD exports h as a POSIX file descriptor, closed when the test ends.
+func (j *janitor) mustExportFD(h cu.MemHandle) int {
 	j.t.Helper()
-	h := j.mustCreate(size, &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}})
+	fd, err := j.b.ExportFD(h)
+	noError(j.t, err)
+	j.t.Cleanup(func() { closeDescriptor(fd) })
+	return fd
+}
+
+// mustMapping reserves size bytes and maps h there, without access.
+func (j *janitor) mustMapping(h cu.MemHandle, size uint64) cu.DevicePtr {
+	j.t.Helper()
 	va := j.mustReserve(size)
 	j.mustMap(va, size, 0, h)
-	noError(j.t, j.b.SetAccess(va, size, rw(dev)))
+	return va
+}
+
+// mustBuffer is create + reserve + map + read-write access for the device of p's location
+// (device 0 for host memory): the common starting point of data cases.
+func (j *janitor) mustBuffer(size uint64, p *cu.MemAllocationProp) (cu.MemHandle, cu.DevicePtr) {
+	j.t.Helper()
+	h := j.mustCreate(size, p)
+	va := j.mustMapping(h, size)
+	noError(j.t, j.b.SetAccess(va, size, rw(int(p.Location.ID))))
 	return h, va
+}
+
+// mustWrite writes Pattern(seed, n) at va, from device 0, and returns it.
+func (j *janitor) mustWrite(va cu.DevicePtr, seed byte, n int) []byte {
+	j.t.Helper()
+	want := Pattern(seed, n)
+	noError(j.t, j.b.CopyHtoD(0, va, want))
+	return want
 }
 
 // Pattern is deterministic data that differs at every byte offset and per seed, so that a

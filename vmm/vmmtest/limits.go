@@ -1,7 +1,6 @@
 package vmmtest
 
 import (
-	"os"
 	"runtime"
 	"testing"
 
@@ -19,16 +18,10 @@ func testLimits(t *testing.T, e *env) {
 		size uint64
 	}{{"1PiB", 1 << 50}, {"2^63", 1 << 63}, {"max", ^uint64(0) &^ (e.g - 1)}}
 	for _, s := range sizes {
-		va, err := e.b.Reserve(s.size, 0, 0, 0)
+		_, err := j.reserve(s.size, 0)
 		e.c.check(t, "limits/reserve-"+s.name, err)
-		if err == nil {
-			t.Cleanup(func() { _ = e.b.Free(va, s.size) })
-		}
-		h, err := e.b.Create(s.size, e.prop(0), 0)
+		_, err = j.create(s.size, e.prop(0))
 		e.c.check(t, "limits/create-"+s.name, err)
-		if err == nil {
-			j.adopt(h)
-		}
 	}
 	h := j.mustCreate(e.g, e.prop(0))
 	va := j.mustReserve(e.g)
@@ -47,12 +40,9 @@ func testLimits(t *testing.T, e *env) {
 	p := e.prop(0)
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 	src := j.mustCreate(e.g, p)
-	fd, err := e.b.ExportFD(src)
+	fd := j.mustExportFD(src)
+	imp, err := j.adopt(e.b.ImportFD(fd))
 	noError(t, err)
-	defer os.NewFile(uintptr(fd), "exported").Close()
-	imp, err := e.b.ImportFD(fd)
-	noError(t, err)
-	j.adopt(imp)
 	big := j.mustReserve(4 * e.g)
 	e.c.check(t, "limits/map-imported-claimed-larger", e.b.Map(big, 4*e.g, 0, imp, 0))
 	e.c.check(t, "limits/map-imported-claimed-1PiB", e.b.Map(big, 1<<50, 0, imp, 0))

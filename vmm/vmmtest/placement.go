@@ -1,6 +1,7 @@
 package vmmtest
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -46,42 +47,29 @@ func testPlacement(t *testing.T, e *env) {
 		}
 		return "below"
 	}
-	after := func(name string, first, second uint64) {
+	// pair says where a second reservation lands relative to the first.
+	pair := func(first, second uint64) string {
 		a, err := reserve(first, 0)
 		noError(t, err)
 		b, err := reserve(second, 0)
 		noError(t, err)
-		e.c.observe(t, "placement/"+name, where(a, first, b), nil)
+		w := where(a, first, b)
 		release()
+		return w
 	}
-	after("second-2MiB", g, g)
-	after("second-64MiB", 32*g, 32*g)
-	after("second-1GiB", 512*g, 512*g)
-	after("64MiB-after-16MiB", 8*g, 32*g)
+	e.c.observe(t, "placement/second-2MiB", pair(g, g), nil)
+	e.c.observe(t, "placement/second-64MiB", pair(32*g, 32*g), nil)
+	e.c.observe(t, "placement/second-1GiB", pair(512*g, 512*g), nil)
+	e.c.observe(t, "placement/64MiB-after-16MiB", pair(8*g, 32*g), nil)
 	// Where a 1 GiB reservation lands after a 2 MiB one, and a 2 MiB one after a 1 GiB one,
 	// depends on the holes the process already has (first fit): one H200 put them at the
 	// next 32 MiB boundary above and adjacent above, two H200s of one host further above
 	// and below. They are logged when recording, not asserted.
 	if e.c.record {
-		for _, p := range []struct {
-			name          string
-			first, second uint64
-		}{{"1GiB-after-2MiB", g, 512 * g}, {"2MiB-after-1GiB", 512 * g, g}} {
-			a, err := reserve(p.first, 0)
-			noError(t, err)
-			b, err := reserve(p.second, 0)
-			noError(t, err)
-			t.Logf("placement: %s: %s", p.name, where(a, p.first, b))
-			release()
-		}
+		t.Logf("placement: 1GiB-after-2MiB: %s", pair(g, 512*g))
+		t.Logf("placement: 2MiB-after-1GiB: %s", pair(512*g, g))
 	}
 
-	honoured := func(ok bool) string {
-		if ok {
-			return "honoured"
-		}
-		return "not honoured"
-	}
 	for _, s := range []struct {
 		name string
 		size uint64
@@ -90,11 +78,11 @@ func testPlacement(t *testing.T, e *env) {
 		noError(t, err)
 		b, err := reserve(s.size, a+cu.DevicePtr(s.size))
 		noError(t, err)
-		e.c.observe(t, "placement/hint-adjacent-above-"+s.name, honoured(b == a+cu.DevicePtr(s.size)), nil)
+		e.c.observe(t, "placement/hint-adjacent-above-"+s.name, either(b == a+cu.DevicePtr(s.size), "honoured", "not honoured"), nil)
 		const far = 0x100000000000
 		c, err := reserve(s.size, far)
 		noError(t, err)
-		e.c.observe(t, "placement/hint-far-"+s.name, honoured(c == far), nil)
+		e.c.observe(t, "placement/hint-far-"+s.name, either(c == far, "honoured", "not honoured"), nil)
 		release()
 	}
 	_, err := reserve(g, 0x800000000000)
@@ -112,11 +100,7 @@ func testPlacement(t *testing.T, e *env) {
 	live = live[1:]
 	d, err := reserve(g, 0)
 	noError(t, err)
-	reuse := "elsewhere"
-	if d == a {
-		reuse = "at the freed range"
-	}
-	e.c.observe(t, "placement/after-freeing-the-first-of-three", reuse, nil)
+	e.c.observe(t, "placement/after-freeing-the-first-of-three", either(d == a, "at the freed range", "elsewhere"), nil)
 	release()
 
 	if e.c.record {
@@ -220,19 +204,5 @@ func sizeName(n uint64) string {
 		n /= 1024
 		i++
 	}
-	return itoa(n) + units[i]
-}
-
-func itoa(n uint64) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
+	return strconv.FormatUint(n, 10) + units[i]
 }

@@ -29,17 +29,11 @@ func testPlanes(t *testing.T, e *env) {
 			h, err := e.b.Create(g, e.prop(0), 0)
 			noError(t, err)
 			hs[i] = h
-			if err := j.mapAt(base+cu.DevicePtr(uint64(i)*g), g, 0, h); err != nil && mapErr == nil {
-				mapErr = err
-			}
+			keepFirst(&mapErr, j.mapAt(base+cu.DevicePtr(uint64(i)*g), g, 0, h))
 		}
-		if err := e.b.SetAccess(base, run*g, rw(0)); err != nil && accessErr == nil {
-			accessErr = err
-		}
+		keepFirst(&accessErr, e.b.SetAccess(base, run*g, rw(0)))
 		for _, h := range hs {
-			if err := e.b.Release(h); err != nil && releaseErr == nil {
-				releaseErr = err
-			}
+			keepFirst(&releaseErr, e.b.Release(h))
 		}
 	}
 	e.c.check(t, "planes/map-a-run-page-by-page", mapErr)
@@ -53,9 +47,7 @@ func testPlanes(t *testing.T, e *env) {
 	var writeErr error
 	for p := range bases {
 		for i := range run {
-			if err := e.b.CopyHtoD(0, page(p, i), Pattern(byte(p*run+i), int(g))); err != nil && writeErr == nil {
-				writeErr = err
-			}
+			keepFirst(&writeErr, e.b.CopyHtoD(0, page(p, i), Pattern(byte(p*run+i), int(g))))
 		}
 	}
 	e.c.observe(t, "planes/pages-after-release-read-back", readBack(e, bases, run, g, nil), writeErr)
@@ -70,17 +62,21 @@ func testPlanes(t *testing.T, e *env) {
 	e.c.check(t, "planes/map-a-fresh-page-inside-the-run", j.mapAt(mid, g, 0, h))
 	e.c.check(t, "planes/set-access-of-the-fresh-page", e.b.SetAccess(mid, g, rw(0)))
 	noError(t, e.b.Release(h))
-	fresh := Pattern(0xfe, int(g))
-	noError(t, e.b.CopyHtoD(0, mid, fresh))
+	fresh := j.mustWrite(mid, 0xfe, int(g))
 	e.c.observe(t, "planes/run-with-a-fresh-page-reads-back", readBack(e, bases, run, g, map[cu.DevicePtr][]byte{mid: fresh}), nil)
 	// A trim: one unmap per plane over the whole run of separate mappings.
 	var unmapErr error
 	for _, base := range bases {
-		if err := e.b.Unmap(base, run*g); err != nil && unmapErr == nil {
-			unmapErr = err
-		}
+		keepFirst(&unmapErr, e.b.Unmap(base, run*g))
 	}
 	e.c.check(t, "planes/one-unmap-over-a-run-of-mappings", unmapErr)
+}
+
+// keepFirst keeps in *first the first error of a run of calls.
+func keepFirst(first *error, err error) {
+	if *first == nil {
+		*first = err
+	}
 }
 
 // readBack reads every page of the planes and says "as written" or where it first differs

@@ -51,13 +51,8 @@ func (c ptrCase) describe(a cu.PointerAttributes) string {
 		set(a.BufferID), set(a.MemoryBlockID), a.Refused)
 }
 
-// query records the attributes of addr, asked from device 0, under name.
-func (e *env) query(t *testing.T, name string, c ptrCase, addr cu.DevicePtr) cu.PointerAttributes {
-	t.Helper()
-	return e.queryFrom(t, name, 0, c, addr)
-}
-
-func (e *env) queryFrom(t *testing.T, name string, dev int, c ptrCase, addr cu.DevicePtr) cu.PointerAttributes {
+// query records the attributes of addr, asked from device dev, under name.
+func (e *env) query(t *testing.T, name string, dev int, c ptrCase, addr cu.DevicePtr) cu.PointerAttributes {
 	t.Helper()
 	a, err := e.b.PointerAttributes(dev, addr)
 	var fact string
@@ -83,31 +78,30 @@ func (e *env) mapped(j *janitor, prop *cu.MemAllocationProp, size uint64, grant 
 	return h, c
 }
 
-func sameOrNot(a, b uint64) string {
-	if a == b {
-		return "same"
-	}
-	return "differs"
+// sameIDs says which ids two addresses' attributes share.
+func sameIDs(a, b cu.PointerAttributes) string {
+	return "buffer-id " + either(a.BufferID == b.BufferID, "same", "differs") +
+		", block-id " + either(a.MemoryBlockID == b.MemoryBlockID, "same", "differs")
 }
 
 func testPointer(t *testing.T, e *env) {
 	t.Run("device-memory", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		_, c := e.mapped(j, e.prop(0), e.g, true)
-		start := e.query(t, "pointer/vmm-mapping-start", c, c.mp)
-		inner := e.query(t, "pointer/vmm-inner-address", c, c.mp+4097)
-		e.c.observe(t, "pointer/ids-start-vs-inner", "buffer-id "+sameOrNot(start.BufferID, inner.BufferID)+", block-id "+sameOrNot(start.MemoryBlockID, inner.MemoryBlockID), nil)
-		e.query(t, "pointer/reservation-start-unmapped", c, c.resv)
-		e.query(t, "pointer/past-mapping-unmapped", c, c.mp+cu.DevicePtr(e.g))
-		noError(t, e.b.SetAccess(c.mp, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
-		e.query(t, "pointer/read-only", c, c.mp)
+		start := e.query(t, "pointer/vmm-mapping-start", 0, c, c.mp)
+		inner := e.query(t, "pointer/vmm-inner-address", 0, c, c.mp+4097)
+		e.c.observe(t, "pointer/ids-start-vs-inner", sameIDs(start, inner), nil)
+		e.query(t, "pointer/reservation-start-unmapped", 0, c, c.resv)
+		e.query(t, "pointer/past-mapping-unmapped", 0, c, c.mp+cu.DevicePtr(e.g))
+		noError(t, e.b.SetAccess(c.mp, e.g, access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_READ)))
+		e.query(t, "pointer/read-only", 0, c, c.mp)
 		_, err := e.b.PointerAttributes(e.ndev+5, c.mp)
 		e.c.check(t, "pointer/bad-device", err)
 	})
 	t.Run("no-access", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		_, c := e.mapped(j, e.prop(0), e.g, false)
-		e.query(t, "pointer/mapped-without-access", c, c.mp)
+		e.query(t, "pointer/mapped-without-access", 0, c, c.mp)
 	})
 	t.Run("alias", func(t *testing.T) {
 		// One allocation mapped twice: which ids are the allocation's and which the mapping's.
@@ -118,55 +112,50 @@ func testPointer(t *testing.T, e *env) {
 		noError(t, e.b.SetAccess(second, e.g, rw(0)))
 		a, err := e.b.PointerAttributes(0, c.mp)
 		noError(t, err)
-		b := e.query(t, "pointer/second-mapping", ptrCase{resv: c.resv, rsize: c.rsize, mp: second, msize: e.g}, second)
-		e.c.observe(t, "pointer/ids-two-mappings", "buffer-id "+sameOrNot(a.BufferID, b.BufferID)+", block-id "+sameOrNot(a.MemoryBlockID, b.MemoryBlockID), nil)
+		b := e.query(t, "pointer/second-mapping", 0, ptrCase{resv: c.resv, rsize: c.rsize, mp: second, msize: e.g}, second)
+		e.c.observe(t, "pointer/ids-two-mappings", sameIDs(a, b), nil)
 	})
 	t.Run("unmapped-after-unmap", func(t *testing.T) {
 		j := newJanitor(t, e.b)
 		_, c := e.mapped(j, e.prop(0), e.g, true)
 		noError(t, e.b.Unmap(c.mp, e.g))
-		e.query(t, "pointer/after-unmap", c, c.mp)
+		e.query(t, "pointer/after-unmap", 0, c, c.mp)
 	})
 	t.Run("unreserved", func(t *testing.T) {
 		// Reserve and free a range: nothing is reserved there any more.
 		va, err := e.b.Reserve(e.g, 0, 0, 0)
 		noError(t, err)
 		noError(t, e.b.Free(va, e.g))
-		e.query(t, "pointer/freed-reservation", ptrCase{}, va)
+		e.query(t, "pointer/freed-reservation", 0, ptrCase{}, va)
 	})
 	t.Run("posix-fd", func(t *testing.T) {
-		if !e.posixFD() {
-			t.Skip("device 0 has no POSIX file descriptor handles")
-		}
+		skipIf(t, !e.posixFD(), "device 0 has no POSIX file descriptor handles")
 		j := newJanitor(t, e.b)
 		p := e.prop(0)
 		p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 		h, c := e.mapped(j, p, e.g, true)
-		e.query(t, "pointer/posix-fd", c, c.mp)
+		e.query(t, "pointer/posix-fd", 0, c, c.mp)
 		if runtime.GOOS != "linux" {
 			return
 		}
 		// The same memory imported from its descriptor and mapped again.
 		fd, err := e.b.ExportFD(h)
 		noError(t, err)
-		imp, err := e.b.ImportFD(fd)
+		imp, err := j.adopt(e.b.ImportFD(fd))
 		_ = os.NewFile(uintptr(fd), "exported").Close()
 		noError(t, err)
-		j.adopt(imp)
 		second := c.resv + cu.DevicePtr(2*e.g)
 		j.mustMap(second, e.g, 0, imp)
 		noError(t, e.b.SetAccess(second, e.g, rw(0)))
-		e.query(t, "pointer/posix-fd-imported", ptrCase{resv: c.resv, rsize: c.rsize, mp: second, msize: e.g}, second)
+		e.query(t, "pointer/posix-fd-imported", 0, ptrCase{resv: c.resv, rsize: c.rsize, mp: second, msize: e.g}, second)
 	})
 	t.Run("fabric", func(t *testing.T) {
-		if !e.caps.Fabric {
-			t.Skip("no IMEX channel: fabric memory cannot be created")
-		}
+		skipIf(t, !e.caps.Fabric, "no IMEX channel: fabric memory cannot be created")
 		j := newJanitor(t, e.b)
 		p := e.prop(0)
 		p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
 		_, c := e.mapped(j, p, e.g, true)
-		e.query(t, "pointer/fabric", c, c.mp)
+		e.query(t, "pointer/fabric", 0, c, c.mp)
 	})
 	t.Run("gpudirect-rdma", func(t *testing.T) {
 		if v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED); err != nil || v == 0 {
@@ -176,7 +165,7 @@ func testPointer(t *testing.T, e *env) {
 		p := e.prop(0)
 		p.GPUDirectRDMACapable = 1
 		_, c := e.mapped(j, p, e.g, true)
-		e.query(t, "pointer/gpudirect-rdma", c, c.mp)
+		e.query(t, "pointer/gpudirect-rdma", 0, c, c.mp)
 	})
 	t.Run("host-numa", func(t *testing.T) {
 		if v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED); err != nil || v == 0 {
@@ -187,19 +176,17 @@ func testPointer(t *testing.T, e *env) {
 		g, err := e.b.Granularity(p, cu.MEM_ALLOC_GRANULARITY_MINIMUM)
 		noError(t, err)
 		_, c := e.mapped(j, p, g, true)
-		e.query(t, "pointer/host-numa", c, c.mp)
+		e.query(t, "pointer/host-numa", 0, c, c.mp)
 	})
 	t.Run("other-device", func(t *testing.T) {
-		if e.ndev < 2 {
-			t.Skip("one device")
-		}
+		skipIf(t, e.ndev < 2, "one device")
 		if ok, err := e.b.CanAccessPeer(0, 1); err != nil || !ok {
 			t.Skipf("device 0 cannot access device 1 (%v)", err)
 		}
 		j := newJanitor(t, e.b)
 		_, c := e.mapped(j, e.prop(1), e.g, true) // device 0 may access memory of device 1
-		e.query(t, "pointer/other-device-from-0", c, c.mp)
-		e.queryFrom(t, "pointer/other-device-from-1", 1, c, c.mp)
+		e.query(t, "pointer/other-device-from-0", 0, c, c.mp)
+		e.query(t, "pointer/other-device-from-1", 1, c, c.mp)
 	})
 }
 

@@ -21,14 +21,6 @@ func needRecordedGranularity(t *testing.T, e *env) {
 	}
 }
 
-func devLoc(id int) cu.MemLocation {
-	return cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(id)}
-}
-
-func access(loc cu.MemLocation, f cu.MemAccessFlags) []cu.MemAccessDesc {
-	return []cu.MemAccessDesc{{Location: loc, Flags: f}}
-}
-
 // propString formats p field by field, as the recordings give allocation properties.
 func propString(p cu.MemAllocationProp) string {
 	return fmt.Sprintf("{Type:%d RequestedHandleTypes:%d Location:{Type:%d ID:%d} Win32HandleMetaData:%d CompressionType:%d GPUDirectRDMACapable:%d Usage:%d Reserved:%v}",
@@ -39,8 +31,7 @@ func propString(p cu.MemAllocationProp) string {
 // lands, and whether a hint was honoured, depends on what the process reserved before (an
 // H200 placed the same 64 KiB and 64 TiB reservations differently from one run of the
 // suite to the next): the placement/ cases record that in a controlled setting.
-func placed(va, hint cu.DevicePtr) string {
-	_ = hint
+func placed(va cu.DevicePtr) string {
 	return fmt.Sprintf("align2M=%v", va%(2*mib) == 0)
 }
 
@@ -49,48 +40,110 @@ func offset(name string, base, ptr cu.DevicePtr) string {
 	return fmt.Sprintf("%s%+d", name, int64(ptr)-int64(base))
 }
 
-// creator creates allocations as the sequences do: each result is a case, and the properties
-// of what was created are a second one ("as requested", or what the backend reports instead).
-// Created allocations are released later, in order, each release a case of its own.
-type creator struct {
-	e     *env
-	j     *janitor
+// sequence replays a recorded sequence: each call is a case named group/name, and its
+// janitor undoes what the calls made.
+type sequence struct {
+	*janitor
+	c     *checker
 	group string
-	live  []struct {
-		name string
-		h    cu.MemHandle
-	}
+	live  []func() // the releases of what create made, for releaseAll
 }
 
-func (c *creator) create(t *testing.T, name string, size uint64, p cu.MemAllocationProp, flags uint64) cu.MemHandle {
-	t.Helper()
-	h, err := c.e.b.Create(size, &p, flags)
-	c.e.c.check(t, c.group+"/create-"+name, err)
+func (e *env) sequence(t *testing.T, group string) *sequence {
+	return &sequence{janitor: newJanitor(t, e.b), c: e.c, group: group}
+}
+
+func (s *sequence) check(name string, err error) {
+	s.t.Helper()
+	s.c.check(s.t, s.group+"/"+name, err)
+}
+
+func (s *sequence) checkValue(name string, err error, value string) {
+	s.t.Helper()
+	s.c.checkValue(s.t, s.group+"/"+name, err, value)
+}
+
+func (s *sequence) observe(name, fact string) {
+	s.t.Helper()
+	s.c.observe(s.t, s.group+"/"+name, fact, nil)
+}
+
+// mapping maps h as the case map-name; the janitor unmaps what was mapped.
+func (s *sequence) mapping(name string, ptr cu.DevicePtr, size, off uint64, h cu.MemHandle, flags uint64) {
+	s.t.Helper()
+	err := s.b.Map(ptr, size, off, h, flags)
+	if err == nil {
+		s.steps = append(s.steps, func() { _ = s.b.Unmap(ptr, size) })
+	}
+	s.check("map-"+name, err)
+}
+
+func (s *sequence) unmap(name string, ptr cu.DevicePtr, size uint64) {
+	s.t.Helper()
+	s.check("unmap-"+name, s.b.Unmap(ptr, size))
+}
+
+func (s *sequence) free(name string, va cu.DevicePtr, size uint64) {
+	s.t.Helper()
+	s.check("free-"+name, s.b.Free(va, size))
+}
+
+func (s *sequence) getAccess(name string, loc cu.MemLocation, ptr cu.DevicePtr) {
+	s.t.Helper()
+	f, err := s.b.GetAccess(loc, ptr)
+	s.checkValue("get-access-"+name, err, fmt.Sprintf("%d", f))
+}
+
+func (s *sequence) setAccess(name string, ptr cu.DevicePtr, size uint64, d []cu.MemAccessDesc) {
+	s.t.Helper()
+	s.check("set-access-"+name, s.b.SetAccess(ptr, size, d))
+}
+
+// addressRange records the range ptr lies in, its base as an offset from reservation ref.
+func (s *sequence) addressRange(name string, ptr cu.DevicePtr, refName string, ref cu.DevicePtr) {
+	s.t.Helper()
+	base, size, err := s.b.AddressRange(ptr)
+	s.checkValue("address-range-"+name, err, fmt.Sprintf("base=%s size=%d", offset(refName, ref, base), size))
+}
+
+// create creates an allocation as the case create-name, and records its properties as a
+// second case ("as requested", or what the backend reports instead). releaseAll releases
+// what it made, in order, each release a case of its own.
+func (s *sequence) create(name string, size uint64, p cu.MemAllocationProp, flags uint64) cu.MemHandle {
+	s.t.Helper()
+	h, err := s.adopt(s.b.Create(size, &p, flags))
+	s.check("create-"+name, err)
 	if err != nil {
 		return 0
 	}
-	c.j.adopt(h)
-	got, err := c.e.b.Properties(h)
+	got, err := s.b.Properties(h)
 	switch {
 	case err != nil:
-		c.e.c.check(t, c.group+"/create-"+name+"-properties", err)
+		s.check("create-"+name+"-properties", err)
 	case got == p:
-		c.e.c.observe(t, c.group+"/create-"+name+"-properties", "as requested", nil)
+		s.observe("create-"+name+"-properties", "as requested")
 	default:
-		c.e.c.observe(t, c.group+"/create-"+name+"-properties", propString(got), nil)
+		s.observe("create-"+name+"-properties", propString(got))
 	}
-	c.live = append(c.live, struct {
-		name string
-		h    cu.MemHandle
-	}{name, h})
+	s.live = append(s.live, func() {
+		s.t.Helper()
+		s.check("release-"+name, s.b.Release(h))
+	})
 	return h
 }
 
-// releaseAll releases what create made, in order, each a case.
-func (c *creator) releaseAll(t *testing.T) {
-	t.Helper()
-	for _, l := range c.live {
-		c.e.c.check(t, c.group+"/release-"+l.name, c.e.b.Release(l.h))
+// releaseNow releases at once a handle a call made, and returns the call's error.
+func (s *sequence) releaseNow(h cu.MemHandle, err error) error {
+	if err == nil {
+		_ = s.b.Release(h)
 	}
-	c.live = nil
+	return err
+}
+
+func (s *sequence) releaseAll() {
+	s.t.Helper()
+	for _, release := range s.live {
+		release()
+	}
+	s.live = nil
 }

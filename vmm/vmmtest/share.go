@@ -11,18 +11,12 @@ import (
 
 func testShare(t *testing.T, e *env) {
 	needLinux(t)
-	if !e.posixFD() {
-		t.Skip("device 0 has no POSIX file descriptor handles")
-	}
+	skipIf(t, !e.posixFD(), "device 0 has no POSIX file descriptor handles")
 	j := newJanitor(t, e.b)
 	p := e.prop(0)
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	h := j.mustCreate(e.g, p)
-	va := j.mustReserve(e.g)
-	j.mustMap(va, e.g, 0, h)
-	noError(t, e.b.SetAccess(va, e.g, rw(0)))
-	want := Pattern(7, int(e.g))
-	noError(t, e.b.CopyHtoD(0, va, want))
+	h, va := j.mustBuffer(e.g, p)
+	want := j.mustWrite(va, 7, int(e.g))
 
 	fd, err := e.b.ExportFD(h)
 	e.c.check(t, "share/export-fd", err)
@@ -33,16 +27,14 @@ func testShare(t *testing.T, e *env) {
 	f := os.NewFile(uintptr(fd), "exported")
 	defer f.Close()
 
-	imp, err := e.b.ImportFD(fd)
+	imp, err := j.adopt(e.b.ImportFD(fd))
 	e.c.check(t, "share/import-fd-same-process", err)
 	noError(t, err)
-	j.adopt(imp)
 	t.Logf("imported handle equals the original: %v", imp == h)
 	got, err := e.b.Properties(imp)
 	noError(t, err)
 	equal(t, p.Location, got.Location)
-	iva := j.mustReserve(e.g)
-	j.mustMap(iva, e.g, 0, imp)
+	iva := j.mustMapping(imp, e.g)
 	noError(t, e.b.SetAccess(iva, e.g, rw(0)))
 	requireBytes(t, e.b, 0, iva, want)
 
@@ -54,12 +46,8 @@ func testShare(t *testing.T, e *env) {
 	// the open file, or its file; a second allocation's export and a second export of the
 	// first say which.
 	second := j.mustCreate(e.g, p)
-	fd2, err := e.b.ExportFD(second)
-	noError(t, err)
-	defer os.NewFile(uintptr(fd2), "exported").Close()
-	fd3, err := e.b.ExportFD(h)
-	noError(t, err)
-	defer os.NewFile(uintptr(fd3), "exported").Close()
+	fd2 := j.mustExportFD(second)
+	fd3 := j.mustExportFD(h)
 	var files [3]string
 	for i, d := range []int{fd, fd2, fd3} {
 		files[i], err = fileOf(d)
@@ -76,21 +64,14 @@ func testShare(t *testing.T, e *env) {
 
 	// An export outlives the exporter's handle and mapping: the descriptor still imports
 	// the allocation, bytes and all.
-	lone := j.mustCreate(e.g, p)
-	lva := j.mustReserve(e.g)
-	j.mustMap(lva, e.g, 0, lone)
-	noError(t, e.b.SetAccess(lva, e.g, rw(0)))
-	lonely := Pattern(9, int(e.g))
-	noError(t, e.b.CopyHtoD(0, lva, lonely))
-	lfd, err := e.b.ExportFD(lone)
-	noError(t, err)
-	defer os.NewFile(uintptr(lfd), "exported").Close()
+	lone, lva := j.mustBuffer(e.g, p)
+	lonely := j.mustWrite(lva, 9, int(e.g))
+	lfd := j.mustExportFD(lone)
 	noError(t, e.b.Unmap(lva, e.g))
 	noError(t, e.b.Release(lone))
-	again, err := e.b.ImportFD(lfd)
+	again, err := j.adopt(e.b.ImportFD(lfd))
 	e.c.check(t, "share/import-after-release", err)
 	if err == nil {
-		j.adopt(again)
 		j.mustMap(lva, e.g, 0, again)
 		noError(t, e.b.SetAccess(lva, e.g, rw(0)))
 		requireBytes(t, e.b, 0, lva, lonely)
@@ -113,10 +94,7 @@ func testShare(t *testing.T, e *env) {
 	devnull, err := os.Open(os.DevNull)
 	noError(t, err)
 	defer devnull.Close()
-	h2, err := e.b.ImportFD(int(devnull.Fd()))
-	if err == nil {
-		j.adopt(h2)
-	}
+	_, err = j.adopt(e.b.ImportFD(int(devnull.Fd())))
 	e.c.check(t, "share/import-non-cuda-fd", err)
 	_, err = e.b.ExportWin32(h, cu.MEM_HANDLE_TYPE_WIN32)
 	e.c.check(t, "share/export-win32-on-linux", err)
@@ -128,9 +106,7 @@ func testShare(t *testing.T, e *env) {
 func testFabric(t *testing.T, e *env) {
 	v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)
 	noError(t, err)
-	if v == 0 {
-		t.Skip("device 0 has no fabric handle support")
-	}
+	skipIf(t, v == 0, "device 0 has no fabric handle support")
 	j := newJanitor(t, e.b)
 	p := e.prop(0)
 	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
@@ -145,32 +121,27 @@ func testFabric(t *testing.T, e *env) {
 	va := j.mustReserve(2 * e.g)
 	j.mustMap(va, e.g, 0, h)
 	noError(t, e.b.SetAccess(va, e.g, rw(0)))
-	want := Pattern(11, int(e.g))
-	noError(t, e.b.CopyHtoD(0, va, want))
+	want := j.mustWrite(va, 11, int(e.g))
 
 	fh, err := e.b.ExportFabric(h)
 	e.c.check(t, "fabric/export", err)
 	noError(t, err)
 	notEqual(t, cu.MemFabricHandle{}, fh)
 	again, err := e.b.ExportFabric(h)
-	e.c.checkValue(t, "fabric/export-twice", err, sameness(again == fh, "handle"))
+	e.c.checkValue(t, "fabric/export-twice", err, either(again == fh, "the same handle", "another handle"))
 	_, err = e.b.ExportFD(h)
 	e.c.check(t, "fabric/export-fd-not-requested", err)
 
-	imp, err := e.b.ImportFabric(fh)
-	e.c.checkValue(t, "fabric/import-same-process", err, sameness(imp == h, "allocation handle"))
+	imp, err := j.adopt(e.b.ImportFabric(fh))
+	e.c.checkValue(t, "fabric/import-same-process", err, either(imp == h, "the same allocation handle", "another allocation handle"))
 	noError(t, err)
-	j.adopt(imp)
 	j.mustMap(va+cu.DevicePtr(e.g), e.g, 0, imp)
 	noError(t, e.b.SetAccess(va+cu.DevicePtr(e.g), e.g, rw(0)))
 	requireBytes(t, e.b, 0, va+cu.DevicePtr(e.g), want)
 
 	made := fh
 	made[len(made)-1] ^= 0xff
-	mi, err := e.b.ImportFabric(made)
-	if err == nil {
-		j.adopt(mi)
-	}
+	_, err = j.adopt(e.b.ImportFabric(made))
 	e.c.check(t, "fabric/import-one-byte-changed", err)
 	_, err = e.b.ImportFabric(cu.MemFabricHandle{1, 2, 3})
 	e.c.check(t, "fabric/import-made-up", err)
@@ -181,10 +152,7 @@ func testFabric(t *testing.T, e *env) {
 	gfh, err := e.b.ExportFabric(gone)
 	noError(t, e.b.Release(gone))
 	noError(t, err)
-	gi, err := e.b.ImportFabric(gfh)
-	if err == nil {
-		j.adopt(gi)
-	}
+	_, err = j.adopt(e.b.ImportFabric(gfh))
 	e.c.check(t, "fabric/import-after-release", err)
 
 	both := *p
@@ -201,27 +169,15 @@ func testFabric(t *testing.T, e *env) {
 		e.c.check(t, "fabric/export-fabric-of-both", err)
 	}
 	t.Run("child", func(t *testing.T) {
-		if !e.caps.CrossProcess {
-			t.Skip("not declared: Capabilities.CrossProcess")
-		}
+		skipIf(t, !e.caps.CrossProcess, "not declared: Capabilities.CrossProcess")
 		e.c.check(t, "fabric/import-in-child", exchangeFabric(t, e, fh, e.g, va))
 	})
-}
-
-// sameness is the fact of a case that asks whether two values are equal.
-func sameness(same bool, what string) string {
-	if same {
-		return "the same " + what
-	}
-	return "another " + what
 }
 
 // testPeer checks peer access for every ordered pair of devices (the recorded rules are
 // the same for each pair).
 func testPeer(t *testing.T, e *env) {
-	if e.ndev < 2 {
-		t.Skip("one device")
-	}
+	skipIf(t, e.ndev < 2, "one device")
 	for a := range e.ndev {
 		for b := range e.ndev {
 			if a != b {
@@ -243,47 +199,38 @@ func testPeerPair(t *testing.T, e *env, a, b int) {
 		t.Skipf("device %d cannot access device %d", a, b)
 	}
 	j := newJanitor(t, e.b)
-	h := j.mustCreate(e.g, e.prop(a))
-	va := j.mustReserve(e.g)
-	j.mustMap(va, e.g, 0, h)
+	va := j.mustMapping(j.mustCreate(e.g, e.prop(a)), e.g)
 	e.c.check(t, "peer/grant-both", e.b.SetAccess(va, e.g, append(rw(a), rw(b)...)))
 	want := Pattern(byte(8+a*16+b), int(e.g))
 	noError(t, e.b.CopyHtoD(b, va, want), "write from the peer's context")
 	requireBytes(t, e.b, a, va, want)
 	requireBytes(t, e.b, b, va, want)
-	f, err := e.b.GetAccess(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(b)}, va)
+	f, err := e.b.GetAccess(devLoc(b), va)
 	noError(t, err)
 	equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, f)
 	// Memory on device b, filled by device a's copy.
-	hb := j.mustCreate(e.g, e.prop(b))
-	vb := j.mustReserve(e.g)
-	j.mustMap(vb, e.g, 0, hb)
+	vb := j.mustMapping(j.mustCreate(e.g, e.prop(b)), e.g)
 	noError(t, e.b.SetAccess(vb, e.g, append(rw(b), rw(a)...)))
 	noError(t, e.b.CopyDtoD(a, vb, va, e.g), "device a copies its memory into device b's")
 	requireBytes(t, e.b, b, vb, want)
 	// read-only for the peer
-	e.c.check(t, "peer/read-only", e.b.SetAccess(vb, e.g, []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(a)}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READ}}))
+	e.c.check(t, "peer/read-only", e.b.SetAccess(vb, e.g, access(devLoc(a), cu.MEM_ACCESS_FLAGS_PROT_READ)))
 	requireBytes(t, e.b, a, vb, want)
 }
 
 func testMulticast(t *testing.T, e *env) {
-	if !e.caps.Multicast {
-		t.Skip("not declared: Capabilities.Multicast (never on shared GPU machines)")
-	}
+	skipIf(t, !e.caps.Multicast, "not declared: Capabilities.Multicast (never on shared GPU machines)")
 	v, err := e.b.Attribute(0, cu.DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED)
 	noError(t, err)
-	if v == 0 {
-		t.Skip("device 0 has no multicast")
-	}
+	skipIf(t, v == 0, "device 0 has no multicast")
 	n := min(e.ndev, 2)
 	prop := &cu.MulticastObjectProp{NumDevices: uint32(n), HandleTypes: 0}
 	mg, err := e.b.MulticastGranularity(prop, cu.MULTICAST_GRANULARITY_MINIMUM)
 	noError(t, err)
 	prop.Size = mg
 	j := newJanitor(t, e.b)
-	mc, err := e.b.MulticastCreate(prop)
+	mc, err := j.adopt(e.b.MulticastCreate(prop))
 	noError(t, err)
-	j.adopt(mc)
 	mem := j.mustCreate(mg, e.prop(0))
 	// Binding before every device is added is refused.
 	noError(t, e.b.MulticastAddDevice(mc, 0))
@@ -292,26 +239,22 @@ func testMulticast(t *testing.T, e *env) {
 		noError(t, e.b.MulticastAddDevice(mc, 1))
 	}
 	noError(t, e.b.MulticastBindMem(mc, 0, mem, 0, mg, 0))
-	var mems []cu.MemHandle
-	mems = append(mems, mem)
+	mems := []cu.MemHandle{mem}
 	for d := 1; d < n; d++ {
 		m := j.mustCreate(mg, e.prop(d))
 		noError(t, e.b.MulticastBindMem(mc, 0, m, 0, mg, 0))
 		mems = append(mems, m)
 	}
 	// A mapping of the multicast object writes every replica.
-	va := j.mustReserve(mg)
-	j.mustMap(va, mg, 0, mc)
+	va := j.mustMapping(mc, mg)
 	var desc []cu.MemAccessDesc
 	for d := range n {
 		desc = append(desc, rw(d)...)
 	}
 	noError(t, e.b.SetAccess(va, mg, desc))
-	want := Pattern(9, 4096)
-	noError(t, e.b.CopyHtoD(0, va, want))
+	want := j.mustWrite(va, 9, 4096)
 	for d, m := range mems {
-		r := j.mustReserve(mg)
-		j.mustMap(r, mg, 0, m)
+		r := j.mustMapping(m, mg)
 		noError(t, e.b.SetAccess(r, mg, rw(d)))
 		requireBytes(t, e.b, d, r, want)
 	}

@@ -52,16 +52,20 @@ type env struct {
 	gRec uint64 // recommended granularity of device 0
 }
 
+// prop is pinned memory on device dev.
 func (e *env) prop(dev int) *cu.MemAllocationProp {
-	return &cu.MemAllocationProp{
-		Type:     cu.MEM_ALLOCATION_TYPE_PINNED,
-		Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)},
-	}
+	return &cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: devLoc(dev)}
 }
 
-func rw(dev int) []cu.MemAccessDesc {
-	return []cu.MemAccessDesc{{Location: cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}, Flags: cu.MEM_ACCESS_FLAGS_PROT_READWRITE}}
+func devLoc(dev int) cu.MemLocation {
+	return cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_DEVICE, ID: int32(dev)}
 }
+
+func access(loc cu.MemLocation, f cu.MemAccessFlags) []cu.MemAccessDesc {
+	return []cu.MemAccessDesc{{Location: loc, Flags: f}}
+}
+
+func rw(dev int) []cu.MemAccessDesc { return access(devLoc(dev), cu.MEM_ACCESS_FLAGS_PROT_READWRITE) }
 
 // Run drives the backend newBackend makes through the whole API. newBackend is called once.
 func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
@@ -77,9 +81,7 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 	b := newBackend(t)
 	n, err := b.DeviceCount()
 	noError(t, err)
-	if n == 0 {
-		t.Skip("vmmtest: backend has no device")
-	}
+	skipIf(t, n == 0, "vmmtest: backend has no device")
 	info, err := b.Device(0)
 	noError(t, err)
 	if ok, err := b.Attribute(0, cu.DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED); err != nil || ok == 0 {
@@ -153,7 +155,13 @@ func Run(t *testing.T, newBackend NewBackend, caps Capabilities) {
 }
 
 func needLinux(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("POSIX file descriptors: Linux only")
+	skipIf(t, runtime.GOOS != "linux", "POSIX file descriptors: Linux only")
+}
+
+// skipIf skips the test, saying why, when cond holds.
+func skipIf(t *testing.T, cond bool, why string) {
+	t.Helper()
+	if cond {
+		t.Skip(why)
 	}
 }

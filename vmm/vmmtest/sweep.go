@@ -15,10 +15,11 @@ import (
 func testSweep(t *testing.T, e *env) {
 	needRecordedGranularity(t, e)
 	n := e.ndev
+	s := e.sequence(t, "sweep")
 	_, err := e.b.Device(n)
-	e.c.check(t, "sweep/device-ordinal-count", err)
+	s.check("device-ordinal-count", err)
 	_, err = e.b.Device(-1)
-	e.c.check(t, "sweep/device-ordinal-negative", err)
+	s.check("device-ordinal-negative", err)
 	for _, a := range []struct {
 		name string
 		attr cu.DeviceAttribute
@@ -33,60 +34,69 @@ func testSweep(t *testing.T, e *env) {
 		{"gpudirect-rdma-with-vmm", cu.DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED},
 	} {
 		_, err := e.b.Attribute(0, a.attr)
-		e.c.check(t, "sweep/attribute-"+a.name, err)
+		s.check("attribute-"+a.name, err)
 	}
 	_, err = e.b.Attribute(n, cu.DEVICE_ATTRIBUTE_WARP_SIZE)
-	e.c.check(t, "sweep/attribute-ordinal-count", err)
+	s.check("attribute-ordinal-count", err)
 	_, err = e.b.Attribute(0, cu.DeviceAttribute(100000))
-	e.c.check(t, "sweep/attribute-100000", err)
+	s.check("attribute-100000", err)
 	_, err = e.b.Attribute(0, cu.DeviceAttribute(0))
-	e.c.check(t, "sweep/attribute-0", err)
+	s.check("attribute-0", err)
 	ok, err := e.b.CanAccessPeer(0, 0)
-	e.c.checkValue(t, "sweep/can-access-peer-self", err, fmt.Sprint(ok))
+	s.checkValue("can-access-peer-self", err, fmt.Sprint(ok))
 	_, err = e.b.CanAccessPeer(0, n)
-	e.c.check(t, "sweep/can-access-peer-ordinal-count", err)
+	s.check("can-access-peer-ordinal-count", err)
 	for a := cu.P2PAttribute(1); a <= 6; a++ {
 		v, err := e.b.P2PAttribute(a, 0, 0)
-		e.c.checkValue(t, fmt.Sprintf("sweep/p2p-attribute-%d-self", a), err, fmt.Sprint(v))
+		s.checkValue(fmt.Sprintf("p2p-attribute-%d-self", a), err, fmt.Sprint(v))
 	}
 
 	prop := cu.MemAllocationProp{Type: cu.MEM_ALLOCATION_TYPE_PINNED, Location: devLoc(0)}
 	gr := func(name string, p cu.MemAllocationProp, o cu.MemAllocationGranularityFlags) {
 		t.Helper()
 		g, err := e.b.Granularity(&p, o)
-		e.c.checkValue(t, "sweep/granularity-"+name, err, sizeName(g))
+		s.checkValue("granularity-"+name, err, sizeName(g))
 	}
 	gr("min", prop, 0)
 	gr("recommended", prop, 1)
 	gr("option-2", prop, 2)
 	_, err = e.b.Granularity(nil, 0)
-	e.c.check(t, "sweep/granularity-nil", err)
-	q := prop
-	q.Type = cu.MEM_ALLOCATION_TYPE_MANAGED
-	gr("managed", q, 0)
-	q.Type = 0
-	gr("invalid-type", q, 0)
-	q = prop
-	q.Location = devLoc(n)
-	gr("device-ordinal-count", q, 0)
-	q.Location = devLoc(-1)
-	gr("device-negative", q, 0)
-	q.Location = cu.MemLocation{}
-	gr("location-invalid", q, 0)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}
-	gr("host", q, 0)
-	gr("host-recommended", q, 1)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA}
-	gr("host-numa", q, 0)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA_CURRENT}
-	gr("host-numa-current", q, 0)
-	q = prop
-	q.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_FABRIC
-	gr("handle-type-fabric", q, 0)
-	q.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-	gr("handle-type-posix-fd", q, 0)
-	q.RequestedHandleTypes = 0x10
-	gr("handle-type-0x10", q, 0)
+	s.check("granularity-nil", err)
+	type variant struct {
+		name string
+		p    cu.MemAllocationProp
+	}
+	with := func(mod func(q *cu.MemAllocationProp)) cu.MemAllocationProp {
+		q := prop
+		mod(&q)
+		return q
+	}
+	at := func(l cu.MemLocation) cu.MemAllocationProp {
+		return with(func(q *cu.MemAllocationProp) { q.Location = l })
+	}
+	// One field wrong at a time, asked both for a granularity and to create.
+	wrong := []variant{
+		{"managed", with(func(q *cu.MemAllocationProp) { q.Type = cu.MEM_ALLOCATION_TYPE_MANAGED })},
+		{"invalid-type", with(func(q *cu.MemAllocationProp) { q.Type = 0 })},
+		{"device-ordinal-count", at(devLoc(n))},
+		{"device-negative", at(devLoc(-1))},
+		{"location-invalid", at(cu.MemLocation{})},
+		{"host", at(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST})},
+		{"host-numa", at(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA})},
+		{"host-numa-current", at(cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA_CURRENT})},
+	}
+	for _, w := range wrong {
+		gr(w.name, w.p, 0)
+		if w.name == "host" {
+			gr("host-recommended", w.p, 1)
+		}
+	}
+	handles := func(ht cu.MemHandleType) cu.MemAllocationProp {
+		return with(func(q *cu.MemAllocationProp) { q.RequestedHandleTypes = ht })
+	}
+	gr("handle-type-fabric", handles(cu.MEM_HANDLE_TYPE_FABRIC), 0)
+	gr("handle-type-posix-fd", handles(cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), 0)
+	gr("handle-type-0x10", handles(0x10), 0)
 
 	// Multicast granularity was recorded on a device without multicast.
 	mcp := cu.MulticastObjectProp{NumDevices: 1, Size: 2 * mib}
@@ -94,81 +104,55 @@ func testSweep(t *testing.T, e *env) {
 	noError(t, err)
 	if mc == 0 {
 		g, err := e.b.MulticastGranularity(&mcp, 0)
-		e.c.checkValue(t, "sweep/multicast-granularity-min", err, sizeName(g))
+		s.checkValue("multicast-granularity-min", err, sizeName(g))
 		g, err = e.b.MulticastGranularity(&mcp, 1)
-		e.c.checkValue(t, "sweep/multicast-granularity-recommended", err, sizeName(g))
+		s.checkValue("multicast-granularity-recommended", err, sizeName(g))
 	}
 	_, err = e.b.MulticastGranularity(nil, 0)
-	e.c.check(t, "sweep/multicast-granularity-nil", err)
+	s.check("multicast-granularity-nil", err)
 	if mc == 0 {
 		mcp.NumDevices = 0
 		_, err = e.b.MulticastGranularity(&mcp, 0)
-		e.c.check(t, "sweep/multicast-granularity-no-devices", err)
+		s.check("multicast-granularity-no-devices", err)
 	} else {
 		t.Log("device 0 has multicast: the multicast granularity sweep was recorded without")
 	}
 
-	j := newJanitor(t, e.b)
-	cr := &creator{e: e, j: j, group: "sweep"}
-	cr.create(t, "size-0", 0, prop, 0)
-	cr.create(t, "size-1", 1, prop, 0)
-	cr.create(t, "size-64KiB", 64<<10, prop, 0)
-	cr.create(t, "size-2MiB-plus-64KiB", 2*mib+64<<10, prop, 0)
-	cr.create(t, "flags-1", 2*mib, prop, 1)
-	q = prop
-	q.Type = cu.MEM_ALLOCATION_TYPE_MANAGED
-	cr.create(t, "managed", 2*mib, q, 0)
-	q.Type = 0
-	cr.create(t, "invalid-type", 2*mib, q, 0)
-	q = prop
-	q.Location = devLoc(n)
-	cr.create(t, "device-ordinal-count", 2*mib, q, 0)
-	q.Location = devLoc(-1)
-	cr.create(t, "device-negative", 2*mib, q, 0)
-	q.Location = cu.MemLocation{}
-	cr.create(t, "location-invalid", 2*mib, q, 0)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST}
-	cr.create(t, "host", 2*mib, q, 0)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA}
-	cr.create(t, "host-numa", 2*mib, q, 0)
-	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA_CURRENT}
-	cr.create(t, "host-numa-current", 2*mib, q, 0)
+	s.create("size-0", 0, prop, 0)
+	s.create("size-1", 1, prop, 0)
+	s.create("size-64KiB", 64<<10, prop, 0)
+	s.create("size-2MiB-plus-64KiB", 2*mib+64<<10, prop, 0)
+	s.create("flags-1", 2*mib, prop, 1)
+	for _, w := range wrong {
+		s.create(w.name, 2*mib, w.p, 0)
+	}
 	for _, ht := range []cu.MemHandleType{1, 2, 4, 8, 9, 0x10} {
 		if ht&cu.MEM_HANDLE_TYPE_FABRIC != 0 && e.caps.Fabric {
 			t.Logf("handle type %#x: recorded without an IMEX channel", uint32(ht))
 			continue
 		}
-		q = prop
-		q.RequestedHandleTypes = ht
-		cr.create(t, fmt.Sprintf("handle-type-%#x", uint32(ht)), 2*mib, q, 0)
+		s.create(fmt.Sprintf("handle-type-%#x", uint32(ht)), 2*mib, handles(ht), 0)
 	}
-	q = prop
-	q.CompressionType = cu.MEM_ALLOCATION_COMP_GENERIC
-	cr.create(t, "compression-generic", 2*mib, q, 0)
-	q.CompressionType = 2
-	cr.create(t, "compression-2", 2*mib, q, 0)
-	q = prop
-	q.GPUDirectRDMACapable = 1
-	cr.create(t, "gpudirect-rdma-1", 2*mib, q, 0)
-	q.GPUDirectRDMACapable = 2
-	cr.create(t, "gpudirect-rdma-2", 2*mib, q, 0)
-	q = prop
-	q.Usage = 1
-	cr.create(t, "usage-1", 2*mib, q, 0)
-	q.Usage = 4
-	cr.create(t, "usage-4", 2*mib, q, 0)
-	q = prop
-	q.Reserved[0] = 1
-	cr.create(t, "reserved-bytes", 2*mib, q, 0)
-	cr.create(t, "1TiB", 1<<40, prop, 0)
-	cr.releaseAll(t)
+	for _, v := range []variant{
+		{"compression-generic", with(func(q *cu.MemAllocationProp) { q.CompressionType = cu.MEM_ALLOCATION_COMP_GENERIC })},
+		{"compression-2", with(func(q *cu.MemAllocationProp) { q.CompressionType = 2 })},
+		{"gpudirect-rdma-1", with(func(q *cu.MemAllocationProp) { q.GPUDirectRDMACapable = 1 })},
+		{"gpudirect-rdma-2", with(func(q *cu.MemAllocationProp) { q.GPUDirectRDMACapable = 2 })},
+		{"usage-1", with(func(q *cu.MemAllocationProp) { q.Usage = 1 })},
+		{"usage-4", with(func(q *cu.MemAllocationProp) { q.Usage = 4 })},
+		{"reserved-bytes", with(func(q *cu.MemAllocationProp) { q.Reserved[0] = 1 })},
+	} {
+		s.create(v.name, 2*mib, v.p, 0)
+	}
+	s.create("1TiB", 1<<40, prop, 0)
+	s.releaseAll()
 
 	rv := func(name string, size, align uint64, hint cu.DevicePtr, flags uint64) {
 		t.Helper()
 		va, err := e.b.Reserve(size, align, hint, flags)
-		e.c.checkValue(t, "sweep/reserve-"+name, err, placed(va, hint))
+		s.checkValue("reserve-"+name, err, placed(va))
 		if err == nil {
-			e.c.check(t, "sweep/free-"+name, e.b.Free(va, size))
+			s.free(name, va, size)
 		}
 	}
 	rv("size-0", 0, 0, 0, 0)

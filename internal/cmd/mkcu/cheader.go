@@ -64,6 +64,9 @@ var (
 	arrayRE     = regexp.MustCompile(`^(.*?)\s*\[\s*([^\[\]]+?)\s*\]$`)
 	bracketsRE  = regexp.MustCompile(`\[[^\[\]]*\]`)
 	sizeofRE    = regexp.MustCompile(`^sizeof\s*\(\s*(.+?)\s*\)$`)
+	// lenTermRE matches a term of an array length and the sign before it. A type in sizeof
+	// has no + or -.
+	lenTermRE = regexp.MustCompile(`([+-]?)\s*(sizeof\s*\([^()]*\)|[^+\-\s]+)`)
 )
 
 // parseCHeader reads the declarations of src.
@@ -203,21 +206,15 @@ func (h *cHeader) statement(st string) error {
 		if close < open {
 			return nil
 		}
-		head := strings.Fields(st[:open])
-		if len(head) == 0 {
+		head := append(strings.Fields(st[:open]), "", "") // kind and tag, "" where missing
+		kind, tag := head[0], head[1]
+		if kind != "struct" && kind != "union" && kind != "enum" {
 			return nil
 		}
-		kind := head[0]
-		tag := ""
-		if len(head) > 1 {
-			tag = head[1]
+		if tag == "" {
+			tag = h.anonTag()
 		}
-		switch kind {
-		case "struct", "union":
-			if tag == "" {
-				h.anon++
-				tag = fmt.Sprintf("anonymous·%d", h.anon)
-			}
+		if kind != "enum" {
 			s, err := h.parseMembers(st[open+1:close], kind == "union")
 			if err != nil {
 				// A struct this check cannot lay out only matters if a prototype uses it.
@@ -226,13 +223,6 @@ func (h *cHeader) statement(st string) error {
 			if _, seen := h.structs[tag]; !seen {
 				h.structs[tag] = s
 			}
-		case "enum":
-			if tag == "" {
-				h.anon++
-				tag = fmt.Sprintf("anonymous·%d", h.anon)
-			}
-		default:
-			return nil
 		}
 		if typedef {
 			for _, d := range strings.Split(st[close+1:], ",") {
@@ -258,14 +248,25 @@ func (h *cHeader) statement(st string) error {
 	return nil
 }
 
-// declare records the typedef of declarator d (a name, maybe with stars or an array
-// length) to type typ.
-func (h *cHeader) declare(typ, d string) {
+func (h *cHeader) anonTag() string {
+	h.anon++
+	return fmt.Sprintf("anonymous·%d", h.anon)
+}
+
+// stars moves the pointer stars that start declarator d onto the type typ.
+func stars(typ, d string) (string, string) {
 	d = strings.TrimSpace(d)
 	for strings.HasPrefix(d, "*") {
 		typ += " *"
 		d = strings.TrimSpace(d[1:])
 	}
+	return typ, d
+}
+
+// declare records the typedef of declarator d (a name, maybe with stars or an array
+// length) to type typ.
+func (h *cHeader) declare(typ, d string) {
+	typ, d = stars(typ, d)
 	if strings.Contains(d, "[") || !wordRE.MatchString(d) || wordRE.FindString(d) != d {
 		return // array typedefs are not used by the calls cu makes
 	}
@@ -284,8 +285,7 @@ func (h *cHeader) parseMembers(body string, union bool) (*cStruct, error) {
 			if len(head) == 0 || (head[0] != "struct" && head[0] != "union") {
 				return nil, fmt.Errorf("cannot read member %q", m)
 			}
-			h.anon++
-			tag := fmt.Sprintf("anonymous·%d", h.anon)
+			tag := h.anonTag()
 			inner, err := h.parseMembers(m[open+1:close], head[0] == "union")
 			if err != nil {
 				return nil, err
@@ -328,11 +328,7 @@ func (h *cHeader) parseMembers(body string, union bool) (*cStruct, error) {
 }
 
 func (h *cHeader) member(typ, d string) (cMember, error) {
-	d = strings.TrimSpace(d)
-	for strings.HasPrefix(d, "*") {
-		typ += " *"
-		d = strings.TrimSpace(d[1:])
-	}
+	typ, d = stars(typ, d)
 	mem := cMember{typ: strings.TrimSpace(typ), name: d}
 	if m := arrayRE.FindStringSubmatch(d); m != nil {
 		n, err := h.lenValue(m[2])
@@ -351,61 +347,31 @@ func (h *cHeader) member(typ, d string) (cMember, error) {
 // and sizeof(T), added and subtracted (CUcheckpointRestoreArgs's reserved is
 // "52 - sizeof(CUcheckpointGpuPair *)").
 func (h *cHeader) lenValue(s string) (int, error) {
-	total, sign := 0, 1
-	for _, term := range splitTerms(s) {
-		switch term {
-		case "-":
-			sign = -1
-			continue
-		case "+":
-			sign = 1
-			continue
-		}
+	total := 0
+	for _, m := range lenTermRE.FindAllStringSubmatch(s, -1) {
 		var v int
-		if m := sizeofRE.FindStringSubmatch(term); m != nil {
-			sh, err := h.shape(m[1])
+		if sz := sizeofRE.FindStringSubmatch(m[2]); sz != nil {
+			sh, err := h.shape(sz[1])
 			if err != nil {
 				return 0, fmt.Errorf("array length %q: %w", s, err)
 			}
 			v = sh.size
 		} else {
-			n, err := h.intValue(term)
+			n, err := h.intValue(m[2])
 			if err != nil {
 				return 0, err
 			}
 			v = n
 		}
-		total += sign * v
-		sign = 1
+		if m[1] == "-" {
+			v = -v
+		}
+		total += v
 	}
 	if total < 0 {
 		return 0, fmt.Errorf("array length %q is negative", s)
 	}
 	return total, nil
-}
-
-// splitTerms splits an array length at its top-level + and -.
-func splitTerms(s string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i, r := range s {
-		switch {
-		case r == '(':
-			depth++
-		case r == ')':
-			depth--
-		case (r == '+' || r == '-') && depth == 0:
-			if t := strings.TrimSpace(s[start:i]); t != "" {
-				out = append(out, t)
-			}
-			out = append(out, string(r))
-			start = i + 1
-		}
-	}
-	if t := strings.TrimSpace(s[start:]); t != "" {
-		out = append(out, t)
-	}
-	return out
 }
 
 // intValue is the value of an integer literal or of a macro that expands to one.

@@ -11,12 +11,10 @@ import (
 // The doc comments of generated constants: the header's doxygen turned into one-line
 // descriptions and "Deprecated:" notes.
 
-var deprecatedRE = regexp.MustCompile(`(?i)[\\@]deprecated\b|(^|[.!]\s+)Deprecated\b`)
-
-// isDeprecated reports whether a doc comment marks its enumerator deprecated: a doxygen
+// deprecatedRE matches what marks an enumerator deprecated in its doc comment: a doxygen
 // \deprecated command, or (the CUdevice_attribute convention) a sentence that starts with
 // "Deprecated".
-func isDeprecated(doc string) bool { return deprecatedRE.MatchString(doc) }
+var deprecatedRE = regexp.MustCompile(`(?i)[\\@]deprecated\b|(^|[.!]\s+)Deprecated\b`)
 
 var (
 	deprecatedCmdRE = regexp.MustCompile(`(?i)[\\@]deprecated\b\s*`)

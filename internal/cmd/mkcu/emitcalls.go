@@ -46,8 +46,6 @@ type plan struct {
 	fit    int   // elements of the []T that fit the frame; 0 when there is none
 }
 
-func words(n int) int { return (n + 7) / 8 }
-
 func planCall(c *call, fs frameShape) (plan, error) {
 	p := plan{word: make([]int, len(c.params))}
 	if c.cArgs() > fs.maxArgs {
@@ -64,7 +62,7 @@ func planCall(c *call, fs frameShape) (plan, error) {
 		for i, q := range c.params {
 			if q.kind == k {
 				p.word[i] = used
-				used += words(c.sizes[i])
+				used += (c.sizes[i] + 7) / 8 // in words
 			}
 		}
 	}
@@ -72,15 +70,13 @@ func planCall(c *call, fs frameShape) (plan, error) {
 		p.layout = layoutKeep
 		return p, nil
 	}
-	if s := c.slice(); s != nil {
-		for i, q := range c.params {
-			if q.kind == kindSlice {
-				p.word[i] = used
-				p.fit = (fs.words - used) * 8 / c.sizes[i]
+	for i, q := range c.params {
+		if q.kind == kindSlice {
+			p.word[i] = used
+			p.fit = (fs.words - used) * 8 / c.sizes[i]
+			if p.fit == 0 {
+				p.layout = layoutKeep
 			}
-		}
-		if p.fit == 0 {
-			p.layout = layoutKeep
 		}
 	}
 	return p, nil
@@ -129,19 +125,6 @@ func cCall(c *call) string {
 	return c.symbol + "(" + strings.Join(as, ", ") + ")"
 }
 
-// pinned returns the names of the driver values of c's handle parameters, by parameter.
-func pinned(c *call) map[int]string {
-	m := map[int]string{}
-	n := 0
-	for i, q := range c.params {
-		if q.kind == kindHandle {
-			m[i] = "drv" + strconv.Itoa(n)
-			n++
-		}
-	}
-	return m
-}
-
 // emitCall writes the function of c.
 func emitCall(w *writer, c *call, fs frameShape) error {
 	p, err := planCall(c, fs)
@@ -154,36 +137,29 @@ func emitCall(w *writer, c *call, fs frameShape) error {
 	}
 	w.p("// %s calls %s%s.", c.goName, cCall(c), how)
 	w.p("func %s(%s) %s {", c.goName, goParams(c.params), goResults(c))
-	drv := pinned(c)
+	drv := map[int]string{} // the driver value of each handle parameter
 	for i, q := range c.params {
 		if q.kind != kindHandle {
 			continue
 		}
-		n := strings.TrimPrefix(drv[i], "drv")
-		w.p("\tpin%s, drv%s, err := handles.pin(%s)", n, n, q.name)
+		n := len(drv)
+		drv[i] = "drv" + strconv.Itoa(n)
+		w.p("\tpin%d, drv%d, err := handles.pin(%s)", n, n, q.name)
 		w.p("\tif err != nil {")
 		w.p("\t\treturn")
 		w.p("\t}")
-		w.p("\tdefer pin%s.unpin()", n)
+		w.p("\tdefer pin%d.unpin()", n)
 	}
 	switch p.layout {
-	case layoutMany:
-		var as []string
-		for i, q := range c.params {
-			if q.kind == kindHandle {
-				as = append(as, "uintptr("+drv[i]+")")
-				continue
-			}
-			as = append(as, "uintptr("+q.name+")")
-		}
-		w.p("\treturn callN(%s, %s)", procName(c.symbol), strings.Join(as, ", "))
+	case layoutMany: // values and handles only, as callKeep takes them
+		w.p("\treturn callN(%s, %s)", procName(c.symbol), strings.Join(keepArgs(c, drv, nil), ", "))
 	case layoutKeep:
 		emitKeep(w, c, drv)
 	case layoutFrame:
 		if p.fit > 0 {
-			s := c.slice()
-			w.p("\tif len(%s) > %d {", s.name, p.fit)
-			emitKeepCall(w, c, drv, "\t\t")
+			// The []T fallback: a call with no out parameter.
+			w.p("\tif len(%s) > %d {", c.slice().name, p.fit)
+			w.p("\t\terr = callKeep(%s, %s)", procName(c.symbol), strings.Join(keepArgs(c, drv, nil), ", "))
 			w.p("\t\treturn")
 			w.p("\t}")
 		}
@@ -213,11 +189,6 @@ func keepArgs(c *call, drv map[int]string, outs map[int]string) []string {
 		}
 	}
 	return as
-}
-
-// emitKeepCall writes the callKeep of a call with no out parameter (the []T fallback).
-func emitKeepCall(w *writer, c *call, drv map[int]string, indent string) {
-	w.p("%serr = callKeep(%s, %s)", indent, procName(c.symbol), strings.Join(keepArgs(c, drv, nil), ", "))
 }
 
 func emitKeep(w *writer, c *call, drv map[int]string) {
@@ -304,7 +275,7 @@ func emitFrame(w *writer, c *call, p plan, drv map[int]string) {
 // emitCalls writes zcalls.go.
 func emitCalls(version int, calls []*call, fs frameShape) ([]byte, error) {
 	var w writer
-	w.headerFrom(version, protoFile)
+	w.header("cu", version, "cu/"+protoFile)
 	w.p("import \"unsafe\"")
 	w.p("")
 	w.p("// One function per prototype line of %s: each builds its call's frame and makes it,", protoFile)
@@ -328,13 +299,14 @@ func emitCalls(version int, calls []*call, fs frameShape) ([]byte, error) {
 // emitProcs writes zprocs.go: one proc per symbol, in the order of first use.
 func emitProcs(version int, calls []*call) ([]byte, error) {
 	var w writer
-	w.headerFrom(version, protoFile)
+	w.header("cu", version, "cu/"+protoFile)
 	w.p("import \"github.com/cuvmm/cuvmm/loader\"")
 	w.p("")
 	w.p("// Every driver entry point cu calls, with the ABI version its prototype names (that of")
 	w.p("// cudaTypedefs.h's PFN_<name>_v<version>) and, where cuda.h maps the name to a suffixed")
 	w.p("// export, that export, for drivers without cuGetProcAddress_v2.")
 	w.p("var (")
+	var optional []string
 	seen := map[string]bool{}
 	for _, c := range calls {
 		if seen[c.symbol] {
@@ -346,17 +318,12 @@ func emitProcs(version int, calls []*call) ([]byte, error) {
 			export = fmt.Sprintf(", Export: %q", c.export)
 		}
 		w.p("\t%s = lib.NewProc(loader.Symbol{Name: %q, Version: %d%s})", procName(c.symbol), c.symbol, c.version, export)
-	}
-	w.p(")")
-	w.p("")
-	var optional []string
-	seen = map[string]bool{}
-	for _, c := range calls {
-		if c.optional && !seen[c.symbol] {
-			seen[c.symbol] = true
+		if c.optional {
 			optional = append(optional, strconv.Quote(c.symbol))
 		}
 	}
+	w.p(")")
+	w.p("")
 	w.p("// optionalSymbol reports whether prototypes.go marks the symbol name optional: drivers")
 	w.p("// cuvmm supports may lack it, and cu calls it only where the driver has it.")
 	w.p("func optionalSymbol(name string) bool {")

@@ -11,7 +11,7 @@ import (
 // //cu:define lines name. Each constant is the C name less "CU_"; an enum's typedef'd
 // sentinel (<PREFIX>_MAX = 0x7FFFFFFF, there to make the enum 32 bits wide) is left out.
 
-// enumTypeSize is the size of the Go type of a C enum (C enums are int).
+// enumTypeUnderlying is the Go type of a C enum (C enums are int).
 const enumTypeUnderlying = "int32"
 
 // enumTag finds the tag of `typedef enum <tag> { ... } <typedef>;`, and the doc comment
@@ -42,7 +42,7 @@ func isSizeSentinel(e *enumerator) bool {
 // constValue is how a constant's value is written: as the header writes it when that is a
 // number, in decimal otherwise.
 func constValue(text string, v int64) string {
-	if _, err := parseInt(text); err == nil && text != "" {
+	if _, err := parseInt(text); err == nil {
 		return strings.TrimRight(strings.TrimSpace(text), "uUlL")
 	}
 	return strconv.FormatInt(v, 10)
@@ -52,7 +52,7 @@ func constValue(text string, v int64) string {
 // can use them.
 func emitVMMTypes(version int, src []byte, h *cHeader, lines []*enumLine, pkg *goPackage) ([]byte, error) {
 	var w writer
-	w.headerFrom(version, protoFile)
+	w.header("cu", version, "cu/"+protoFile)
 	goName := func(c string) string { return strings.TrimPrefix(c, "CU_") }
 	used := map[string]string{}
 	for _, l := range lines {
@@ -128,18 +128,7 @@ func emitVMMTypes(version int, src []byte, h *cHeader, lines []*enumLine, pkg *g
 					desc = ""
 				}
 			}
-			if desc != "" {
-				if !strings.HasSuffix(desc, "...") {
-					desc += "."
-				}
-				w.p("\t// %s", desc)
-				if note != "" {
-					w.p("\t//")
-				}
-			}
-			if note != "" {
-				w.p("\t// Deprecated: %s", note)
-			}
+			w.comment(desc, note)
 			w.p("\t%s%s = %s", goName(e.name), typ, constValue(e.valueText, e.value))
 		}
 		w.p(")")

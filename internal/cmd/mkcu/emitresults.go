@@ -7,66 +7,35 @@ import (
 	"strings"
 )
 
-// zresult.go and zattribute.go: the CUresult and CUdevice_attribute enums.
-
-func emitResults(version int, entries []*enumerator) ([]byte, error) {
-	const prefix = "CUDA_"
-	goName := func(c string) string { return strings.TrimPrefix(c, prefix) }
-	used := make(map[string]string)
-	descs := make(map[string]string, len(entries))
-
-	var w writer
-	w.header(version)
-	w.p("// Result codes of the driver API, one per CUresult enumerator: the C name less %q.", prefix)
-	for _, e := range entries {
-		descs[e.name] = description(e, true)
-	}
-	w.p("const (")
-	for _, e := range entries {
-		if !strings.HasPrefix(e.name, prefix) {
-			return nil, fmt.Errorf("%s lacks the %s prefix", e.name, prefix)
-		}
-		if err := checkUnique(used, goName(e.name), e.name); err != nil {
-			return nil, err
-		}
-		w.doc(e, descs, goName)
-		w.p("\t%s Result = %d", goName(e.name), e.value)
-	}
-	w.p(")")
-	w.p("")
-
-	emitLookup(&w, "resultName", "r Result", "the C name of r", entries, goName,
-		func(e *enumerator) string { return e.name })
-	emitLookup(&w, "resultDescription", "r Result", "the one-line description of r", entries, goName,
-		func(e *enumerator) string { return descs[e.name] })
-	return w.gofmt()
-}
-
-func emitAttributes(version int, entries []*enumerator) ([]byte, error) {
-	const prefix = "CU_"
+// emitEnumFile writes zresult.go or zattribute.go: one constant of Go type typ per
+// enumerator of the C enum cEnum (the C name less prefix), and the lookups <fn>Name and
+// <fn>Description of a typ called arg. CUresult's descriptions drop their boilerplate
+// lead-in; CUdevice_attribute's sentinel becomes deviceAttributeMax, and its primaries
+// allAttributes.
+func emitEnumFile(version int, entries []*enumerator, cEnum, prefix, typ, what, arg, fn string) ([]byte, error) {
 	const sentinel = "CU_DEVICE_ATTRIBUTE_MAX"
 	goName := func(c string) string { return strings.TrimPrefix(c, prefix) }
 	used := make(map[string]string)
 	descs := make(map[string]string, len(entries))
 
-	var attrs []*enumerator
+	var consts []*enumerator
 	var max *enumerator
 	for _, e := range entries {
 		if e.name == sentinel {
 			max = e
 			continue
 		}
-		attrs = append(attrs, e)
+		consts = append(consts, e)
 	}
 
 	var w writer
-	w.header(version)
-	w.p("// Device attributes, one per CUdevice_attribute enumerator: the C name less %q.", prefix)
-	for _, e := range attrs {
-		descs[e.name] = description(e, false)
+	w.header("cu", version, "")
+	w.p("// %s, one per %s enumerator: the C name less %q.", what, cEnum, prefix)
+	for _, e := range consts {
+		descs[e.name] = description(e, typ == "Result")
 	}
 	w.p("const (")
-	for _, e := range attrs {
+	for _, e := range consts {
 		if !strings.HasPrefix(e.name, prefix) {
 			return nil, fmt.Errorf("%s lacks the %s prefix", e.name, prefix)
 		}
@@ -74,54 +43,55 @@ func emitAttributes(version int, entries []*enumerator) ([]byte, error) {
 			return nil, err
 		}
 		w.doc(e, descs, goName)
-		w.p("\t%s DeviceAttribute = %d", goName(e.name), e.value)
+		w.p("\t%s %s = %d", goName(e.name), typ, e.value)
 	}
 	w.p(")")
 	w.p("")
-	if max != nil {
-		w.p("// deviceAttributeMax is %s: one past the largest attribute this header knows.", sentinel)
-		w.p("const deviceAttributeMax DeviceAttribute = %d", max.value)
+
+	if typ == "DeviceAttribute" {
+		if max != nil {
+			w.p("// deviceAttributeMax is %s: one past the largest attribute this header knows.", sentinel)
+			w.p("const deviceAttributeMax DeviceAttribute = %d", max.value)
+			w.p("")
+		}
+		var primaries []*enumerator
+		for _, e := range consts {
+			if e.isPrimary() {
+				primaries = append(primaries, e)
+			}
+		}
+		sort.SliceStable(primaries, func(i, j int) bool { return primaries[i].value < primaries[j].value })
+		w.p("// allAttributes holds every attribute once, under its primary name, in ascending order.")
+		w.p("var allAttributes = []DeviceAttribute{")
+		for _, e := range primaries {
+			w.p("\t%s,", goName(e.name))
+		}
+		w.p("}")
 		w.p("")
 	}
 
-	var primaries []*enumerator
-	for _, e := range attrs {
-		if e.isPrimary() {
-			primaries = append(primaries, e)
+	// The lookups switch over the primary enumerators, which the compiler turns into a
+	// binary search or jump table.
+	for _, l := range []struct {
+		name, what string
+		text       func(*enumerator) string
+	}{
+		{fn + "Name", "the C name of " + arg, func(e *enumerator) string { return e.name }},
+		{fn + "Description", "the one-line description of " + arg, func(e *enumerator) string { return descs[e.name] }},
+	} {
+		w.p("// %s returns %s, and false when %s is not a known value.", l.name, l.what, arg)
+		w.p("func %s(%s %s) (string, bool) {", l.name, arg, typ)
+		w.p("\tswitch %s {", arg)
+		for _, e := range consts {
+			if e.isPrimary() {
+				w.p("\tcase %s:", goName(e.name))
+				w.p("\t\treturn %s, true", strconv.Quote(l.text(e)))
+			}
 		}
+		w.p("\t}")
+		w.p("\treturn \"\", false")
+		w.p("}")
+		w.p("")
 	}
-	sort.SliceStable(primaries, func(i, j int) bool { return primaries[i].value < primaries[j].value })
-	w.p("// allAttributes holds every attribute once, under its primary name, in ascending order.")
-	w.p("var allAttributes = []DeviceAttribute{")
-	for _, e := range primaries {
-		w.p("\t%s,", goName(e.name))
-	}
-	w.p("}")
-	w.p("")
-
-	emitLookup(&w, "attributeName", "a DeviceAttribute", "the C name of a", attrs, goName,
-		func(e *enumerator) string { return e.name })
-	emitLookup(&w, "attributeDescription", "a DeviceAttribute", "the one-line description of a", attrs, goName,
-		func(e *enumerator) string { return descs[e.name] })
 	return w.gofmt()
-}
-
-// emitLookup writes `func fn(param) (string, bool)` as a switch over the primary enumerators,
-// which the compiler turns into a binary search or jump table.
-func emitLookup(w *writer, fn, param, what string, entries []*enumerator, goName func(string) string, text func(*enumerator) string) {
-	arg := strings.Fields(param)[0]
-	w.p("// %s returns %s, and false when %s is not a known value.", fn, what, arg)
-	w.p("func %s(%s) (string, bool) {", fn, param)
-	w.p("\tswitch %s {", arg)
-	for _, e := range entries {
-		if !e.isPrimary() {
-			continue
-		}
-		w.p("\tcase %s:", goName(e.name))
-		w.p("\t\treturn %s, true", strconv.Quote(text(e)))
-	}
-	w.p("\t}")
-	w.p("\treturn \"\", false")
-	w.p("}")
-	w.p("")
 }

@@ -22,7 +22,7 @@ const vmmFile = "../vmm/zcuda.go"
 // on failure, and so does the wrapper.
 func emitWrappers(version int, calls []*call) ([]byte, error) {
 	var w writer
-	w.headerFrom(version, protoFile)
+	w.header("cu", version, "cu/"+protoFile)
 	for _, c := range calls {
 		x := c.wrapper
 		if x == nil {
@@ -78,7 +78,7 @@ func emitForwarders(version int, pkgDir string) ([]byte, error) {
 		return nil, err
 	}
 	var w writer
-	w.headerIn("vmm", version, from)
+	w.header("vmm", version, from)
 	w.p("import \"github.com/cuvmm/cuvmm/cu\"\n")
 	for _, m := range forwardRE.FindAllStringSubmatch(string(src), -1) {
 		conv, fn := "dev", "cu."+m[4]

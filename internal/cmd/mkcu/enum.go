@@ -74,30 +74,28 @@ func lexEnum(body string) ([]*enumerator, error) {
 		switch {
 		case unicode.IsSpace(rune(body[i])):
 			i++
-		case strings.HasPrefix(rest, "/*"):
-			end := strings.Index(rest[2:], "*/")
-			if end < 0 {
-				return nil, errors.New("unterminated comment")
+		case strings.HasPrefix(rest, "/*"), strings.HasPrefix(rest, "//"):
+			var text string
+			if rest[1] == '*' {
+				end := strings.Index(rest[2:], "*/")
+				if end < 0 {
+					return nil, errors.New("unterminated comment")
+				}
+				text, i = rest[2:2+end], i+2+end+2
+			} else {
+				end := strings.IndexByte(rest, '\n')
+				if end < 0 {
+					end = len(rest)
+				}
+				text, i = rest[2:end], i+end
 			}
-			text := rest[2 : 2+end]
-			i += 2 + end + 2
+			// A doc comment starts with its opener's second character again ("/**", "///")
+			// or with '!'.
+			doc := rest[1:2]
 			switch {
-			case strings.HasPrefix(text, "*<"), strings.HasPrefix(text, "!<"):
+			case strings.HasPrefix(text, doc+"<"), strings.HasPrefix(text, "!<"):
 				attachTrailing(cleanComment(text[2:]))
-			case strings.HasPrefix(text, "*"), strings.HasPrefix(text, "!"):
-				pendingDoc = joinDoc(pendingDoc, cleanComment(text[1:]))
-			}
-		case strings.HasPrefix(rest, "//"):
-			end := strings.IndexByte(rest, '\n')
-			if end < 0 {
-				end = len(rest)
-			}
-			text := rest[2:end]
-			i += end
-			switch {
-			case strings.HasPrefix(text, "/<"), strings.HasPrefix(text, "!<"):
-				attachTrailing(cleanComment(text[2:]))
-			case strings.HasPrefix(text, "/"), strings.HasPrefix(text, "!"):
+			case strings.HasPrefix(text, doc), strings.HasPrefix(text, "!"):
 				pendingDoc = joinDoc(pendingDoc, cleanComment(text[1:]))
 			}
 		case body[i] == '#':
@@ -197,7 +195,7 @@ func resolve(entries []*enumerator) error {
 			return fmt.Errorf("%s: value %d does not fit in int32", e.name, e.value)
 		}
 		next = e.value + 1
-		e.deprecated = isDeprecated(e.doc)
+		e.deprecated = deprecatedRE.MatchString(e.doc)
 		byName[e.name] = e
 	}
 	primary := make(map[int64]*enumerator)

@@ -47,10 +47,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 )
 
@@ -105,12 +106,7 @@ func run(headerPath, typedefsPath, pkgDir, out string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", headerPath, err)
 	}
-	names := make([]string, 0, len(files))
-	for name := range files {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		if err := os.WriteFile(filepath.Join(out, name), files[name], 0o644); err != nil {
 			return err
 		}
@@ -133,11 +129,11 @@ func generate(src, typedefs []byte, pkgDir string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	zresult, err := emitResults(version, results)
+	zresult, err := emitEnumFile(version, results, "CUresult", "CUDA_", "Result", "Result codes of the driver API", "r", "result")
 	if err != nil {
 		return nil, fmt.Errorf("zresult.go: %w", err)
 	}
-	zattr, err := emitAttributes(version, attrs)
+	zattr, err := emitEnumFile(version, attrs, "CUdevice_attribute", "CU_", "DeviceAttribute", "Device attributes", "a", "attribute")
 	if err != nil {
 		return nil, fmt.Errorf("zattribute.go: %w", err)
 	}

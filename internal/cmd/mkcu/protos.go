@@ -287,13 +287,15 @@ func parseProto(l string) (*proto, error) {
 	if strings.TrimSpace(m[3]) == "" {
 		return p, nil
 	}
-	outs := 0
+	handleOuts := 0
 	for _, field := range strings.Split(m[3], ",") {
 		f := strings.Fields(field)
 		var q param
 		if len(f) == 3 && f[0] == "out" {
 			q = param{name: f[1], kind: kindOut, typ: f[2]}
-			outs++
+			if q.typ == handleType {
+				handleOuts++
+			}
 		} else if len(f) == 2 {
 			q = param{name: f[0], typ: f[1]}
 			switch {
@@ -322,16 +324,10 @@ func parseProto(l string) (*proto, error) {
 		seen[q.name] = true
 		p.params = append(p.params, q)
 	}
-	handleOuts := 0
-	for _, q := range p.params {
-		if q.kind == kindOut && q.typ == handleType {
-			handleOuts++
-		}
-	}
 	if p.countKind(kindSlice) > 1 {
 		return nil, fmt.Errorf("%s: more than one []T parameter", p.symbol)
 	}
-	if handleOuts > 1 || (handleOuts == 1 && outs > 1) {
+	if handleOuts > 1 || (handleOuts == 1 && p.countKind(kindOut) > 1) {
 		return nil, fmt.Errorf("%s: an out %s must be the only out parameter", p.symbol, handleType)
 	}
 	return p, nil

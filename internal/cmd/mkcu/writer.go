@@ -15,13 +15,9 @@ func (w *writer) p(format string, args ...any) { fmt.Fprintf(&w.Buffer, format+"
 // command is the command the generated files name.
 const command = "go run ./internal/cmd/mkcu -header <cuda.h> -out cu"
 
-func (w *writer) header(version int) { w.headerIn("cu", version, "") }
-
-func (w *writer) headerFrom(version int, from string) { w.headerIn("cu", version, "cu/"+from) }
-
-// headerIn starts a generated file of package pkg: what made it, from which header, and the
-// files it also read.
-func (w *writer) headerIn(pkg string, version int, from string) {
+// header starts a generated file of package pkg: what made it, from which header, and the
+// file it also read (from, if any).
+func (w *writer) header(pkg string, version int, from string) {
 	if from != "" {
 		from = ", " + from
 	}
@@ -31,10 +27,9 @@ func (w *writer) headerIn(pkg string, version int, from string) {
 	w.p("")
 }
 
-// doc writes the doc comment of e: its description, and a "Deprecated:" paragraph (which
-// tools such as staticcheck and gopls look for) when e is deprecated. A description that
-// only says "Deprecated, ..." is left out as the note repeats it; an alias shows the
-// description of its primary instead.
+// doc writes the doc comment of e: its description, and a "Deprecated:" note when e is
+// deprecated. A description that only says "Deprecated, ..." is left out as the note
+// repeats it; an alias shows the description of its primary instead.
 func (w *writer) doc(e *enumerator, descs map[string]string, goName func(string) string) {
 	desc := descs[e.name]
 	note := linkNames(deprecationNote(e, desc, goName), descs, goName)
@@ -44,11 +39,17 @@ func (w *writer) doc(e *enumerator, descs map[string]string, goName func(string)
 			desc = descs[e.primary]
 		}
 	}
+	w.comment(linkNames(desc, descs, goName), note)
+}
+
+// comment writes the doc comment of a constant: its description desc, a sentence, and a
+// "Deprecated:" paragraph (which tools such as staticcheck and gopls look for) saying
+// note; either may be empty.
+func (w *writer) comment(desc, note string) {
 	if desc != "" {
 		if !strings.HasSuffix(desc, "...") {
 			desc += "."
 		}
-		desc = linkNames(desc, descs, goName)
 		w.p("\t// %s", desc)
 		if note != "" {
 			w.p("\t//")

@@ -34,13 +34,9 @@ const manifestSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE 
 // before it closes the descriptors.
 func Publish(e *ipc.Exported) (Ticket, error) {
 	var t Ticket
-	err := e.Publish(func(h ipc.Header, fds []int) (func() error, error) {
-		fd, mapped, tk, err := publish(h, fds)
-		if err != nil {
-			return nil, err
-		}
-		t = tk
-		return func() error { return errors.Join(unix.Munmap(mapped), unix.Close(fd)) }, nil
+	err := e.Publish(func(h ipc.Header, fds []int) (withdraw func() error, err error) {
+		t, withdraw, err = publish(h, fds)
+		return withdraw, err
 	})
 	if err != nil {
 		return Ticket{}, opError("publish", "", err)
@@ -49,55 +45,55 @@ func Publish(e *ipc.Exported) (Ticket, error) {
 }
 
 // publish writes the manifest of fds (one per size of h) with a new secret into a sealed
-// memory file, maps it, and returns its descriptor, the mapping and the ticket that names
-// it. The mapping is the exporter's mark: a sealed memory file can be passed from process
+// memory file, maps it, and returns the ticket that names it and what unmaps and closes it.
+// The mapping is the exporter's mark: a sealed memory file can be passed from process
 // to process, but only the exporter's own code maps its manifests, so an importer that
 // finds the file mapped in the exporter (/proc/PID/maps) knows the exporter made it, and
 // not a peer that left one in the exporter's descriptor table.
-func publish(h ipc.Header, fds []int) (fd int, mapped []byte, t Ticket, err error) {
-	t, err = self()
+func publish(h ipc.Header, fds []int) (Ticket, func() error, error) {
+	t, err := self()
 	if err != nil {
-		return -1, nil, Ticket{}, err
+		return Ticket{}, nil, err
 	}
 	m := manifest{header: h}
 	for i, fd := range fds {
 		var st unix.Stat_t
 		if err := unix.Fstat(fd, &st); err != nil {
-			return -1, nil, Ticket{}, fmt.Errorf("descriptor %d of allocation %d: %w", fd, i, err)
+			return Ticket{}, nil, fmt.Errorf("descriptor %d of allocation %d: %w", fd, i, err)
 		}
 		m.files = append(m.files, manifestFile{fd: fd, dev: uint64(st.Dev), ino: uint64(st.Ino)})
 	}
 	if _, err := rand.Read(m.secret[:]); err != nil {
-		return -1, nil, Ticket{}, fmt.Errorf("a secret for the ticket: %w", err)
+		return Ticket{}, nil, fmt.Errorf("a secret for the ticket: %w", err)
 	}
 	b, err := m.encode()
 	if err != nil {
-		return -1, nil, Ticket{}, err
+		return Ticket{}, nil, err
 	}
-	fd, err = unix.MemfdCreate("cuvmm-ticket-manifest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	fd, err := unix.MemfdCreate("cuvmm-ticket-manifest", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	if err != nil {
-		return -1, nil, Ticket{}, fmt.Errorf("memfd_create for the manifest: %w", err)
+		return Ticket{}, nil, fmt.Errorf("memfd_create for the manifest: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			unix.Close(fd)
-		}
-	}()
+	fail := func(err error) (Ticket, func() error, error) {
+		unix.Close(fd)
+		return Ticket{}, nil, err
+	}
 	for off := 0; off < len(b); {
 		n, err := unix.Pwrite(fd, b[off:], int64(off))
 		if err != nil {
-			return -1, nil, Ticket{}, fmt.Errorf("writing the manifest: %w", err)
+			return fail(fmt.Errorf("writing the manifest: %w", err))
 		}
 		off += n
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, manifestSeals); err != nil {
-		return -1, nil, Ticket{}, fmt.Errorf("sealing the manifest: %w", err)
+		return fail(fmt.Errorf("sealing the manifest: %w", err))
 	}
-	if mapped, err = unix.Mmap(fd, 0, len(b), unix.PROT_READ, unix.MAP_SHARED); err != nil {
-		return -1, nil, Ticket{}, fmt.Errorf("mapping the manifest: %w", err)
+	mapped, err := unix.Mmap(fd, 0, len(b), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return fail(fmt.Errorf("mapping the manifest: %w", err))
 	}
 	t.Manifest, t.secret = fd, m.secret
-	return fd, mapped, t, nil
+	return t, func() error { return errors.Join(unix.Munmap(mapped), unix.Close(fd)) }, nil
 }
 
 // self is this process as a ticket names it.
@@ -187,41 +183,27 @@ var pidNamespace = cached(func() (uint64, error) {
 	return uint64(st.Ino), nil
 })
 
-// FetchOption adjusts Fetch and FetchAndImport.
-type FetchOption func(*fetchOpts)
-
-type fetchOpts struct {
-	self bool
-}
-
-// AllowSelf lets Fetch take a ticket that names this very process. Without it such a
-// ticket is refused: a peer that hands this process a ticket naming this process would
-// otherwise have it import memory of its own (the ticket's secret still has to match one of
-// this process's manifests, so this is a second wall, not the first).
-func AllowSelf() FetchOption { return func(o *fetchOpts) { o.self = true } }
-
 // Fetch takes copies of the descriptors a ticket grants from the exporting process, with
-// pidfd_open and pidfd_getfd (Linux 5.6+), and returns them as an *ipc.Received, to import
-// (ipc.Import) as if they had come over a socket (FetchAndImport does both). On error every descriptor fetched
-// is closed. Descriptors are fetched close-on-exec.
+// pidfd_open and pidfd_getfd (Linux 5.6+), and returns them as an *ipc.Received to import
+// (ipc.Import) as if they had come over a socket (FetchAndImport does both). On error every
+// descriptor fetched is closed. Descriptors are fetched close-on-exec.
 //
 // The ticket is not trusted. Before any system call Fetch checks its form, that it was made
 // on this machine since its last boot and in this pid namespace, and that it does not name
 // this process (see AllowSelf). It then checks that the process it reaches is the one that
 // made the ticket (its start time) and still runs, and takes the manifest: a sealed memory
-// file whose secret must be the ticket's. It takes only the descriptors the manifest lists,
-// each of which must be open on the file the manifest names and not on a socket, pipe,
-// directory or block device, and last finds the manifest still in place, so that the
-// exporter had not withdrawn the ticket (Exported.Close) while they were taken. Import then
-// checks the claimed sizes and the driver the memory, as for descriptors received over a
-// socket. A refusal says which check failed, never what would have passed it.
+// file that the exporter maps, whose secret must be the ticket's. It takes only the
+// descriptors the manifest lists, each of which must be open on the file the manifest names
+// and not on a socket, pipe, directory or block device, and last finds the manifest still
+// in place, so that the exporter had not withdrawn the ticket (Exported.Close) while they
+// were taken. A refusal says which check failed, never what would have passed it.
 //
 // Errors say what the kernel refused and what to do about it: where the kernel has no
 // pidfd_getfd (before Linux 5.6, or a seccomp filter refuses it) the error matches
 // ipc.ErrUnsupported and vmm.ErrUnsupported; where this process may not take the exporter's
 // descriptors (pidfd_getfd needs ptrace access to it) the error matches os.ErrPermission
 // and names the remedies (AllowImporter in the exporter is one); where the exporter has
-// exited, os.ErrProcessDone; a ticket that cannot be true or grants nothing, errProtocol.
+// exited, os.ErrProcessDone; a ticket that cannot be true or grants nothing, ipc.ErrProtocol.
 // The error of a refused system call also unwraps to the kernel's errno (unix.EBADF where
 // a descriptor is not open).
 func Fetch(t Ticket, opts ...FetchOption) (*ipc.Received, error) {
@@ -329,7 +311,7 @@ func fetch(t Ticket, o fetchOpts) (h ipc.Header, taken []int, err error) {
 		if kind := fds.NotMemory(uint32(st.Mode)); kind != "" {
 			return ipc.Header{}, taken, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is %s, not memory", errProtocol, f.fd, t.PID, i, kind)
 		}
-		if fds.Dev(st) != f.dev || st.Ino != f.ino {
+		if unix.Mkdev(st.Dev_major, st.Dev_minor) != f.dev || st.Ino != f.ino {
 			return ipc.Header{}, taken, fmt.Errorf("%w: descriptor %d of process %d (allocation %d) is not open on the file the manifest names: "+
 				"the exporter closed it and the number was reused", errProtocol, f.fd, t.PID, i)
 		}

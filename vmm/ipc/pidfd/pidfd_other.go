@@ -23,14 +23,6 @@ func Publish(e *ipc.Exported) (Ticket, error) {
 	return Ticket{}, opError("publish", "", noPidfd)
 }
 
-// FetchOption adjusts Fetch and FetchAndImport.
-type FetchOption func(*fetchOpts)
-
-type fetchOpts struct{}
-
-// AllowSelf lets Fetch take a ticket that names this very process (Linux only).
-func AllowSelf() FetchOption { return func(*fetchOpts) {} }
-
 // Fetch takes the descriptors a ticket grants with pidfd_getfd: Linux only; here it returns
 // an error matching ipc.ErrUnsupported and vmm.ErrUnsupported.
 func Fetch(t Ticket, opts ...FetchOption) (*ipc.Received, error) {

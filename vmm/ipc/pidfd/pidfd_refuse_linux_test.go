@@ -53,9 +53,9 @@ func devnullTicket(t *testing.T) Ticket {
 		fds = append(fds, int(f.Fd()))
 	}
 	h := ipc.Header{HandleType: cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, Granularity: 2 << 20, Sizes: []uint64{2 << 20, 2 << 20, 2 << 20}}
-	fd, mapped, tk, err := publish(h, fds)
+	tk, withdraw, err := publish(h, fds)
 	require.NoError(t, err)
-	t.Cleanup(func() { unix.Munmap(mapped); unix.Close(fd) })
+	t.Cleanup(func() { require.NoError(t, withdraw()) })
 	return tk
 }
 

@@ -9,24 +9,17 @@
 // this export, and carries the manifest's random secret: the importer takes only what a
 // manifest with that secret lists, so a ticket that merely names a process and descriptor
 // numbers reaches nothing (the NVIDIA driver opens every exported descriptor on the same
-// file, so which file a descriptor is open on tells nothing). Fetch also checks that the
-// ticket was made on this machine since its last boot and in this pid namespace, that it
-// does not name the importer's own process unless the importer allows it (AllowSelf), that
-// the process it reaches is the one that made it (its start time), that each descriptor it
-// takes is open on the file the manifest names and is not a socket, pipe or directory, and
-// that the manifest is still in place once they are taken; it closes every descriptor it
-// took on any error, and its refusals say which check failed, never what would have passed
-// it. Import then checks the sizes, the driver the memory. SECURITY.md says what a ticket
-// proves.
+// file, so which file a descriptor is open on tells nothing). Fetch says what else it
+// checks; its refusals say which check failed, never what would have passed it. Import then
+// checks the sizes, the driver the memory. SECURITY.md says what a ticket proves.
 //
 // pidfd_getfd needs ptrace access to the exporter: the same user, and, under Yama's
 // kernel.yama.ptrace_scope 1, the importer an ancestor of the exporter or named by it
 // (AllowImporter, or AllowAnyImporter), or CAP_SYS_PTRACE. The errors say which rule
-// refused and the remedy: an old kernel matches ipc.ErrUnsupported and vmm.ErrUnsupported, a
-// refused permission os.ErrPermission, an exporter that has exited os.ErrProcessDone.
+// refused and the remedy.
 //
 // Errors are *vmm.Error values (package "pidfd"); a ticket or manifest that cannot be true
-// matches ipc.errProtocol.
+// matches ipc.ErrProtocol.
 package pidfd
 
 import (
@@ -54,21 +47,13 @@ func invalid(format string, args ...any) error {
 }
 
 // Ticket lets an importer on the same machine take an exporter's descriptors with
-// pidfd_getfd (Linux 5.6+) instead of receiving them over a socket: the second transport,
-// for where no socket can be set up between the two. A Ticket is a plain value that crosses
-// any channel (a file, an environment variable, a Kubernetes annotation); its text form is
-// one line (see MarshalText).
+// pidfd_getfd instead of receiving them over a socket. It is a plain value whose text form
+// is one line (see MarshalText).
 //
 // A ticket is a capability: whoever holds it can map the exported memory, so hand it only
-// to the importer it is meant for. It names the exporting process and one of its
-// descriptors, the manifest: a sealed memory file that the exporter wrote when it made the
-// ticket, holding a random secret and the exact descriptors of this export. The ticket
-// carries the secret; the importer takes the manifest, compares the secrets and takes only
-// what the manifest lists. Nothing else in a ticket is secret, and a ticket that names a
-// process and descriptor numbers without the secret reaches nothing.
-//
-// Publish makes one; Fetch and FetchAndImport take what it grants. String does not show
-// the secret; MarshalText does.
+// to the importer it is meant for. Only its secret, the manifest's, is secret; String does
+// not show it, MarshalText does. Publish makes one; Fetch and FetchAndImport take what it
+// grants.
 type Ticket struct {
 	// PID is the exporter's process id, in its pid namespace.
 	PID int
@@ -179,8 +164,57 @@ func (t Ticket) GoString() string { return t.String() }
 // digits, a text longer than the longest ticket) matches errProtocol, and so does a ticket
 // of version 1, which proved nothing and is no longer accepted.
 func (t *Ticket) UnmarshalText(text []byte) error {
-	d, err := decodeTicket(text)
-	if err != nil {
+	fail := func(format string, args ...any) error {
+		err := fmt.Errorf("%w: "+format, append([]any{errProtocol}, args...)...)
+		return opError("decode ticket", fmt.Sprintf("text of %d bytes", len(text)), err)
+	}
+	if strings.HasPrefix(string(text), ticketPrefixV1) {
+		return fail("a version 1 ticket, no longer accepted: it named descriptors without proving that the exporter " +
+			"meant them for this ticket; the exporter must make a new one with this version of cuvmm")
+	}
+	if len(text) > maxTicketLen {
+		return fail("ticket of %d bytes, longer than any (%d)", len(text), maxTicketLen)
+	}
+	s, ok := strings.CutPrefix(string(text), ticketPrefix)
+	if !ok {
+		return fail("ticket does not start with %q", ticketPrefix)
+	}
+	keys := []string{"pid", "start", "boot", "pidns", "manifest", "secret"}
+	fields := strings.Split(s, ":")
+	if len(fields) != len(keys) {
+		return fail("ticket of %d fields, want %d", len(fields), len(keys))
+	}
+	vals := make([]string, len(keys))
+	for i, key := range keys {
+		v, ok := strings.CutPrefix(fields[i], key+"=")
+		if !ok {
+			return fail("ticket field %d is not %s=", i+1, key)
+		}
+		vals[i] = v
+	}
+	var n [5]uint64
+	for _, i := range []int{0, 1, 3, 4} {
+		var ok bool
+		if n[i], ok = decimal(vals[i]); !ok {
+			return fail("ticket's %s %q is not a decimal number", keys[i], vals[i])
+		}
+	}
+	// Checked before the conversions to int, which could truncate them.
+	if n[0] > maxPID {
+		return fail("pid %d (1 to %d)", n[0], maxPID)
+	}
+	if n[4] > 1<<31-1 {
+		return fail("manifest descriptor %d", n[4])
+	}
+	d := Ticket{PID: int(n[0]), Start: n[1], Boot: vals[2], PIDNS: n[3], Manifest: int(n[4])}
+	sec := vals[5]
+	if len(sec) != 2*secretLen || strings.ToLower(sec) != sec {
+		return fail("the ticket's secret is not %d lowercase hex digits", 2*secretLen)
+	}
+	if _, err := hex.Decode(d.secret[:], []byte(sec)); err != nil {
+		return fail("the ticket's secret is not %d lowercase hex digits", 2*secretLen)
+	}
+	if err := d.validate(); err != nil {
 		return opError("decode ticket", fmt.Sprintf("text of %d bytes", len(text)), err)
 	}
 	*t = d
@@ -193,58 +227,6 @@ func ParseTicket(s string) (Ticket, error) {
 	var t Ticket
 	err := t.UnmarshalText([]byte(s))
 	return t, err
-}
-
-func decodeTicket(text []byte) (Ticket, error) {
-	if strings.HasPrefix(string(text), ticketPrefixV1) {
-		return Ticket{}, fmt.Errorf("%w: a version 1 ticket, no longer accepted: it named descriptors without proving that the exporter "+
-			"meant them for this ticket; the exporter must make a new one with this version of cuvmm", errProtocol)
-	}
-	if len(text) > maxTicketLen {
-		return Ticket{}, fmt.Errorf("%w: ticket of %d bytes, longer than any (%d)", errProtocol, len(text), maxTicketLen)
-	}
-	s, ok := strings.CutPrefix(string(text), ticketPrefix)
-	if !ok {
-		return Ticket{}, fmt.Errorf("%w: ticket does not start with %q", errProtocol, ticketPrefix)
-	}
-	keys := []string{"pid", "start", "boot", "pidns", "manifest", "secret"}
-	fields := strings.Split(s, ":")
-	if len(fields) != len(keys) {
-		return Ticket{}, fmt.Errorf("%w: ticket of %d fields, want %d", errProtocol, len(fields), len(keys))
-	}
-	vals := make([]string, len(keys))
-	for i, key := range keys {
-		v, ok := strings.CutPrefix(fields[i], key+"=")
-		if !ok {
-			return Ticket{}, fmt.Errorf("%w: ticket field %d is not %s=", errProtocol, i+1, key)
-		}
-		vals[i] = v
-	}
-	var n [5]uint64
-	for _, i := range []int{0, 1, 3, 4} {
-		var ok bool
-		if n[i], ok = decimal(vals[i]); !ok {
-			return Ticket{}, fmt.Errorf("%w: ticket's %s %q is not a decimal number", errProtocol, keys[i], vals[i])
-		}
-	}
-	if n[0] > maxPID {
-		return Ticket{}, fmt.Errorf("%w: pid %d (1 to %d)", errProtocol, n[0], maxPID)
-	}
-	if n[4] > 1<<31-1 {
-		return Ticket{}, fmt.Errorf("%w: manifest descriptor %d", errProtocol, n[4])
-	}
-	t := Ticket{PID: int(n[0]), Start: n[1], Boot: vals[2], PIDNS: n[3], Manifest: int(n[4])}
-	sec := vals[5]
-	if len(sec) != 2*secretLen || strings.ToLower(sec) != sec {
-		return Ticket{}, fmt.Errorf("%w: the ticket's secret is not %d lowercase hex digits", errProtocol, 2*secretLen)
-	}
-	if _, err := hex.Decode(t.secret[:], []byte(sec)); err != nil {
-		return Ticket{}, fmt.Errorf("%w: the ticket's secret is not %d lowercase hex digits", errProtocol, 2*secretLen)
-	}
-	if err := t.validate(); err != nil {
-		return Ticket{}, err
-	}
-	return t, nil
 }
 
 // decimal parses a uint64 written as MarshalText writes one: digits only, no leading zero.
@@ -284,10 +266,8 @@ const (
 	manifestVersion = 2
 	manifestFixed   = 16 + secretLen
 	manifestEntry   = 24
-	// The header as a socket message has it (ipc.Header.MarshalBinary): 32 bytes and 8
-	// per allocation.
-	headerFixed    = 32
-	maxManifestLen = manifestFixed + headerFixed + (8+manifestEntry)*ipc.MaxDescriptors
+	headerFixed     = 32 // of ipc.Header.MarshalBinary's message, before the sizes
+	maxManifestLen  = manifestFixed + headerFixed + (8+manifestEntry)*ipc.MaxDescriptors
 )
 
 func (m manifest) encode() ([]byte, error) {
@@ -359,6 +339,19 @@ func decodeManifest(b []byte, want *[secretLen]byte) (manifest, error) {
 	}
 	return m, nil
 }
+
+// FetchOption adjusts Fetch and FetchAndImport.
+type FetchOption func(*fetchOpts)
+
+type fetchOpts struct {
+	self bool
+}
+
+// AllowSelf lets Fetch take a ticket that names this very process. Without it such a
+// ticket is refused: a peer that hands this process a ticket naming this process would
+// otherwise have it import memory of its own (the ticket's secret still has to match one of
+// this process's manifests, so this is a second wall, not the first).
+func AllowSelf() FetchOption { return func(o *fetchOpts) { o.self = true } }
 
 // refusal is the system's refusal of a transport, said in words with what to do about it.
 // It unwraps to the system's error (an errno, with its own matches: os.ErrPermission for

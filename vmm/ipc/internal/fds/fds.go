@@ -2,7 +2,10 @@
 // the checks a descriptor from another process passes before anything uses it.
 package fds
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrProtocol is ipc.ErrProtocol.
@@ -10,3 +13,14 @@ var (
 	// ErrUnsupported is ipc.ErrUnsupported.
 	ErrUnsupported = errors.New("descriptor passing is not supported on this platform")
 )
+
+// Close closes descriptors, and says which failed.
+func Close(fds []int) error {
+	var errs []error
+	for _, fd := range fds {
+		if err := closeFD(fd); err != nil {
+			errs = append(errs, fmt.Errorf("close fd %d: %w", fd, err))
+		}
+	}
+	return errors.Join(errs...)
+}

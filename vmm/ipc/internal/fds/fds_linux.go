@@ -1,7 +1,6 @@
 package fds
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -24,9 +23,6 @@ func Stat(fd int) (unix.Statx_t, error) {
 		unix.STATX_TYPE|unix.STATX_INO|unix.STATX_SIZE|unix.STATX_BLOCKS, &st)
 	return st, err
 }
-
-// Dev is st's device as fstat reports it.
-func Dev(st unix.Statx_t) uint64 { return unix.Mkdev(st.Dev_major, st.Dev_minor) }
 
 // NotMemory names a file type that no exported allocation has, "" for the others: a regular
 // file (sim's memfd), a character device (the NVIDIA driver's) or an anonymous inode, which
@@ -80,7 +76,13 @@ const simDmaBufSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
 // whole number of pages and holding no data (sim's describe the range; they are never
 // written).
 func DmaBuf(fd int) error {
-	link := Path(fd)
+	// What /proc/self/fd says fd is open on ("/memfd:NAME (deleted)", "/dmabuf:NAME"); reading
+	// it asks no file system.
+	var link string
+	buf := make([]byte, 512)
+	if n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf); err == nil {
+		link = string(buf[:n])
+	}
 	if strings.HasPrefix(link, "/dmabuf:") || strings.HasPrefix(link, "anon_inode:dmabuf") {
 		var fs unix.Statfs_t
 		if err := unix.Fstatfs(fd, &fs); err != nil {
@@ -107,24 +109,4 @@ func DmaBuf(fd int) error {
 	return nil
 }
 
-// Path is what /proc/self/fd says fd is open on ("/memfd:NAME (deleted)",
-// "/dmabuf:NAME", "socket:[N]"), "" if it cannot be read. Reading it asks no file system.
-func Path(fd int) string {
-	buf := make([]byte, 512)
-	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf)
-	if err != nil {
-		return ""
-	}
-	return string(buf[:n])
-}
-
-// Close closes descriptors, and says which failed.
-func Close(fds []int) error {
-	var errs []error
-	for _, fd := range fds {
-		if err := unix.Close(fd); err != nil {
-			errs = append(errs, fmt.Errorf("close fd %d: %w", fd, err))
-		}
-	}
-	return errors.Join(errs...)
-}
+func closeFD(fd int) error { return unix.Close(fd) }

@@ -1,9 +1,13 @@
 package vmmtest
 
+// What needs Linux descriptors: the cross-process case and its child, and the dma-buf
+// group's descriptors.
+
 import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -112,56 +116,60 @@ func oneRight(oob []byte) (int, error) {
 	return fds[0], nil
 }
 
-func openFDs(t *testing.T) int {
+// openDescriptors lists the process's open descriptors, each as "fd->what it is open on".
+func openDescriptors(t *testing.T) []string {
 	ents, err := os.ReadDir("/proc/self/fd")
 	noError(t, err)
-	return len(ents)
+	out := make([]string, len(ents))
+	for i, e := range ents {
+		l, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		out[i] = e.Name() + "->" + l
+	}
+	return out
+}
+
+func closeDescriptor(fd int) { unix.Close(fd) }
+
+// descriptorSize is what lseek to the end of fd says: a dma-buf's size.
+func descriptorSize(fd int) (int64, error) { return unix.Seek(fd, 0, unix.SEEK_END) }
+
+// dmaBufDescriptors lists the open descriptors that are dma-bufs: the kernel's ("/dmabuf:",
+// "anon_inode:dmabuf" on older kernels) and sim's (a memfd named "cuvmm-sim.dmabuf:...").
+// Only they are counted: a driver may open descriptors of its own on first use.
+func dmaBufDescriptors(t *testing.T) []string {
+	var out []string
+	for _, d := range openDescriptors(t) {
+		if strings.Contains(d, "dmabuf") {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 func testIPC(t *testing.T, e *env) {
-	if !e.caps.CrossProcess {
-		t.Skip("not declared: Capabilities.CrossProcess")
-	}
-	if !e.posixFD() {
-		t.Skip("device 0 has no POSIX file descriptor handles")
-	}
+	skipIf(t, !e.caps.CrossProcess, "not declared: Capabilities.CrossProcess")
+	skipIf(t, !e.posixFD(), "device 0 has no POSIX file descriptor handles")
 	// The runtime (network poller) and a backend (its own long-lived descriptors) may open
 	// descriptors on first use: a leak is what a second identical exchange leaves behind.
 	t.Run("first", func(t *testing.T) { exchange(t, e) })
-	fdsBefore := openFDs(t)
+	before := len(openDescriptors(t))
 	t.Run("second", func(t *testing.T) { exchange(t, e) })
-	if n := openFDs(t); n != fdsBefore {
-		ents, _ := os.ReadDir("/proc/self/fd")
-		var names []string
-		for _, e := range ents {
-			l, _ := os.Readlink("/proc/self/fd/" + e.Name())
-			names = append(names, e.Name()+"->"+l)
-		}
-		t.Fatalf("descriptors leaked: %d before, %d after: %v", fdsBefore, n, names)
+	if after := openDescriptors(t); len(after) != before {
+		t.Fatalf("descriptors leaked: %d before, %d after: %v", before, len(after), after)
 	}
 }
 
 // exchange sends an exported allocation to a child process, which checks the parent's
 // bytes and writes its own.
 func exchange(t *testing.T, e *env) {
-	func() {
-		j := newJanitor(t, e.b)
-		p := e.prop(0)
-		p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-		size := 2 * e.g
-		h := j.mustCreate(size, p)
-		va := j.mustReserve(size)
-		j.mustMap(va, size, 0, h)
-		noError(t, e.b.SetAccess(va, size, rw(0)))
-		const seed = 42
-		noError(t, e.b.CopyHtoD(0, va, Pattern(seed, int(size))))
-
-		fd, err := e.b.ExportFD(h)
-		noError(t, err)
-		defer unix.Close(fd)
-		noError(t, runChild(t, header(size, seed), unix.UnixRights(fd)))
-		requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
-	}()
+	j := newJanitor(t, e.b)
+	p := e.prop(0)
+	p.RequestedHandleTypes = cu.MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+	size := 2 * e.g
+	h, va := j.mustBuffer(size, p)
+	const seed = 42
+	j.mustWrite(va, seed, int(size))
+	noError(t, sendToChild(t, e, va, size, seed, nil, unix.UnixRights(j.mustExportFD(h))))
 }
 
 type limitedBuffer struct {
@@ -176,8 +184,6 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (l *limitedBuffer) String() string { return string(l.b) }
-
 // fileOf names the file descriptor fd is open on: its device and inode.
 func fileOf(fd int) (string, error) {
 	var st unix.Stat_t
@@ -191,19 +197,22 @@ func fileOf(fd int) (string, error) {
 // to a child process, which imports it, checks the bytes and writes its own; it returns
 // the child's error.
 func exchangeFabric(t *testing.T, e *env, fh cu.MemFabricHandle, size uint64, va cu.DevicePtr) error {
-	const seed = 11
-	err := runChild(t, append(header(size, seed), fh[:]...), nil)
+	return sendToChild(t, e, va, size, 11, fh[:], nil)
+}
+
+// sendToChild sends memory of size bytes mapped at va, holding Pattern(seed, size), to a
+// child process: the header {size, seed}, then the fabric handle fh if any, with the control
+// message oob. The child imports it, checks the bytes and writes Pattern(seed+1, 4096), which
+// this checks in turn; it returns the child's error.
+func sendToChild(t *testing.T, e *env, va cu.DevicePtr, size uint64, seed byte, fh, oob []byte) error {
+	msg := make([]byte, 16, 16+len(fh))
+	binary.LittleEndian.PutUint64(msg, size)
+	binary.LittleEndian.PutUint64(msg[8:], uint64(seed))
+	err := runChild(t, append(msg, fh...), oob)
 	if err == nil {
 		requireBytes(t, e.b, 0, va, Pattern(seed+1, 4096))
 	}
 	return err
-}
-
-func header(size uint64, seed byte) []byte {
-	hdr := make([]byte, 16)
-	binary.LittleEndian.PutUint64(hdr, size)
-	binary.LittleEndian.PutUint64(hdr[8:], uint64(seed))
-	return hdr
 }
 
 // runChild re-executes the test binary as the child, sends it msg with the control
@@ -229,7 +238,7 @@ func runChild(t *testing.T, msg, oob []byte) error {
 		return err
 	}
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("child: %w: %s", err, out.String())
+		return fmt.Errorf("child: %w: %s", err, out.b)
 	}
 	return nil
 }
