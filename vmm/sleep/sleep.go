@@ -598,14 +598,8 @@ func (r *Region) Close() error {
 		return err
 	}
 	rs := r.p.regions[r.tag]
-	for i, x := range rs {
-		if x == r {
-			r.p.regions[r.tag] = append(rs[:i:i], rs[i+1:]...)
-			break
-		}
-	}
-	if len(r.p.regions[r.tag]) == 0 {
-		delete(r.p.regions, r.tag)
+	if i := slices.Index(rs, r); i >= 0 {
+		setTag(r.p.regions, r.tag, append(rs[:i:i], rs[i+1:]...))
 	}
 	return nil
 }
@@ -692,11 +686,7 @@ func (p *Pool) Close() error {
 				left = append(left, t)
 			}
 		}
-		if len(left) == 0 {
-			delete(p.tagged, tag)
-		} else {
-			p.tagged[tag] = left
-		}
+		setTag(p.tagged, tag, left)
 	}
 	if err != nil {
 		return err // nothing closed yet: the tagged memory sleeps with its bytes
@@ -710,11 +700,16 @@ func (p *Pool) Close() error {
 				left = append(left, r)
 			}
 		}
-		if len(left) == 0 {
-			delete(p.regions, tag)
-		} else {
-			p.regions[tag] = left
-		}
+		setTag(p.regions, tag, left)
 	}
 	return errors.Join(err, p.pending.Retry())
+}
+
+// setTag makes v tag's list in m, or forgets tag when v is empty.
+func setTag[T any](m map[string][]T, tag string, v []T) {
+	if len(v) == 0 {
+		delete(m, tag)
+	} else {
+		m[tag] = v
+	}
 }

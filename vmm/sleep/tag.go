@@ -105,10 +105,7 @@ func (p *Pool) Untag(mem Memory) error {
 					return fail("untag", args, err)
 				}
 			}
-			p.tagged[tag] = append(ts[:i:i], ts[i+1:]...)
-			if len(p.tagged[tag]) == 0 {
-				delete(p.tagged, tag)
-			}
+			setTag(p.tagged, tag, append(ts[:i:i], ts[i+1:]...))
 			return nil
 		}
 	}
