@@ -205,9 +205,7 @@ type Buffer struct {
 	closed  bool
 	st      Stats
 
-	// gen counts the changes after which a dma-buf exported earlier may describe memory
-	// the buffer no longer has where it was (a remap, a shrink that released chunks);
-	// movedAt is its value after the last remap (dmabuf.go).
+	// gen is Generation; movedAt is its value after the last remap (dmabuf.go).
 	gen, movedAt uint64
 }
 

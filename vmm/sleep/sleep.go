@@ -292,8 +292,7 @@ func (p *Pool) States(tag string) map[State]uint64 {
 }
 
 // Prepare makes the host memory of every chunk of tag that has none, and maps it for the
-// copies, so that a later Offload or Park pins nothing on its way (creating host memory
-// pins it, at 2-4 GiB/s on an H200: an order of magnitude slower than the copy).
+// copies, so that a later Offload or Park pins nothing on its way (see Options.ReleaseHost).
 func (p *Pool) Prepare(tag string) error {
 	return p.onTag("prepare", tag, func(rs []*Region) error {
 		_ = p.pending.Retry()
@@ -604,8 +603,7 @@ func (r *Region) Close() error {
 	return nil
 }
 
-// closeLocked undoes the region step by step, each step recorded as it succeeds, so that
-// a second call after a failure goes on where the first stopped.
+// closeLocked is Close under p.mu: each step is recorded as it succeeds, for a retry.
 func (r *Region) closeLocked() error {
 	if r.closed {
 		return nil
