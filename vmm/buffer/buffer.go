@@ -205,9 +205,7 @@ type Buffer struct {
 	closed  bool
 	st      Stats
 
-	// gen counts the changes after which a dma-buf exported earlier may describe memory
-	// the buffer no longer has where it was (a remap, a shrink that released chunks);
-	// movedAt is its value after the last remap (dmabuf.go).
+	// gen is Generation; movedAt is its value after the last remap (dmabuf.go).
 	gen, movedAt uint64
 }
 
@@ -634,7 +632,11 @@ func (b *Buffer) growBy(c uint64) error {
 // call each (the driver takes one call over adjacent mappings).
 func (b *Buffer) add(tx *vmm.Tx, spans []span, chunks []chunk, allocs []*vmm.Allocation) error {
 	for i := 0; i < len(chunks); {
-		sp := spans[spanOf(spans, chunks[i].off)]
+		k := 0 // the span holding chunks[i]
+		for spans[k].off+spans[k].g.Size() <= chunks[i].off {
+			k++
+		}
+		sp := spans[k]
 		j := i + 1
 		for j < len(chunks) && chunks[j].off < sp.off+sp.g.Size() && slices.Equal(chunks[j].cfg.Access, chunks[i].cfg.Access) {
 			j++
@@ -790,20 +792,6 @@ func segments(spans []span, from, to uint64) []seg {
 		}
 	}
 	return out
-}
-
-// spanOf is the index of the span holding buffer offset off.
-func spanOf(spans []span, off uint64) int {
-	i, _ := slices.BinarySearchFunc(spans, off, func(s span, off uint64) int {
-		switch {
-		case s.off+s.g.Size() <= off:
-			return -1
-		case s.off > off:
-			return 1
-		}
-		return 0
-	})
-	return i
 }
 
 // The driver calls, counted for Stats.Calls.

@@ -24,9 +24,8 @@
 // Release ends a slot's request without unmapping anything: the next request of the slot
 // reuses its pages (deferred reclamation); the committer gives back what a free slot holds
 // past the pages it keeps ahead, so the memory held stays within the pages in use and the
-// watermark. Trim gives back every page no slot uses, and
-// Options.Limit caps the device memory held (the committer stops there; Ensure trims, then
-// fails with vmm.ErrTooLarge).
+// watermark. Trim gives back every page no slot uses, and Options.Limit caps the device
+// memory held (the committer stops there; Ensure trims, then fails with vmm.ErrTooLarge).
 //
 // A Cache is safe for concurrent use: Ensure and Release of different slots, the
 // committer, Trim, Stats and Close; one slot is one request's, so its Ensure and Release

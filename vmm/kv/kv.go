@@ -148,10 +148,6 @@ func (c *Cache) SlotBytes() uint64 { return c.slotSz }
 // PageSize is the size of a page.
 func (c *Cache) PageSize() uint64 { return c.page }
 
-func (c *Cache) pagesFor(tokens int) int {
-	return int((uint64(tokens)*c.g.BytesPerToken + c.page - 1) / c.page)
-}
-
 // Ensure makes every page that the first tokens tokens of slot touch resident in every
 // plane, and marks the slot active. In steady state with a committer the pages are already
 // there and Ensure makes no driver call; otherwise it waits for the committer, or commits
@@ -160,7 +156,7 @@ func (c *Cache) Ensure(slot, tokens int) error {
 	if slot < 0 || slot >= c.g.Slots || tokens < 0 || tokens > c.g.MaxTokens {
 		return fail("ensure", ensureArgs(slot, tokens), vmm.ErrOutOfRange)
 	}
-	need := int64(c.pagesFor(tokens))
+	need := int64((uint64(tokens)*c.g.BytesPerToken + c.page - 1) / c.page) // pages the tokens touch
 	s := &c.slots[slot]
 	if s.used.Load() != need {
 		s.used.Store(need)
@@ -485,30 +481,24 @@ func (c *Cache) trimSlotLocked(i, want int) error {
 	s.trimming.Store(true) // before reading used: see slot
 	want = max(want, c.inUse(s))
 	s.floor.Store(int64(want))
-	mapped := int(s.mapped.Load())
-	if mapped <= want {
-		s.trimming.Store(false)
-		s.busy.Store(false)
-		c.cond.Broadcast()
-		return nil
-	}
-	n := mapped - want
-	off := uint64(i)*c.slotSz + uint64(want)*c.page
-	c.mu.Unlock()
 	var err error
-	for _, r := range c.planes {
-		err = errors.Join(err, r.Unmap(off, uint64(n)*c.page))
+	if n := int(s.mapped.Load()) - want; n > 0 {
+		off := uint64(i)*c.slotSz + uint64(want)*c.page
+		c.mu.Unlock()
+		for _, r := range c.planes {
+			err = errors.Join(err, r.Unmap(off, uint64(n)*c.page))
+		}
+		c.mu.Lock()
+		// Even when some planes refused: their pages are no longer whole, so none of them
+		// is counted; the next commit of the range, or Close, unmaps what stays.
+		s.mapped.Store(int64(want))
+		c.stats.Pages -= n
+		c.stats.Trimmed += n
+		c.stats.Bytes -= uint64(n) * c.bytesPerIndex()
 	}
-	c.mu.Lock()
-	// Even when some planes refused: their pages are no longer whole, so none of them is
-	// counted; the next commit of the range, or Close, unmaps what stays.
-	s.mapped.Store(int64(want))
 	s.trimming.Store(false)
 	s.busy.Store(false)
 	c.cond.Broadcast()
-	c.stats.Pages -= n
-	c.stats.Trimmed += n
-	c.stats.Bytes -= uint64(n) * c.bytesPerIndex()
 	return err
 }
 

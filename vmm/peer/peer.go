@@ -20,6 +20,7 @@ package peer
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -40,13 +41,9 @@ func opError(op, args string, err error) error {
 	return &vmm.Error{Pkg: "peer", Op: op, Args: args, Err: err}
 }
 
-func errZero(what, maker string) error {
-	return fmt.Errorf("%w: a nil or zero %s (make one with %s)", vmm.ErrInvalid, what, maker)
-}
-
 var (
-	errNoMemory  = errZero("Memory", "New")
-	errNoStriped = errZero("Striped", "Stripe")
+	errNoMemory  = fmt.Errorf("%w: a nil or zero Memory (make one with New)", vmm.ErrInvalid)
+	errNoStriped = fmt.Errorf("%w: a nil or zero Striped (make one with Stripe)", vmm.ErrInvalid)
 )
 
 // Mode is the access a device is granted.
@@ -175,11 +172,7 @@ func (p *Memory) Grants() map[int]Mode {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[int]Mode, len(p.access))
-	for d, m := range p.access {
-		out[d] = m
-	}
-	return out
+	return maps.Clone(p.access)
 }
 
 // Grant gives each device of devs the access mode to the whole memory, in one driver call.

@@ -26,8 +26,9 @@
 // copies are device-to-device copies, which run at the host link's speed (50 GiB/s into
 // host VMM memory on an H200). Creating host memory pins it, which is an order of magnitude
 // slower than the copy: Prepare makes it ahead, and it is kept for the next sleep unless
-// Options.ReleaseHost (or until Pool.ReleaseHost). The copy of one chunk overlaps the release of the one before (and on
-// Wake, the creation and mapping of one the copy of the one before), in two goroutines.
+// Options.ReleaseHost (or until Pool.ReleaseHost). The copy of one chunk overlaps the
+// release of the one before (and on Wake, the creation and mapping of one the copy of the
+// one before), in two goroutines.
 //
 // Memory made elsewhere sleeps too: Pool.Tag puts any Memory under a tag, that is memory
 // laid out in vmm.Regions (a *buffer.Buffer, a *sparse.Array, a *vmm.Region a caller

@@ -116,16 +116,8 @@ type chunk struct {
 	unparked  bool            // a wake took its host mapping away and has not filled it yet
 }
 
-// asleep names what a chunk's state is for after a sleep in mode.
-func asleep(mode Mode) State {
-	switch mode {
-	case Park:
-		return Parked
-	case Discard:
-		return Discarded
-	}
-	return Offloaded
-}
+// asleep is a chunk's state after a sleep in each mode.
+var asleep = [...]State{Offload: Offloaded, Park: Parked, Discard: Discarded}
 
 // New returns a Pool over m.
 func New(m *vmm.Manager, opts Options) *Pool {
@@ -259,12 +251,16 @@ func (r *Region) Tag() string {
 // ReadAt copies from the region at off into p, from the region's device; it fails with
 // ErrAsleep while a chunk it touches has no mapping (offloaded or discarded). Parked
 // memory is read through the host link.
-func (r *Region) ReadAt(p []byte, off int64) (int, error) { return r.copyAt("read", p, off) }
+func (r *Region) ReadAt(p []byte, off int64) (int, error) {
+	return r.copyAt("read", p, off, (*vmm.Region).ReadAt)
+}
 
 // WriteAt copies p into the region at off, as ReadAt.
-func (r *Region) WriteAt(p []byte, off int64) (int, error) { return r.copyAt("write", p, off) }
+func (r *Region) WriteAt(p []byte, off int64) (int, error) {
+	return r.copyAt("write", p, off, (*vmm.Region).WriteAt)
+}
 
-func (r *Region) copyAt(op string, b []byte, off int64) (int, error) {
+func (r *Region) copyAt(op string, b []byte, off int64, cp func(*vmm.Region, []byte, int64) (int, error)) (int, error) {
 	if r == nil || r.p == nil {
 		return 0, fail(op, "", errNoPool)
 	}
@@ -274,13 +270,7 @@ func (r *Region) copyAt(op string, b []byte, off int64) (int, error) {
 	if r.closed {
 		return 0, fail(op, args, vmm.ErrClosed)
 	}
-	var n int
-	var err error
-	if op == "read" {
-		n, err = r.g.ReadAt(b, off)
-	} else {
-		n, err = r.g.WriteAt(b, off)
-	}
+	n, err := cp(r.g, b, off)
 	return n, fail(op, args, err)
 }
 
@@ -302,27 +292,34 @@ func (p *Pool) States(tag string) map[State]uint64 {
 }
 
 // Prepare makes the host memory of every chunk of tag that has none, and maps it for the
-// copies, so that a later Offload or Park pins nothing on its way (creating host memory
-// pins it, at 2-4 GiB/s on an H200: an order of magnitude slower than the copy).
+// copies, so that a later Offload or Park pins nothing on its way (see Options.ReleaseHost).
 func (p *Pool) Prepare(tag string) error {
+	return p.onTag("prepare", tag, func(rs []*Region) error {
+		_ = p.pending.Retry()
+		for _, r := range rs {
+			for _, c := range r.chunks {
+				if err := r.prepare(c); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// onTag runs do on tag's regions under p.mu, naming op and the tag on error.
+func (p *Pool) onTag(op, tag string, do func(rs []*Region) error) error {
+	args := fmt.Sprintf("tag %q", tag)
 	if !p.usable() {
-		return fail("prepare", fmt.Sprintf("tag %q", tag), errNoPool)
+		return fail(op, args, errNoPool)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rs, err := p.regionsOf(tag)
 	if err != nil {
-		return fail("prepare", fmt.Sprintf("tag %q", tag), err)
+		return fail(op, args, err)
 	}
-	_ = p.pending.Retry()
-	for _, r := range rs {
-		for _, c := range r.chunks {
-			if err := r.prepare(c); err != nil {
-				return fail("prepare", fmt.Sprintf("tag %q", tag), err)
-			}
-		}
-	}
-	return nil
+	return fail(op, args, do(rs))
 }
 
 // prepare gives c host memory mapped at its place in the region's stage, readable and
@@ -415,7 +412,7 @@ func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 		case err != nil: // unmapped, but the host memory is not in its place, though it
 			w.c.state = Offloaded // holds the bytes
 		default:
-			w.c.state = asleep(mode)
+			w.c.state = asleep[mode]
 		}
 		if w.c.dev != nil {
 			err = errors.Join(err, p.pending.Do("release of a chunk's device memory", w.c.dev.Close))
@@ -432,17 +429,7 @@ func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 // memory, Wake fails with an error saying how much the tag needs there and how much is
 // free; the chunks not yet woken still sleep with their bytes, and Wake can be retried.
 func (p *Pool) Wake(ctx context.Context, tag string) error {
-	args := fmt.Sprintf("tag %q", tag)
-	if !p.usable() {
-		return fail("wake", args, errNoPool)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rs, err := p.regionsOf(tag)
-	if err != nil {
-		return fail("wake", args, err)
-	}
-	return fail("wake", args, p.wake(ctx, rs))
+	return p.onTag("wake", tag, func(rs []*Region) error { return p.wake(ctx, rs) })
 }
 
 // wake is Wake of the regions rs; the caller holds p.mu.
@@ -535,17 +522,12 @@ func (r *Region) repark(c *chunk) error {
 	if !c.unparked {
 		return nil
 	}
-	if err := r.park(c); err != nil {
+	// Swap maps it with the access the chunk had.
+	if _, err := r.g.Swap(c.off, c.host, true); err != nil {
 		return err // offloaded, then: the bytes are in host memory
 	}
 	c.state, c.unparked = Parked, false
 	return nil
-}
-
-// park maps c's host memory at its addresses, with the access the chunk had.
-func (r *Region) park(c *chunk) error {
-	_, err := r.g.Swap(c.off, c.host, true)
-	return err
 }
 
 // dropHost releases c's host memory; it stays c's while its stage mapping does.
@@ -615,20 +597,13 @@ func (r *Region) Close() error {
 		return err
 	}
 	rs := r.p.regions[r.tag]
-	for i, x := range rs {
-		if x == r {
-			r.p.regions[r.tag] = append(rs[:i:i], rs[i+1:]...)
-			break
-		}
-	}
-	if len(r.p.regions[r.tag]) == 0 {
-		delete(r.p.regions, r.tag)
+	if i := slices.Index(rs, r); i >= 0 {
+		setTag(r.p.regions, r.tag, append(rs[:i:i], rs[i+1:]...))
 	}
 	return nil
 }
 
-// closeLocked undoes the region step by step, each step recorded as it succeeds, so that
-// a second call after a failure goes on where the first stopped.
+// closeLocked is Close under p.mu: each step is recorded as it succeeds, for a retry.
 func (r *Region) closeLocked() error {
 	if r.closed {
 		return nil
@@ -665,25 +640,18 @@ func (r *Region) dropStage() error {
 // ReleaseHost releases the host memory of tag's resident chunks, which Prepare made and
 // every sleep keeps for the next one.
 func (p *Pool) ReleaseHost(tag string) error {
-	if !p.usable() {
-		return fail("release host", fmt.Sprintf("tag %q", tag), errNoPool)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rs, err := p.regionsOf(tag)
-	if err != nil {
-		return fail("release host", fmt.Sprintf("tag %q", tag), err)
-	}
-	for _, r := range rs {
-		for _, c := range r.chunks {
-			if c.state == Resident && c.host != nil {
-				if err := r.dropHost(c); err != nil {
-					return fail("release host", fmt.Sprintf("tag %q", tag), err)
+	return p.onTag("release host", tag, func(rs []*Region) error {
+		for _, r := range rs {
+			for _, c := range r.chunks {
+				if c.state == Resident && c.host != nil {
+					if err := r.dropHost(c); err != nil {
+						return err
+					}
 				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // Close closes every region the pool allocated, whatever its state, and gives tagged
@@ -716,11 +684,7 @@ func (p *Pool) Close() error {
 				left = append(left, t)
 			}
 		}
-		if len(left) == 0 {
-			delete(p.tagged, tag)
-		} else {
-			p.tagged[tag] = left
-		}
+		setTag(p.tagged, tag, left)
 	}
 	if err != nil {
 		return err // nothing closed yet: the tagged memory sleeps with its bytes
@@ -734,11 +698,16 @@ func (p *Pool) Close() error {
 				left = append(left, r)
 			}
 		}
-		if len(left) == 0 {
-			delete(p.regions, tag)
-		} else {
-			p.regions[tag] = left
-		}
+		setTag(p.regions, tag, left)
 	}
 	return errors.Join(err, p.pending.Retry())
+}
+
+// setTag makes v tag's list in m, or forgets tag when v is empty.
+func setTag[T any](m map[string][]T, tag string, v []T) {
+	if len(v) == 0 {
+		delete(m, tag)
+	} else {
+		m[tag] = v
+	}
 }

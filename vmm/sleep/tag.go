@@ -11,9 +11,8 @@ import (
 )
 
 // Memory is what Tag puts under a tag: memory a building block or a caller laid out in
-// vmm.Regions (*vmm.Region itself, *buffer.Buffer, *sparse.Array). Its owner may change
-// it while it is awake (a buffer grows or moves, an array commits pages): each Sleep and
-// Wake sleeps and wakes what it holds then.
+// vmm.Regions (*vmm.Region itself, *buffer.Buffer, *sparse.Array), which its owner may
+// change while it is awake (see the package documentation).
 type Memory interface {
 	Regions() []*vmm.Region
 }
@@ -105,10 +104,7 @@ func (p *Pool) Untag(mem Memory) error {
 					return fail("untag", args, err)
 				}
 			}
-			p.tagged[tag] = append(ts[:i:i], ts[i+1:]...)
-			if len(p.tagged[tag]) == 0 {
-				delete(p.tagged, tag)
-			}
+			setTag(p.tagged, tag, append(ts[:i:i], ts[i+1:]...))
 			return nil
 		}
 	}
