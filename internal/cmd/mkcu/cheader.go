@@ -347,8 +347,14 @@ func (h *cHeader) member(typ, d string) (cMember, error) {
 // and sizeof(T), added and subtracted (CUcheckpointRestoreArgs's reserved is
 // "52 - sizeof(CUcheckpointGpuPair *)").
 func (h *cHeader) lenValue(s string) (int, error) {
-	total := 0
-	for _, m := range lenTermRE.FindAllStringSubmatch(s, -1) {
+	total, end := 0, 0
+	for i, at := range lenTermRE.FindAllStringSubmatchIndex(s, -1) {
+		m := []string{s[at[0]:at[1]], s[at[2]:at[3]], s[at[4]:at[5]]}
+		// Terms follow one another with only space between, each after the first signed.
+		if strings.TrimSpace(s[end:at[0]]) != "" || (i > 0 && m[1] == "") {
+			return 0, fmt.Errorf("array length %q is not a number", s)
+		}
+		end = at[1]
 		var v int
 		if sz := sizeofRE.FindStringSubmatch(m[2]); sz != nil {
 			sh, err := h.shape(sz[1])
@@ -367,6 +373,9 @@ func (h *cHeader) lenValue(s string) (int, error) {
 			v = -v
 		}
 		total += v
+	}
+	if strings.TrimSpace(s[end:]) != "" {
+		return 0, fmt.Errorf("array length %q is not a number", s)
 	}
 	if total < 0 {
 		return 0, fmt.Errorf("array length %q is negative", s)
