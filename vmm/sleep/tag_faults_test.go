@@ -181,11 +181,7 @@ func TestRegressTagTwiceAfterMove(t *testing.T) {
 	want := pattern.Bytes(2, 6*mib)
 	p := sleep.New(m, sleep.Options{})
 	require.NoError(t, p.Tag("w", b))
-	taken, err := m.Reserve(2*mib, vmm.At(b.Base()+cu.DevicePtr(b.Stats().Reserved)))
-	require.NoError(t, err)
-	require.NoError(t, b.Grow(6*mib))
-	require.NoError(t, taken.Close())
-	require.Equal(t, 1, b.Stats().Remaps)
+	growMoving(t, m, b, 2*mib) // to 6 MiB
 	_, err = b.WriteAt(want, 0)
 	require.NoError(t, err)
 	require.ErrorIs(t, p.Tag("w", b), vmm.ErrInvalid)

@@ -23,6 +23,17 @@ func h200(t *testing.T) (*sim.Sim, *vmm.Manager) {
 	return s, vmm.New(s)
 }
 
+// growMoving grows b by more bytes with the range after its reservation taken, so that the
+// buffer moves to a new base.
+func growMoving(t *testing.T, m *vmm.Manager, b *buffer.Buffer, more uint64) {
+	t.Helper()
+	taken, err := m.Reserve(2*mib, vmm.At(b.Base()+cu.DevicePtr(b.Stats().Reserved)))
+	require.NoError(t, err)
+	require.NoError(t, b.Grow(b.Size()+more))
+	require.NoError(t, taken.Close())
+	require.Equal(t, 1, b.Stats().Remaps)
+}
+
 // ownRegion is a region its caller made: n chunks of 2 MiB of device 0, read-write.
 func ownRegion(t *testing.T, m *vmm.Manager, props vmm.Props, n int) *vmm.Region {
 	t.Helper()
@@ -114,11 +125,7 @@ func TestTagBuffer(t *testing.T) {
 
 	// Past its reservation, with the range after it taken (by the pool's staging range for
 	// the copies, or else here): the buffer moves, and the tag follows it.
-	taken, err := m.Reserve(2*mib, vmm.At(b.Base()+cu.DevicePtr(b.Stats().Reserved)))
-	require.NoError(t, err)
-	require.NoError(t, b.Grow(20*mib))
-	require.Equal(t, 1, b.Stats().Remaps)
-	require.NoError(t, taken.Close())
+	growMoving(t, m, b, 14*mib) // to 20 MiB
 	more := pattern.Bytes(6, 14*mib)
 	_, err = b.WriteAt(more, 6*mib)
 	require.NoError(t, err)
