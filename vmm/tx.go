@@ -3,6 +3,7 @@ package vmm
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/cuvmm/cuvmm/cu"
 )
@@ -37,9 +38,15 @@ type Tx struct {
 
 type undoStep struct {
 	what    string
-	do      func() error
+	undo    io.Closer // what Create, Reserve and Map made, or a closeFunc
 	restore bool
 }
+
+// closeFunc is a recorded func as an io.Closer, which holds the objects the typed steps
+// made without the allocation of a method value.
+type closeFunc func() error
+
+func (f closeFunc) Close() error { return f() }
 
 // Begin starts a transaction on m whose failed undo releases go to pending; with nil they
 // go to the Manager's own list (Manager.Pending), which its next Create or Reserve retries.
@@ -54,7 +61,7 @@ func (m *Manager) Begin(pending *Pending) *Tx {
 func (t *Tx) Create(size uint64, p Props) (*Allocation, error) {
 	a, err := t.m.Create(size, p)
 	if err == nil {
-		t.OnRollback("release", a.Close)
+		t.undo = append(t.undo, undoStep{what: "release", undo: a})
 	}
 	return a, err
 }
@@ -63,7 +70,7 @@ func (t *Tx) Create(size uint64, p Props) (*Allocation, error) {
 func (t *Tx) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
 	r, err := t.m.Reserve(size, opts...)
 	if err == nil {
-		t.OnRollback("free", r.Close)
+		t.undo = append(t.undo, undoStep{what: "free", undo: r})
 	}
 	return r, err
 }
@@ -72,7 +79,7 @@ func (t *Tx) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
 func (t *Tx) Map(r *Reservation, off uint64, a *Allocation) (*Mapping, error) {
 	mp, err := r.Map(off, a)
 	if err == nil {
-		t.OnRollback("unmap", mp.Close)
+		t.undo = append(t.undo, undoStep{what: "unmap", undo: mp})
 	}
 	return mp, err
 }
@@ -104,14 +111,14 @@ func (t *Tx) MapAll(r *Reservation, off uint64, access []cu.MemAccessDesc, alloc
 // OnRollback records a release of something the transaction made, run by Rollback; if it
 // fails it goes to the Pending list.
 func (t *Tx) OnRollback(what string, release func() error) {
-	t.undo = append(t.undo, undoStep{what: what, do: release})
+	t.undo = append(t.undo, undoStep{what: what, undo: closeFunc(release)})
 }
 
 // Restore records how to put back existing state that a step changed (mappings removed
 // from a buffer, say), run by Rollback; if it fails, Rollback reports ErrBroken and the
 // Pending given to Begin is broken.
 func (t *Tx) Restore(what string, restore func() error) {
-	t.undo = append(t.undo, undoStep{what: what, do: restore, restore: true})
+	t.undo = append(t.undo, undoStep{what: what, undo: closeFunc(restore), restore: true})
 }
 
 // Commit ends the transaction, keeping what it made.
@@ -126,7 +133,7 @@ func (t *Tx) Rollback(cause error) error {
 	errs := []error{cause}
 	for i := len(t.undo) - 1; i >= 0; i-- {
 		u := t.undo[i]
-		err := u.do()
+		err := u.undo.Close()
 		switch {
 		case err == nil:
 		case u.restore:
@@ -136,7 +143,7 @@ func (t *Tx) Rollback(cause error) error {
 			}
 			errs = append(errs, err)
 		case t.pending != nil:
-			t.pending.Add(u.what, u.do)
+			t.pending.Add(u.what, u.undo.Close)
 		default:
 			errs = append(errs, err)
 		}

@@ -93,6 +93,11 @@ type slot struct {
 	busy     atomic.Bool  // pages are being committed or trimmed, outside the lock
 	trimming atomic.Bool  // pages are being trimmed (busy too)
 	floor    atomic.Int64 // while trimming: the pages below it stay (-1: not known yet)
+	// leftover: past mapped, some plane may still map pages that a trim the driver refused
+	// in part left there; the next commit unmaps them first. (A rollback's refused unmaps
+	// are in c.pending, which the next commit retries first.) Written under c.mu or while
+	// busy.
+	leftover bool
 }
 
 func fail(op, args string, err error) error {
@@ -273,15 +278,16 @@ func (c *Cache) commitLocked(slot, n int, step bool) error {
 	tx := c.m.Begin(&c.pending)
 	err := func() error {
 		off := uint64(slot)*c.slotSz + uint64(first)*c.page
-		for _, r := range c.planes {
-			// What a trim or a rollback the driver refused in part left mapped there goes
-			// first (nothing, usually: then no driver call).
-			if err := r.Unmap(off, uint64(n)*c.page); err != nil {
-				return err
+		if s.leftover {
+			for _, r := range c.planes {
+				if err := r.Unmap(off, c.slotSz-uint64(first)*c.page); err != nil {
+					return err
+				}
 			}
+			s.leftover = false
 		}
+		allocs := make([]*vmm.Allocation, n)
 		for _, r := range c.planes {
-			allocs := make([]*vmm.Allocation, n)
 			for i := range allocs {
 				a, err := tx.Create(c.page, vmm.DeviceProps(c.g.Device))
 				if err != nil {
@@ -296,7 +302,9 @@ func (c *Cache) commitLocked(slot, n int, step bool) error {
 			// that an unmap (a rollback's included) frees it; a rollback's release of them
 			// again does nothing. A release the driver refuses is retried at Close.
 			for _, a := range allocs {
-				_ = c.pending.Do("release of a page's reference", a.Close)
+				if err := a.Close(); err != nil {
+					c.pending.Add("release of a page's reference", a.Close)
+				}
 			}
 		}
 		return nil
@@ -492,6 +500,9 @@ func (c *Cache) trimSlotLocked(i, want int) error {
 		// Even when some planes refused: their pages are no longer whole, so none of them
 		// is counted; the next commit of the range, or Close, unmaps what stays.
 		s.mapped.Store(int64(want))
+		if err != nil {
+			s.leftover = true
+		}
 		c.stats.Pages -= n
 		c.stats.Trimmed += n
 		c.stats.Bytes -= uint64(n) * c.bytesPerIndex()
