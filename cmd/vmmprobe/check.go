@@ -268,6 +268,10 @@ func (c *checker) basic(d deviceInfo) bool {
 	if err != nil {
 		failedAt = slices.Index(basicStages, stage)
 	}
+	notRun := "not run: " + stage + " is unsupported"
+	if d.VMM {
+		notRun = "not run: " + stage + " failed"
+	}
 	for i, name := range basicStages[:len(basicStages)-1] {
 		switch {
 		case i < failedAt:
@@ -279,7 +283,7 @@ func (c *checker) basic(d deviceInfo) bool {
 			}
 			c.add(r)
 		default:
-			c.add(skipped(name, dev, "not run: "+stage+" "+r2s(d.VMM)))
+			c.add(skipped(name, dev, notRun))
 		}
 	}
 	if t == nil {
@@ -293,13 +297,6 @@ func (c *checker) basic(d deviceInfo) bool {
 	}
 	c.add(result("teardown", dev, t.close(), true, ""))
 	return true
-}
-
-func r2s(claimed bool) string {
-	if claimed {
-		return "failed"
-	}
-	return "is unsupported"
 }
 
 // compression asks for generically compressible memory and reads back whether the driver
@@ -422,10 +419,7 @@ func (c *checker) multicastCheck() {
 		r.Status = statusOK
 		r.Detail = fmt.Sprintf("created a multicast object, added devices %s, bound memory of each, unbound and released it", joinInts(devs))
 	} else {
-		r.Status = statusFailed
-		r.Result = resultName(err)
-		r.Error = errText(err)
-		r.Detail = step + " failed"
+		r.Status, r.Result, r.Error, r.Detail = statusFailed, resultName(err), errText(err), step+" failed"
 	}
 	c.add(r)
 }

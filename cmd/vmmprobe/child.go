@@ -2,12 +2,16 @@ package main
 
 import (
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
 )
 
-// errIPCUnsupported is returned where the cross-process checks cannot run (not Linux).
+// ipcSupported says whether the cross-process checks can run here; where they cannot,
+// errIPCUnsupported is returned.
+const ipcSupported = runtime.GOOS == "linux"
+
 var errIPCUnsupported = errors.New("cross-process checks need Linux (descriptor passing over SCM_RIGHTS)")
 
 // envChild marks a re-executed vmmprobe as the child of the cross-process checks; its value

@@ -18,9 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ipcSupported says whether the cross-process checks can run here.
-const ipcSupported = true
-
 // The parent and the child talk over a SOCK_SEQPACKET socket pair, the child's end as its
 // descriptor 3, so that each message arrives whole. Each exchange is a JSON childRequest,
 // then, for a POSIX descriptor, the message package vmm/ipc sends (ipc.Send: its header and
