@@ -316,11 +316,9 @@ func (c *checker) compression(d deviceInfo) {
 	case compressible:
 		r.Detail = "the allocation came back compressible (compressionType GENERIC); mapped and copied through"
 	case d.GenericCompression:
-		r.Status = statusUnsupported
-		r.Detail = "the device attribute says generic compression is supported, but the driver returned uncompressible memory"
+		r.Status, r.Detail = statusUnsupported, "the device attribute says generic compression is supported, but the driver returned uncompressible memory"
 	default:
-		r.Status = statusUnsupported
-		r.Detail = "the device does not support generic compression: the allocation came back uncompressible"
+		r.Status, r.Detail = statusUnsupported, "the device does not support generic compression: the allocation came back uncompressible"
 	}
 	c.add(r)
 }
@@ -397,29 +395,21 @@ func (c *checker) peer(p peerInfo) {
 // adds the devices, binds memory of each, and takes it all down again.
 func (c *checker) multicastCheck() {
 	devs := multicastDevices(c.doc.Devices)
-	r := checkResult{Check: "multicast", Devices: devs}
-	if !c.opts.multicast {
-		r.Status = statusSkipped
-		if len(devs) == 0 {
-			r.Detail = "not exercised; no device reports multicast support"
+	r := checkResult{Check: "multicast", Devices: devs, Status: statusSkipped}
+	switch {
+	case !c.opts.multicast && len(devs) == 0:
+		r.Detail = "not exercised; no device reports multicast support"
+	case !c.opts.multicast:
+		r.Detail = "not exercised (creating a multicast object needs --unsafe-multicast); the device attribute says multicast is supported on devices " + joinInts(devs)
+	case len(devs) == 0:
+		r.Status, r.Detail = statusUnsupported, "no device reports multicast support"
+	default:
+		if step, err := exerciseMulticast(c.m, c.doc.Devices, devs); err != nil {
+			r.Status, r.Result, r.Error, r.Detail = statusFailed, resultName(err), errText(err), step+" failed"
 		} else {
-			r.Detail = "not exercised (creating a multicast object needs --unsafe-multicast); the device attribute says multicast is supported on devices " + joinInts(devs)
+			r.Status = statusOK
+			r.Detail = fmt.Sprintf("created a multicast object, added devices %s, bound memory of each, unbound and released it", joinInts(devs))
 		}
-		c.add(r)
-		return
-	}
-	if len(devs) == 0 {
-		r.Status = statusUnsupported
-		r.Detail = "no device reports multicast support"
-		c.add(r)
-		return
-	}
-	step, err := exerciseMulticast(c.m, c.doc.Devices, devs)
-	if err == nil {
-		r.Status = statusOK
-		r.Detail = fmt.Sprintf("created a multicast object, added devices %s, bound memory of each, unbound and released it", joinInts(devs))
-	} else {
-		r.Status, r.Result, r.Error, r.Detail = statusFailed, resultName(err), errText(err), step+" failed"
 	}
 	c.add(r)
 }

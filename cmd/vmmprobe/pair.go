@@ -314,7 +314,11 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	}
 	offer := &pairMsg{Node: r.rep.Local, Seed: seed}
 	if err != nil {
-		r.createFailed(err, dev)
+		if r.rep.Local.Channel {
+			r.fail(causeFailed, fmt.Sprintf("the exporter (this process) cannot create and export fabric memory on device %d", dev), "", err)
+		} else {
+			r.fail(causeNoChannel, fmt.Sprintf("the exporter (this process) cannot create fabric memory on device %d: it has no IMEX channel", dev), causeRemedies[causeNoChannel], err)
+		}
 		offer.Cause, offer.Detail = r.rep.Cause, peerView(r.rep.Diagnosis)
 		_ = r.sess.send(offer)
 		return
@@ -352,16 +356,6 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	}
 	verdict.Cause, verdict.Detail = r.rep.Cause, peerView(r.rep.Diagnosis)
 	_ = r.sess.send(verdict)
-}
-
-// createFailed names why the exporter has no fabric handle to offer.
-func (r *pairRun) createFailed(err error, dev int) {
-	switch {
-	case !r.rep.Local.Channel:
-		r.fail(causeNoChannel, fmt.Sprintf("the exporter (this process) cannot create fabric memory on device %d: it has no IMEX channel", dev), causeRemedies[causeNoChannel], err)
-	default:
-		r.fail(causeFailed, fmt.Sprintf("the exporter (this process) cannot create and export fabric memory on device %d", dev), "", err)
-	}
 }
 
 // importFrom is the connecting side.
