@@ -222,8 +222,7 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 			r.conn.Close()
 		}
 	}()
-	var rep *pairReport
-	var code int
+	rep, code := &base, 0
 	select {
 	case <-done:
 		rep, code = &r.rep, r.code
@@ -233,10 +232,8 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 			c.Close()
 		default:
 		}
-		rep = &base
 		rep.Cause, rep.Diagnosis = causeTimeout, "a step did not finish within the deadline (--timeout): the driver, NVML or the peer did not answer"
 		rep.Remedy = "raise --timeout, or see what hangs on this node (vmmprobe check)"
-		code = exitCheckFailed
 	}
 	if exit := writeReport(opts, stdout, rep, renderPair(rep), rep.OK, warn); exit == exitFailure || code == 0 {
 		return exit
