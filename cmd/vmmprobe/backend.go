@@ -35,20 +35,11 @@ func (o *opened) backend() vmm.Backend {
 	return o.b
 }
 
-// openError is a backend that could not be opened, with the exit code it means.
-type openError struct {
-	code int
-	err  error
-}
-
-func (e *openError) Error() string { return e.err.Error() }
-func (e *openError) Unwrap() error { return e.err }
-
-// open opens the backend c names. fallback lets auto fall back to sim when the driver
+// open opens the backend c names; an error comes with the exit code it means. fallback lets auto fall back to sim when the driver
 // library does not load (the table output only). A driver that loads and then refuses
 // (cuInit fails: Fabric Manager down is CUDA_ERROR_SYSTEM_NOT_READY) is not an error here:
 // the report is still written, with the reason, because the node picture says why.
-func open(o backend.Opener, c backend.Choice, fallback bool) (*opened, error) {
+func open(o backend.Opener, c backend.Choice, fallback bool) (*opened, int, error) {
 	fb := backend.NoFallback
 	if fallback {
 		fb = backend.FallbackNoDriver
@@ -57,14 +48,12 @@ func open(o backend.Opener, c backend.Choice, fallback bool) (*opened, error) {
 	switch {
 	case err == nil:
 	case backend.IsNoDriver(err):
-		return nil, &openError{code: exitNoDriver, err: err}
+		return nil, exitNoDriver, err
 	case errors.Is(err, cu.ERROR_NO_DEVICE):
-		return nil, &openError{code: exitNoDevice, err: err}
+		return nil, exitNoDevice, err
+	case errors.As(err, new(*backend.UsageError)):
+		return nil, exitUsage, err
 	default:
-		var ue *backend.UsageError
-		if errors.As(err, &ue) {
-			return nil, &openError{code: exitUsage, err: err}
-		}
 		// cuInit (or the simulator standing in for it) refused.
 		sel := &opened{initErr: err, childSpec: backend.CUDA, info: backendInfo{Name: backend.CUDA, InitError: errText(err)}}
 		if c.Kind == backend.Sim {
@@ -75,7 +64,7 @@ func open(o backend.Opener, c backend.Choice, fallback bool) (*opened, error) {
 		} else {
 			sel.info.LibraryPath = cu.LibraryPath()
 		}
-		return sel, nil
+		return sel, exitOK, nil
 	}
 	sel := &opened{b: op.Backend, childSpec: op.Spec(), cfg: op.Config}
 	if op.Simulated() {
@@ -86,13 +75,13 @@ func open(o backend.Opener, c backend.Choice, fallback bool) (*opened, error) {
 	} else {
 		sel.info = backendInfo{Name: op.Backend.Name(), LibraryPath: cu.LibraryPath()}
 	}
-	return sel, nil
+	return sel, exitOK, nil
 }
 
 // simSymbols says which driver entry points a simulator provides: those whose ABI version
 // its configured driver version reaches (sim has no list of its own). Nil for other
 // backends.
-func simSymbols(b vmm.Backend) symbolResolver {
+func simSymbols(b vmm.Backend) func(loader.Symbol) error {
 	s, ok := b.(*sim.Sim)
 	if !ok {
 		return nil

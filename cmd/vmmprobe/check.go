@@ -268,6 +268,10 @@ func (c *checker) basic(d deviceInfo) bool {
 	if err != nil {
 		failedAt = slices.Index(basicStages, stage)
 	}
+	notRun := "not run: " + stage + " is unsupported"
+	if d.VMM {
+		notRun = "not run: " + stage + " failed"
+	}
 	for i, name := range basicStages[:len(basicStages)-1] {
 		switch {
 		case i < failedAt:
@@ -279,7 +283,7 @@ func (c *checker) basic(d deviceInfo) bool {
 			}
 			c.add(r)
 		default:
-			c.add(skipped(name, dev, "not run: "+stage+" "+r2s(d.VMM)))
+			c.add(skipped(name, dev, notRun))
 		}
 	}
 	if t == nil {
@@ -293,13 +297,6 @@ func (c *checker) basic(d deviceInfo) bool {
 	}
 	c.add(result("teardown", dev, t.close(), true, ""))
 	return true
-}
-
-func r2s(claimed bool) string {
-	if claimed {
-		return "failed"
-	}
-	return "is unsupported"
 }
 
 // compression asks for generically compressible memory and reads back whether the driver
@@ -319,11 +316,9 @@ func (c *checker) compression(d deviceInfo) {
 	case compressible:
 		r.Detail = "the allocation came back compressible (compressionType GENERIC); mapped and copied through"
 	case d.GenericCompression:
-		r.Status = statusUnsupported
-		r.Detail = "the device attribute says generic compression is supported, but the driver returned uncompressible memory"
+		r.Status, r.Detail = statusUnsupported, "the device attribute says generic compression is supported, but the driver returned uncompressible memory"
 	default:
-		r.Status = statusUnsupported
-		r.Detail = "the device does not support generic compression: the allocation came back uncompressible"
+		r.Status, r.Detail = statusUnsupported, "the device does not support generic compression: the allocation came back uncompressible"
 	}
 	c.add(r)
 }
@@ -400,32 +395,21 @@ func (c *checker) peer(p peerInfo) {
 // adds the devices, binds memory of each, and takes it all down again.
 func (c *checker) multicastCheck() {
 	devs := multicastDevices(c.doc.Devices)
-	r := checkResult{Check: "multicast", Devices: devs}
-	if !c.opts.multicast {
-		r.Status = statusSkipped
-		if len(devs) == 0 {
-			r.Detail = "not exercised; no device reports multicast support"
+	r := checkResult{Check: "multicast", Devices: devs, Status: statusSkipped}
+	switch {
+	case !c.opts.multicast && len(devs) == 0:
+		r.Detail = "not exercised; no device reports multicast support"
+	case !c.opts.multicast:
+		r.Detail = "not exercised (creating a multicast object needs --unsafe-multicast); the device attribute says multicast is supported on devices " + joinInts(devs)
+	case len(devs) == 0:
+		r.Status, r.Detail = statusUnsupported, "no device reports multicast support"
+	default:
+		if step, err := exerciseMulticast(c.m, c.doc.Devices, devs); err != nil {
+			r.Status, r.Result, r.Error, r.Detail = statusFailed, resultName(err), errText(err), step+" failed"
 		} else {
-			r.Detail = "not exercised (creating a multicast object needs --unsafe-multicast); the device attribute says multicast is supported on devices " + joinInts(devs)
+			r.Status = statusOK
+			r.Detail = fmt.Sprintf("created a multicast object, added devices %s, bound memory of each, unbound and released it", joinInts(devs))
 		}
-		c.add(r)
-		return
-	}
-	if len(devs) == 0 {
-		r.Status = statusUnsupported
-		r.Detail = "no device reports multicast support"
-		c.add(r)
-		return
-	}
-	step, err := exerciseMulticast(c.m, c.doc.Devices, devs)
-	if err == nil {
-		r.Status = statusOK
-		r.Detail = fmt.Sprintf("created a multicast object, added devices %s, bound memory of each, unbound and released it", joinInts(devs))
-	} else {
-		r.Status = statusFailed
-		r.Result = resultName(err)
-		r.Error = errText(err)
-		r.Detail = step + " failed"
 	}
 	c.add(r)
 }

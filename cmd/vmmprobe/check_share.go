@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"runtime"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/pattern"
@@ -16,6 +17,42 @@ import (
 // ipc.Send for a POSIX file descriptor, ipc.ExportFabric and the handle's text form for a
 // fabric handle; the child imports with ipc.ReceiveAndImport or ipc.ImportFabric, checks
 // every byte and writes its own, which this process reads back through its mapping.
+
+// ipcSupported says whether the cross-process checks can run here; where they cannot,
+// errIPCUnsupported is returned.
+const ipcSupported = runtime.GOOS == "linux"
+
+var errIPCUnsupported = errors.New("cross-process checks need Linux (descriptor passing over SCM_RIGHTS)")
+
+// What a child imports: a POSIX file descriptor (sent after the request through ipc.Send)
+// or a fabric handle (in the request, in ipc.FabricHandle's text form).
+const (
+	kindPosixFD = "posix-fd"
+	kindFabric  = "fabric"
+)
+
+// childRequest asks the child to import memory of Size bytes holding pattern(Seed), map it
+// for Device, check every byte and write pattern(Seed+1) over the first childWrite bytes.
+type childRequest struct {
+	Kind   string `json:"kind"`
+	Device int    `json:"device"`
+	Size   uint64 `json:"size"`
+	Seed   byte   `json:"seed"`
+	Fabric string `json:"fabric,omitempty"`
+}
+
+// childWrite is how much the child writes back, for the parent to read through its own
+// mapping.
+const childWrite = 4096
+
+// childError is the child's answer: Step "done", or the step that failed and why.
+type childError struct {
+	Step   string `json:"step"`
+	Result string `json:"result,omitempty"`
+	Msg    string `json:"error,omitempty"`
+}
+
+func (e *childError) Error() string { return "child process: " + e.Step + ": " + e.Msg }
 
 // shareKind is a sharing check: the memory's handle type, the export check and the
 // cross-process one that imports what it exported, the seed of its pattern, and its words.

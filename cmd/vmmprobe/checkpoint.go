@@ -40,7 +40,7 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 		// The driver loaded but did not initialize: nothing to checkpoint with.
 		rep.Error = "the CUDA driver did not initialize: " + oneLine(errText(sel.initErr))
 		rep.Diagnosis = "failed"
-		writeReport(opts, stdout, &rep, renderCheckpoint(&rep), warn)
+		writeReport(opts, stdout, &rep, renderCheckpoint(&rep), false, warn)
 		return exitNoDriver
 	}
 	switch opts.command {
@@ -73,13 +73,7 @@ func runCheckpoint(sel *opened, opts options, d deps, stdout io.Writer, warn fun
 			rep.Diagnosis = "failed: the GPU lacks the memory the process held; free some, or restore it onto another GPU (--to-gpu)"
 		}
 	}
-	switch {
-	case writeReport(opts, stdout, &rep, renderCheckpoint(&rep), warn) != nil:
-		return exitFailure
-	case !rep.OK:
-		return exitCheckFailed
-	}
-	return exitOK
+	return writeReport(opts, stdout, &rep, renderCheckpoint(&rep), rep.OK, warn)
 }
 
 func renderCheckpoint(r *checkpointReport) string {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/backend"
 	"github.com/cuvmm/cuvmm/internal/pattern"
 	"github.com/cuvmm/cuvmm/internal/reexec"
@@ -18,14 +19,46 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ipcSupported says whether the cross-process checks can run here.
-const ipcSupported = true
-
 // The parent and the child talk over a SOCK_SEQPACKET socket pair, the child's end as its
 // descriptor 3, so that each message arrives whole. Each exchange is a JSON childRequest,
 // then, for a POSIX descriptor, the message package vmm/ipc sends (ipc.Send: its header and
 // the descriptor), so the check runs the code users run; the child answers with a JSON
 // childError, Step "done" on success. The child exits when the parent closes its end.
+
+// envChild marks a re-executed vmmprobe as the child of the cross-process checks; its value
+// names the backend the child opens (internal/backend's spec: "cuda" or "sim:PRESET").
+const envChild = "CUVMM_VMMPROBE_CHILD"
+
+// childTimeout bounds each exchange with the child (the first one includes loading the
+// driver and creating a context).
+const childTimeout = 2 * time.Minute
+
+// maxCheckSize bounds what a child agrees to read: the checks use one granule.
+const maxCheckSize = 64 << 20
+
+// failure is the answer for a step that failed with err, naming the driver's result.
+func failure(step string, err error) childError {
+	r := childError{Step: step, Msg: err.Error()}
+	if res, ok := cu.ResultOf(err); ok {
+		r.Result = res.Name()
+	}
+	return r
+}
+
+// limitedBuffer keeps the first max bytes written to it: the child's stderr, for messages.
+type limitedBuffer struct {
+	max int
+	b   []byte
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - len(l.b); room > 0 {
+		l.b = append(l.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string { return string(l.b) }
 
 // maxChildMessage bounds a request or a reply read from the other process.
 const maxChildMessage = 64 << 10

@@ -7,9 +7,6 @@ import (
 	"github.com/cuvmm/cuvmm/vmm/ipc"
 )
 
-// ipcSupported says whether the cross-process checks can run here.
-const ipcSupported = false
-
 // ipcChild is never started here.
 type ipcChild struct{}
 

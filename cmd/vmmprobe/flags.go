@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -185,8 +186,10 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 	if empty != "" {
 		return usage("--%s: empty value", empty)
 	}
-	if f := misplaced(opts.command, set); f != "" {
-		return usage("--%s applies to %s", f, joinCommands(flagCommands[f]))
+	for _, f := range slices.Sorted(maps.Keys(set)) { // the first flag that does not apply
+		if !appliesTo(f, opts.command) {
+			return usage("--%s applies to %s", f, joinCommands(flagCommands[f]))
+		}
 	}
 	return validateOptions(opts, set, require, usage)
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 
@@ -75,16 +74,6 @@ var flagCommands = map[string][]string{
 func appliesTo(flagName, command string) bool {
 	cmds, ok := flagCommands[flagName]
 	return !ok || slices.Contains(cmds, command)
-}
-
-// misplaced is the first flag in set that does not apply to command, or "".
-func misplaced(command string, set map[string]bool) string {
-	for _, n := range slices.Sorted(maps.Keys(set)) {
-		if !appliesTo(n, command) {
-			return n
-		}
-	}
-	return ""
 }
 
 // joinCommands writes commands as a sentence: "ready only", "report and check",
@@ -280,7 +269,7 @@ compdef _vmmprobe vmmprobe
 			}
 			_, usage := flag.UnquoteUsage(f)
 			first, _, _ := strings.Cut(usage, "\n")
-			line := fmt.Sprintf("complete -c vmmprobe -l %s -d %s", f.Name, fishQuote(first))
+			line := fmt.Sprintf("complete -c vmmprobe -l %s -d '%s'", f.Name, strings.ReplaceAll(first, "'", `\'`))
 			switch f.Name {
 			case "output":
 				line += " -s o -x -a '" + formats + "'"
@@ -298,5 +287,3 @@ compdef _vmmprobe vmmprobe
 	}
 	return nil
 }
-
-func fishQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }

@@ -119,9 +119,7 @@ func readIMEX(sys system) *imexState {
 	s.ChannelCount, s.CreateChannel0 = moduleParams(sys)
 
 	names, err := sys.ReadDir(imexChannelDir)
-	if err == nil {
-		s.DirPresent = true
-	}
+	s.DirPresent = err == nil
 	var channels []string
 	for _, n := range names {
 		if num, ok := strings.CutPrefix(n, "channel"); ok && isDecimal(num) {

@@ -104,13 +104,8 @@ func run(args []string, stdout, stderr io.Writer, d deps) int {
 	if opts.command == cmdCheckpointCheck { // /proc only: no driver needed
 		return runCheckpoint(nil, opts, d, stdout, warn)
 	}
-	sel, err := open(d.open, opts.backend, opts.format == formatTable && opts.command != cmdReady && opts.command != cmdPair && !takesPid(opts.command))
+	sel, code, err := open(d.open, opts.backend, opts.format == formatTable && (opts.command == cmdReport || opts.command == cmdCheck))
 	if err != nil {
-		var oe *openError
-		code := exitNoDriver
-		if errors.As(err, &oe) {
-			code = oe.code
-		}
 		switch code {
 		case exitNoDevice:
 			warn("no CUDA device: " + errText(err))
@@ -246,8 +241,9 @@ func deliver(opts options, stdout io.Writer, out []byte) error {
 }
 
 // writeReport writes the report of pair or the checkpoint commands, v, as indented JSON
-// with -o json, else its table wrapped for the terminal; it warns of a failure to write.
-func writeReport(opts options, stdout io.Writer, v any, table string, warn func(string)) error {
+// with -o json, else its table wrapped for the terminal, and returns the exit code: a
+// failure to write (with a warning), else whether the report is ok.
+func writeReport(opts options, stdout io.Writer, v any, table string, ok bool, warn func(string)) int {
 	out := []byte(wrapTable(table, tableWidth))
 	var err error
 	if opts.format == formatJSON {
@@ -257,10 +253,14 @@ func writeReport(opts options, stdout io.Writer, v any, table string, warn func(
 	if err == nil {
 		err = deliver(opts, stdout, out)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		warn(err.Error())
+		return exitFailure
+	case !ok:
+		return exitCheckFailed
 	}
-	return err
+	return exitOK
 }
 
 // pairStep is one timed step of pair or a checkpoint command.
@@ -278,6 +278,16 @@ func (s *steps) run(name string, f func() error) error {
 	err := f()
 	*s = append(*s, pairStep{name, time.Since(t0).Microseconds()})
 	return err
+}
+
+// timed runs f as the named step of s and returns its result.
+func timed[T any](s *steps, name string, f func() (T, error)) (T, error) {
+	var v T
+	err := s.run(name, func() (err error) {
+		v, err = f()
+		return err
+	})
+	return v, err
 }
 
 // String is the steps as the tables show them: "lock 1.2ms, checkpoint 3s".

@@ -379,22 +379,19 @@ func (n *nodeReport) diagnose(sys system, imex *imexState, devs []deviceInfo, in
 	}
 }
 
-// fmEvidence lists what else says Fabric Manager is not there.
+// fmEvidence lists what else says Fabric Manager is not there, each after ", ".
 func (n *nodeReport) fmEvidence() string {
-	var e []string
+	var e string
 	fm := n.FabricManager
 	if fm.Unit == "" {
-		e = append(e, "no "+fmUnit)
+		e += ", no " + fmUnit
 	} else if !fm.Enabled {
-		e = append(e, fmUnit+" not enabled")
+		e += ", " + fmUnit + " not enabled"
 	}
 	if fm.Listening == "" {
-		e = append(e, "nothing listening on its command port")
+		e += ", nothing listening on its command port"
 	}
-	if len(e) == 0 {
-		return ""
-	}
-	return ", " + strings.Join(e, ", ")
+	return e
 }
 
 // Fabric Manager's log, and how to start it, as remedies name them.

@@ -55,12 +55,10 @@ func renderPrometheus(doc *document) []byte {
 	}
 	if s := doc.Summary; s != nil {
 		p.family("cuvmm_checks", "Number of checks by status.")
-		for _, st := range []struct {
-			name string
-			n    int
-		}{{statusOK, s.OK}, {statusUnsupported, s.Unsupported}, {statusFailed, s.Failed}, {statusSkipped, s.Skipped}} {
-			p.sample("cuvmm_checks", float64(st.n), "status", st.name)
-		}
+		p.sample("cuvmm_checks", float64(s.OK), "status", statusOK)
+		p.sample("cuvmm_checks", float64(s.Unsupported), "status", statusUnsupported)
+		p.sample("cuvmm_checks", float64(s.Failed), "status", statusFailed)
+		p.sample("cuvmm_checks", float64(s.Skipped), "status", statusSkipped)
 	}
 	return []byte(p.b.String())
 }

@@ -170,19 +170,18 @@ func tableChecks(b *strings.Builder, doc *document) {
 	if len(doc.Checks) == 0 {
 		return
 	}
-	type row struct{ where, check, status, detail string }
-	rows := make([]row, 0, len(doc.Checks))
+	where := make([]string, len(doc.Checks)) // the device, the pair, or all
 	wWhere, wCheck, wStatus := len("DEVICE"), len("CHECK"), len("STATUS")
-	for _, r := range doc.Checks {
-		where := "all"
+	for i, r := range doc.Checks {
 		switch {
 		case r.Device != nil && r.Peer != nil:
-			where = fmt.Sprintf("%d->%d", *r.Device, *r.Peer)
+			where[i] = fmt.Sprintf("%d->%d", *r.Device, *r.Peer)
 		case r.Device != nil:
-			where = fmt.Sprint(*r.Device)
+			where[i] = fmt.Sprint(*r.Device)
+		default:
+			where[i] = "all"
 		}
-		rows = append(rows, row{where, r.Check, r.Status, r.Detail})
-		wWhere, wCheck, wStatus = max(wWhere, len(where)), max(wCheck, len(r.Check)), max(wStatus, len(r.Status))
+		wWhere, wCheck, wStatus = max(wWhere, len(where[i])), max(wCheck, len(r.Check)), max(wStatus, len(r.Status))
 	}
 	line := func(where, check, status, detail string) {
 		fmt.Fprintf(b, "%s\n", strings.TrimRight(fmt.Sprintf("%-*s  %-*s  %-*s  %s", wWhere, where, wCheck, check, wStatus, status, detail), " "))
@@ -191,7 +190,7 @@ func tableChecks(b *strings.Builder, doc *document) {
 	line("DEVICE", "CHECK", "STATUS", "DETAIL")
 	pad := strings.Repeat(" ", wWhere+wCheck+wStatus+6)
 	for i, r := range doc.Checks {
-		line(rows[i].where, rows[i].check, rows[i].status, rows[i].detail)
+		line(where[i], r.Check, r.Status, r.Detail)
 		if r.Error != "" {
 			fmt.Fprintf(b, "%serror: %s\n", pad, r.Error)
 		}

@@ -222,8 +222,7 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 			r.conn.Close()
 		}
 	}()
-	var rep *pairReport
-	var code int
+	rep, code := &base, 0
 	select {
 	case <-done:
 		rep, code = &r.rep, r.code
@@ -233,20 +232,13 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 			c.Close()
 		default:
 		}
-		rep = &base
 		rep.Cause, rep.Diagnosis = causeTimeout, "a step did not finish within the deadline (--timeout): the driver, NVML or the peer did not answer"
 		rep.Remedy = "raise --timeout, or see what hangs on this node (vmmprobe check)"
-		code = exitCheckFailed
 	}
-	switch {
-	case writeReport(opts, stdout, rep, renderPair(rep), warn) != nil:
-		return exitFailure
-	case code != 0:
-		return code
-	case !rep.OK:
-		return exitCheckFailed
+	if exit := writeReport(opts, stdout, rep, renderPair(rep), rep.OK, warn); exit == exitFailure || code == 0 {
+		return exit
 	}
-	return exitOK
+	return code
 }
 
 // localPairNode is what this side says of its node.
@@ -272,11 +264,8 @@ func localPairNode(sel *opened, sys system, d deps) pairNode {
 
 // export is the listening side.
 func (r *pairRun) export(addr string, dev int, warn func(string)) {
-	var ln net.Listener
-	if err := r.rep.Steps.run("listen", func() (err error) {
-		ln, err = net.Listen("tcp", addr)
-		return err
-	}); err != nil {
+	ln, err := timed(&r.rep.Steps, "listen", func() (net.Listener, error) { return net.Listen("tcp", addr) })
+	if err != nil {
 		r.fail(causeFailed, "cannot listen on "+addr, "choose a free port this process may bind", err)
 		r.code = exitFailure
 		return
@@ -288,11 +277,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	_ = ln.(*net.TCPListener).SetDeadline(r.deadline)
 	var last error
 	for r.sess == nil {
-		var c net.Conn
-		err := r.rep.Steps.run("connect", func() (err error) {
-			c, err = ln.Accept()
-			return err
-		})
+		c, err := timed(&r.rep.Steps, "connect", ln.Accept)
 		if err != nil {
 			if last != nil {
 				r.wireFail("no importer proved the secret; the last connection", last)
@@ -313,7 +298,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	var t *trial
 	var fh ipc.FabricHandle
 	seed := byte(time.Now().UnixNano()) | 1 // never 0, which the offer's JSON would leave out
-	err := r.rep.Steps.run("create", func() error {
+	err = r.rep.Steps.run("create", func() error {
 		g, err := r.m.Granularity(p, false)
 		if err == nil {
 			t, _, err = openTrial(r.m, p, g, []int{dev}, 0, seed, nil)
@@ -322,14 +307,15 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	})
 	if err == nil {
 		defer t.close()
-		err = r.rep.Steps.run("export", func() (err error) {
-			fh, err = ipc.ExportFabric(t.mem)
-			return err
-		})
+		fh, err = timed(&r.rep.Steps, "export", func() (ipc.FabricHandle, error) { return ipc.ExportFabric(t.mem) })
 	}
 	offer := &pairMsg{Node: r.rep.Local, Seed: seed}
 	if err != nil {
-		r.createFailed(err, dev)
+		if r.rep.Local.Channel {
+			r.fail(causeFailed, fmt.Sprintf("the exporter (this process) cannot create and export fabric memory on device %d", dev), "", err)
+		} else {
+			r.fail(causeNoChannel, fmt.Sprintf("the exporter (this process) cannot create fabric memory on device %d: it has no IMEX channel", dev), causeRemedies[causeNoChannel], err)
+		}
 		offer.Cause, offer.Detail = r.rep.Cause, peerView(r.rep.Diagnosis)
 		_ = r.sess.send(offer)
 		return
@@ -369,23 +355,12 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	_ = r.sess.send(verdict)
 }
 
-// createFailed names why the exporter has no fabric handle to offer.
-func (r *pairRun) createFailed(err error, dev int) {
-	switch {
-	case !r.rep.Local.Channel:
-		r.fail(causeNoChannel, fmt.Sprintf("the exporter (this process) cannot create fabric memory on device %d: it has no IMEX channel", dev), causeRemedies[causeNoChannel], err)
-	default:
-		r.fail(causeFailed, fmt.Sprintf("the exporter (this process) cannot create and export fabric memory on device %d", dev), "", err)
-	}
-}
-
 // importFrom is the connecting side.
 func (r *pairRun) importFrom(addr string, dev int) {
 	if err := r.rep.Steps.run("connect", func() error { return r.dial(addr) }); err != nil {
 		r.fail(causeUnreachable, "cannot connect to the exporter at "+addr,
 			"start vmmprobe pair --listen there first; check the address, the port and any network policy between the two", err)
-		var ae *net.AddrError
-		if errors.As(err, &ae) {
+		if errors.As(err, new(*net.AddrError)) {
 			r.code = exitUsage
 		}
 		return
@@ -394,11 +369,8 @@ func (r *pairRun) importFrom(addr string, dev int) {
 		r.wireFail("the handshake with "+addr, err)
 		return
 	}
-	var offer *pairMsg
-	if err := r.rep.Steps.run("export", func() (err error) {
-		offer, err = r.sess.recv()
-		return err
-	}); err != nil {
+	offer, err := timed(&r.rep.Steps, "export", r.sess.recv)
+	if err != nil {
 		r.wireFail("waiting for the exporter's offer", err)
 		return
 	}
@@ -418,7 +390,7 @@ func (r *pairRun) importFrom(addr string, dev int) {
 	}
 	var verdict *pairMsg
 	what := "sending the result to the exporter"
-	err := r.rep.Steps.run("confirm", func() (err error) {
+	err = r.rep.Steps.run("confirm", func() (err error) {
 		if err = r.sess.send(res); err == nil && res.Cause == "" {
 			what = "waiting for the exporter's verdict"
 			verdict, err = r.sess.recv()
@@ -448,11 +420,7 @@ func (r *pairRun) use(offer *pairMsg, dev int, res *pairMsg) error {
 		return err
 	}
 	r.rep.SizeBytes = fh.Size
-	var mem *vmm.Allocation
-	err = r.rep.Steps.run("import", func() (err error) {
-		mem, err = fh.Import(r.m)
-		return err
-	})
+	mem, err := timed(&r.rep.Steps, "import", func() (*vmm.Allocation, error) { return fh.Import(r.m) })
 	if err != nil {
 		r.importFailed(err)
 		return err
@@ -548,8 +516,7 @@ func (r *pairRun) dial(addr string) error {
 			return nil
 		}
 		last = err
-		var ae *net.AddrError
-		if errors.As(err, &ae) {
+		if errors.As(err, new(*net.AddrError)) {
 			return err // a malformed address does not get better
 		}
 		time.Sleep(min(200*time.Millisecond, time.Until(r.deadline)))
@@ -565,10 +532,9 @@ func (r *pairRun) authenticate(role string) error {
 	}
 	r.conns <- r.conn
 	_ = r.conn.SetDeadline(r.deadline)
-	return r.rep.Steps.run("auth", func() (err error) {
-		r.sess, err = handshake(r.conn, r.secret, role)
-		return err
-	})
+	var err error
+	r.sess, err = timed(&r.rep.Steps, "auth", func() (*pairSession, error) { return handshake(r.conn, r.secret, role) })
+	return err
 }
 
 // peer records what the authenticated peer says of its node.

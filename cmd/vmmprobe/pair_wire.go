@@ -140,26 +140,21 @@ func handshake(rw io.ReadWriter, secret []byte, role string) (*pairSession, erro
 	}
 	s := &pairSession{rw: rw, out: 0, in: 1}
 	if role == roleImporter {
-		if err := prove(roleImporter); err != nil {
-			return nil, err
-		}
-		if err := check(roleExporter); err != nil {
-			return nil, err
+		if err = prove(roleImporter); err == nil {
+			err = check(roleExporter)
 		}
 		s.out, s.in = 1, 0
-	} else {
-		if err := check(roleImporter); err != nil {
-			return nil, err
-		}
-		if err := prove(roleExporter); err != nil {
-			return nil, err
-		}
+	} else if err = check(roleImporter); err == nil {
+		err = prove(roleExporter)
 	}
-	block, err := aes.NewCipher(pairMAC(secret, "key", exp, imp))
+	var block cipher.Block
+	if err == nil {
+		block, err = aes.NewCipher(pairMAC(secret, "key", exp, imp))
+	}
+	if err == nil {
+		s.aead, err = cipher.NewGCM(block)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if s.aead, err = cipher.NewGCM(block); err != nil {
 		return nil, err
 	}
 	return s, nil

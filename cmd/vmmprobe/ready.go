@@ -20,24 +20,15 @@ type requirement struct {
 	Remedy string `json:"remedy,omitempty"`
 }
 
-// requirements are what --require accepts, each with what it means (for --help and the
-// docs) and how it is judged on a checked document.
-var requirements = map[string]struct {
-	means string
-	judge func(doc *document) requirement
-}{
-	"vmm": {"every device runs the whole VMM sequence (create, reserve, map, set access, copy, teardown)",
-		func(doc *document) requirement { return checksMet(doc, basicStages...) }},
-	"posix-fd": {"every device's memory is shared with another process as a POSIX file descriptor",
-		func(doc *document) requirement { return checksMet(doc, "posix-fd-ipc") }},
-	"fabric": {"every device's memory is shared with another process as a fabric handle",
-		func(doc *document) requirement { return checksMet(doc, "fabric-ipc") }},
-	"peer": {"every pair of devices maps and copies through each other's memory",
-		judgePeers},
-	"nvls": {"NVLink SHARP would work (the NVLS verdict is yes)",
-		judgeNVLS},
-	"node": {"the fabric picture has no problem (NVML, Fabric Manager, GPU registration, IMEX where expected)",
-		judgeNode},
+// requirements are what --require accepts (docs/vmmprobe.md says what each means), each
+// with how it is judged on a checked document.
+var requirements = map[string]func(doc *document) requirement{
+	"vmm":      func(doc *document) requirement { return checksMet(doc, basicStages...) },
+	"posix-fd": func(doc *document) requirement { return checksMet(doc, "posix-fd-ipc") },
+	"fabric":   func(doc *document) requirement { return checksMet(doc, "fabric-ipc") },
+	"peer":     judgePeers,
+	"nvls":     judgeNVLS,
+	"node":     judgeNode,
 }
 
 // defaultRequire is what ready requires without --require.
@@ -49,7 +40,7 @@ func requirementNames() []string { return slices.Sorted(maps.Keys(requirements))
 func judgeReadiness(doc *document, names []string) *readiness {
 	r := &readiness{Ready: true}
 	for _, n := range names {
-		q := requirements[n].judge(doc)
+		q := requirements[n](doc)
 		q.Name = n
 		r.Ready = r.Ready && q.Met
 		r.Requirements = append(r.Requirements, q)

@@ -248,11 +248,7 @@ func fillMulticastGranularity(b vmm.Backend, doc *document) {
 	if len(devs) == 0 {
 		return
 	}
-	size := doc.Devices[devs[0]].Granularity.Min
-	if size == 0 {
-		size = 2 << 20
-	}
-	prop := cu.MulticastObjectProp{NumDevices: uint32(len(devs)), Size: size}
+	prop := cu.MulticastObjectProp{NumDevices: uint32(len(devs)), Size: size(doc.Devices[devs[0]])}
 	var g [2]uint64
 	for k, opt := range []cu.MulticastGranularityFlags{cu.MULTICAST_GRANULARITY_MINIMUM, cu.MULTICAST_GRANULARITY_RECOMMENDED} {
 		var err error

@@ -49,14 +49,11 @@ func symbolKind(s loader.Symbol) string {
 	return ""
 }
 
-// symbolResolver says whether a backend provides a driver entry point: nil when it does.
-type symbolResolver func(loader.Symbol) error
-
 // symbolsOf lists the VMM and multicast entry points that cu declares and whether b
 // provides each. Only the real driver is asked (through cu.Symbols); a simulated backend
 // is asked through simSymbols, which returns nil when the simulator cannot say.
 func symbolsOf(b vmm.Backend) *symbolReport {
-	var resolve symbolResolver
+	var resolve func(loader.Symbol) error // nil: b provides the entry point
 	if b.Name() == "cuda" {
 		found := map[string]error{}
 		for _, p := range cu.Symbols() {

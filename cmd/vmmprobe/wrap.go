@@ -11,12 +11,8 @@ const tableWidth = 100
 // (the key column of a table, the status column of a check), or two columns in from the
 // line's indentation. A word longer than the room left (a path, a URL) stays whole.
 func wrapTable(s string, width int) string {
-	if !strings.Contains(s, "\n") && len(s) <= width {
-		return s
-	}
 	var b strings.Builder
-	lines := strings.SplitAfter(s, "\n")
-	for _, line := range lines {
+	for line := range strings.Lines(s) {
 		body := strings.TrimSuffix(line, "\n")
 		if len(body) <= width {
 			b.WriteString(line)
