@@ -114,19 +114,16 @@ func deprecationNote(e *enumerator, desc string, goName func(string) string) str
 		doc = strings.TrimLeft(doc[loc[0]:], ".! ")
 	}
 	doc = deprecatedLead.ReplaceAllString(plainText(doc), "")
-	var keep []string
+	note := ""
 	for _, s := range sentences(doc) {
-		if len(keep) == 0 && strings.EqualFold(capitalize(s), desc) {
+		s = capitalize(s)
+		if note == "" && strings.EqualFold(s, desc) {
 			continue
 		}
-		keep = append(keep, capitalize(s)+".")
-	}
-	note := ""
-	for _, s := range keep {
-		if note != "" && len(note)+1+len(s) > maxNote {
+		if note != "" && len(note)+1+len(s)+1 > maxNote {
 			break
 		}
-		note = joinDoc(note, s)
+		note = joinDoc(note, s+".")
 	}
 	if note == "" {
 		return "Do not use."
