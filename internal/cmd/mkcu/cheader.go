@@ -318,19 +318,9 @@ func (h *cHeader) lenValue(s string) (int, error) {
 			return 0, fmt.Errorf("array length %q is not a number", s)
 		}
 		end = at[1]
-		var v int
-		if sz := sizeofRE.FindStringSubmatch(m[2]); sz != nil {
-			sh, err := h.shape(sz[1])
-			if err != nil {
-				return 0, fmt.Errorf("array length %q: %w", s, err)
-			}
-			v = sh.size
-		} else {
-			n, err := h.intValue(m[2])
-			if err != nil {
-				return 0, err
-			}
-			v = n
+		v, err := h.term(s, m[2])
+		if err != nil {
+			return 0, err
 		}
 		if m[1] == "-" {
 			v = -v
@@ -346,18 +336,23 @@ func (h *cHeader) lenValue(s string) (int, error) {
 	return total, nil
 }
 
-// intValue is the value of an integer literal or of a macro that expands to one.
-func (h *cHeader) intValue(s string) (int, error) {
-	for range 8 {
-		if v, ok := h.macros[s]; ok {
-			s = strings.TrimSpace(v)
-			continue
+// term is the value of the term t of the array length s: sizeof(T), an integer literal, or a
+// macro that expands to one.
+func (h *cHeader) term(s, t string) (int, error) {
+	if sz := sizeofRE.FindStringSubmatch(t); sz != nil {
+		sh, err := h.shape(sz[1])
+		if err != nil {
+			return 0, fmt.Errorf("array length %q: %w", s, err)
 		}
-		break
+		return sh.size, nil
 	}
-	v, err := parseInt(s)
+	// A macro may name another, to a bound (#define A B, #define B A).
+	for i := 0; i < 8 && h.macros[t] != ""; i++ {
+		t = h.macros[t]
+	}
+	v, err := parseInt(t)
 	if err != nil {
-		return 0, fmt.Errorf("array length %q is not a number", s)
+		return 0, fmt.Errorf("array length %q is not a number", t)
 	}
 	return int(v), nil
 }
@@ -468,10 +463,7 @@ func (h *cHeader) layout(st *cStruct, depth int) (cTypeShape, error) {
 		if ms.void {
 			return cTypeShape{}, fmt.Errorf("member %s has type void", m.name)
 		}
-		n := ms.size
-		if m.count > 0 {
-			n *= m.count
-		}
+		n := ms.size * max(m.count, 1)
 		align = max(align, ms.align)
 		if st.union {
 			size = max(size, n)
@@ -489,13 +481,9 @@ func alignUp(n, a int) int { return (n + a - 1) / a * a }
 func pfnVersions(src []byte) map[string]int {
 	out := map[string]int{}
 	for _, m := range pfnRE.FindAllSubmatch(src, -1) {
-		name := string(m[1])
-		v := m[2]
-		if len(v) == 0 {
-			v = m[3]
-		}
-		if n, err := strconv.Atoi(string(v)); err == nil {
-			out[name] = n
+		// The version is in one of the two forms' groups, the other is empty.
+		if n, err := strconv.Atoi(string(m[2]) + string(m[3])); err == nil {
+			out[string(m[1])] = n
 		}
 	}
 	return out
