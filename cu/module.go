@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -139,10 +140,8 @@ func (c *Context) Launch(f Function, grid, block [3]uint32, sharedMem uint32, ar
 	if f.mod == nil || f.h == 0 {
 		return &Error{Op: "cuLaunchKernel", Args: desc(), Err: invalidArg("cu: zero Function")}
 	}
-	for i := range 3 {
-		if grid[i] == 0 || block[i] == 0 {
-			return &Error{Op: "cuLaunchKernel", Args: desc(), Err: invalidArg("cu: a grid or block dimension is 0")}
-		}
+	if slices.Contains(grid[:], 0) || slices.Contains(block[:], 0) {
+		return &Error{Op: "cuLaunchKernel", Args: desc(), Err: invalidArg("cu: a grid or block dimension is 0")}
 	}
 	ka, err := newKernelArgs(args)
 	if err != nil {

@@ -66,14 +66,9 @@ func readGoPackage(dir string, skip map[string]bool) (*goPackage, error) {
 						pkg.types[s.Name.Name] = s.Type
 					}
 				case *ast.ValueSpec:
-					if g.Tok != token.CONST {
-						continue
-					}
-					for i, name := range s.Names {
-						if i < len(s.Values) {
-							if lit, ok := s.Values[i].(*ast.BasicLit); ok {
-								pkg.consts[name.Name] = lit.Value
-							}
+					for i := range min(len(s.Names), len(s.Values)) {
+						if lit, ok := s.Values[i].(*ast.BasicLit); ok && g.Tok == token.CONST {
+							pkg.consts[s.Names[i].Name] = lit.Value
 						}
 					}
 				}
