@@ -194,10 +194,8 @@ func callN(p *loader.Proc, args ...uintptr) error {
 	if err != nil {
 		return symbolErr(err)
 	}
-	if r, _, _ := purego.SyscallN(addr, args...); uint32(r) != 0 {
-		return Result(int32(uint32(r)))
-	}
-	return nil
+	r, _, _ := purego.SyscallN(addr, args...)
+	return resultOf(r)
 }
 
 // kernelArgs is a kernel's parameters in the form cuLaunchKernel takes them: kernelParams

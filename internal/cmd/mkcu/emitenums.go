@@ -38,11 +38,6 @@ func defineDoc(src []byte, name string) string {
 	return ""
 }
 
-// isSizeSentinel reports whether e only makes its enum 32 bits wide.
-func isSizeSentinel(e *enumerator) bool {
-	return strings.HasSuffix(e.name, "_MAX") && e.value == 0x7FFFFFFF
-}
-
 // constValue is how a constant's value is written: as the header writes it when that is a
 // number, in decimal otherwise.
 func constValue(text string, v int64) string {
@@ -115,8 +110,8 @@ func emitVMMTypes(version int, src []byte, h *cHeader, lines []*enumLine, pkg *g
 		}
 		w.p("const (")
 		for _, e := range entries {
-			if isSizeSentinel(e) {
-				continue
+			if strings.HasSuffix(e.name, "_MAX") && e.value == 0x7FFFFFFF {
+				continue // it only makes the enum 32 bits wide
 			}
 			if !strings.HasPrefix(e.name, "CU_") {
 				return nil, fmt.Errorf("%s: %s lacks the CU_ prefix", where, e.name)

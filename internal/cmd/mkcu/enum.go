@@ -120,21 +120,12 @@ func lexEnum(body string) ([]*enumerator, error) {
 }
 
 func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return strings.TrimSpace(s)
+	line, _, _ := strings.Cut(s, "\n")
+	return strings.TrimSpace(line)
 }
 
-func joinDoc(a, b string) string {
-	if a == "" {
-		return b
-	}
-	if b == "" {
-		return a
-	}
-	return a + " " + b
-}
+// joinDoc joins two pieces of doc text, each trimmed and either empty, with a space.
+func joinDoc(a, b string) string { return strings.TrimSpace(a + " " + b) }
 
 // cleanComment removes the leading '*' of each comment line and collapses whitespace.
 func cleanComment(text string) string {
