@@ -1,7 +1,6 @@
 package cu
 
 import (
-	"fmt"
 	"runtime"
 	"time"
 	"unsafe"
@@ -18,18 +17,13 @@ const (
 	PROCESS_STATE_FAILED       ProcessState = 3 // a checkpoint or restore failed beyond repair
 )
 
-func (s ProcessState) String() string {
-	switch s {
-	case PROCESS_STATE_RUNNING:
-		return "running"
-	case PROCESS_STATE_LOCKED:
-		return "locked"
-	case PROCESS_STATE_CHECKPOINTED:
-		return "checkpointed"
-	case PROCESS_STATE_FAILED:
-		return "failed"
-	}
-	return fmt.Sprintf("ProcessState(%d)", int32(s))
+func (s ProcessState) String() string { return enumName(s, processStateNames[:], "ProcessState") }
+
+var processStateNames = [...]string{
+	PROCESS_STATE_RUNNING:      "running",
+	PROCESS_STATE_LOCKED:       "locked",
+	PROCESS_STATE_CHECKPOINTED: "checkpointed",
+	PROCESS_STATE_FAILED:       "failed",
 }
 
 // checkpointLockArgs is CUcheckpointLockArgs (64 bytes).

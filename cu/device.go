@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
 	"unsafe"
 )
@@ -62,21 +63,52 @@ func DeviceGet(ordinal int) (Device, error) {
 }
 
 // Name returns the device's product name.
-func (d Device) Name() (string, error) {
-	buf := make([]byte, 256)
-	if err := cuDeviceGetName(unsafe.Pointer(&buf[0]), int32(len(buf)), d); err != nil {
-		return "", wrap(err, "cuDeviceGetName", "%d", d)
-	}
-	return cstring(buf), nil
-}
+func (d Device) Name() (string, error) { return d.str(cuDeviceGetName, "cuDeviceGetName", 256) }
 
 // PCIBusID returns the device's PCI address, domain:bus:device.function.
 func (d Device) PCIBusID() (string, error) {
-	buf := make([]byte, 64)
-	if err := cuDeviceGetPCIBusId(unsafe.Pointer(&buf[0]), int32(len(buf)), d); err != nil {
-		return "", wrap(err, "cuDeviceGetPCIBusId", "%d", d)
+	return d.str(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", 64)
+}
+
+// str returns the NUL-terminated string that the call op writes into a buffer of size bytes.
+func (d Device) str(call func(unsafe.Pointer, int32, Device) error, op string, size int) (string, error) {
+	buf := make([]byte, size)
+	if err := call(unsafe.Pointer(&buf[0]), int32(len(buf)), d); err != nil {
+		return "", wrap(err, op, "%d", d)
 	}
-	return cstring(buf), nil
+	if i := bytes.IndexByte(buf, 0); i >= 0 {
+		buf = buf[:i]
+	}
+	return string(buf), nil
+}
+
+// DeviceAttribute is a CUdevice_attribute.
+type DeviceAttribute int32
+
+// String returns the C name of a, such as "CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING", or
+// "CUdevice_attribute(N)" for an attribute this package does not know. Of deprecated
+// spellings sharing a value, the current name is returned.
+func (a DeviceAttribute) String() string {
+	if n, ok := attributeName(a); ok {
+		return n
+	}
+	return "CUdevice_attribute(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Description returns the one-line description of a from the CUDA header, or "Unknown
+// device attribute" for an attribute this package does not know.
+func (a DeviceAttribute) Description() string {
+	if d, ok := attributeDescription(a); ok {
+		return d
+	}
+	return "Unknown device attribute"
+}
+
+// DeviceAttributes returns every attribute this package knows, once each, in ascending order.
+// A driver older than the header the package was generated from rejects the newest ones
+// with ERROR_INVALID_VALUE.
+func DeviceAttributes() []DeviceAttribute {
+	return append([]DeviceAttribute(nil), allAttributes...)
 }
 
 // Attribute returns one device attribute.
@@ -119,11 +151,4 @@ func (d Device) P2PAttribute(a P2PAttribute, dst Device) (int, error) {
 		return 0, wrap(err, "cuDeviceGetP2PAttribute", "%d, %d -> %d", a, d, dst)
 	}
 	return int(v), nil
-}
-
-func cstring(b []byte) string {
-	if i := bytes.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return string(b)
 }

@@ -64,31 +64,24 @@ func (c *Context) CopyDtoD(dst, src DevicePtr, size uint64) error {
 
 // MemsetD8 sets n bytes at dst to v (cuMemsetD8_v2).
 func (c *Context) MemsetD8(dst DevicePtr, v uint8, n uint64) error {
-	if n == 0 {
-		return wrap(invalidArg("zero count"), "cuMemsetD8", "%v, %#x, 0", dst, v)
-	}
-	return c.Do(func() error {
-		if err := cuMemsetD8(dst, v, n); err != nil {
-			return wrap(err, "cuMemsetD8", "%v, %#x, %d", dst, v, n)
-		}
-		if err := cuCtxSynchronize(); err != nil {
-			return wrap(err, "cuMemsetD8", "%v, %#x, %d (synchronize)", dst, v, n)
-		}
-		return nil
-	})
+	return memset(c, cuMemsetD8, "cuMemsetD8", dst, v, n)
 }
 
 // MemsetD32 sets n 32-bit words at dst (4-byte aligned) to v (cuMemsetD32_v2).
 func (c *Context) MemsetD32(dst DevicePtr, v uint32, n uint64) error {
+	return memset(c, cuMemsetD32, "cuMemsetD32", dst, v, n)
+}
+
+func memset[T uint8 | uint32](c *Context, set func(DevicePtr, T, uint64) error, op string, dst DevicePtr, v T, n uint64) error {
 	if n == 0 {
-		return wrap(invalidArg("zero count"), "cuMemsetD32", "%v, %#x, 0", dst, v)
+		return wrap(invalidArg("zero count"), op, "%v, %#x, 0", dst, v)
 	}
 	return c.Do(func() error {
-		if err := cuMemsetD32(dst, v, n); err != nil {
-			return wrap(err, "cuMemsetD32", "%v, %#x, %d", dst, v, n)
+		if err := set(dst, v, n); err != nil {
+			return wrap(err, op, "%v, %#x, %d", dst, v, n)
 		}
 		if err := cuCtxSynchronize(); err != nil {
-			return wrap(err, "cuMemsetD32", "%v, %#x, %d (synchronize)", dst, v, n)
+			return wrap(err, op, "%v, %#x, %d (synchronize)", dst, v, n)
 		}
 		return nil
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"unsafe"
@@ -139,10 +140,8 @@ func (c *Context) Launch(f Function, grid, block [3]uint32, sharedMem uint32, ar
 	if f.mod == nil || f.h == 0 {
 		return &Error{Op: "cuLaunchKernel", Args: desc(), Err: invalidArg("cu: zero Function")}
 	}
-	for i := range 3 {
-		if grid[i] == 0 || block[i] == 0 {
-			return &Error{Op: "cuLaunchKernel", Args: desc(), Err: invalidArg("cu: a grid or block dimension is 0")}
-		}
+	if slices.Contains(grid[:], 0) || slices.Contains(block[:], 0) {
+		return &Error{Op: "cuLaunchKernel", Args: desc(), Err: invalidArg("cu: a grid or block dimension is 0")}
 	}
 	ka, err := newKernelArgs(args)
 	if err != nil {
@@ -195,10 +194,8 @@ func callN(p *loader.Proc, args ...uintptr) error {
 	if err != nil {
 		return symbolErr(err)
 	}
-	if r, _, _ := purego.SyscallN(addr, args...); uint32(r) != 0 {
-		return Result(int32(uint32(r)))
-	}
-	return nil
+	r, _, _ := purego.SyscallN(addr, args...)
+	return resultOf(r)
 }
 
 // kernelArgs is a kernel's parameters in the form cuLaunchKernel takes them: kernelParams

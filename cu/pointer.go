@@ -3,6 +3,7 @@ package cu
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unsafe"
 )
@@ -42,7 +43,7 @@ func (c *Context) PointerGetAttributes(ptr DevicePtr, attrs []PointerAttribute, 
 		return wrap(invalidArg(fmt.Sprintf("%d attributes (1 to %d)", len(attrs), maxPointerAttributes)), "cuPointerGetAttributes", "%v", ptr)
 	case len(values) != len(attrs):
 		return wrap(invalidArg(fmt.Sprintf("%d values for %d attributes", len(values), len(attrs))), "cuPointerGetAttributes", "%v", ptr)
-	case containsAttr(attrs, POINTER_ATTRIBUTE_P2P_TOKENS):
+	case slices.Contains(attrs, POINTER_ATTRIBUTE_P2P_TOKENS):
 		return wrap(invalidArg("P2P_TOKENS is 16 bytes, more than a value holds"), "cuPointerGetAttributes", "%v", ptr)
 	}
 	q := new(pointerQuery)
@@ -58,15 +59,6 @@ func (c *Context) PointerGetAttributes(ptr DevicePtr, attrs []PointerAttribute, 
 	})
 	copy(values, q.vals[:n])
 	return err
-}
-
-func containsAttr(attrs []PointerAttribute, a PointerAttribute) bool {
-	for _, x := range attrs {
-		if x == a {
-			return true
-		}
-	}
-	return false
 }
 
 // The device ordinals the driver reports where no device is meant (CU_DEVICE_CPU and
@@ -230,41 +222,38 @@ func DecodePointerAttributes(attrs []PointerAttribute, values []uint64) PointerA
 
 // String names the memory type: "device", "host", "array", "unified", or "none" for 0 (an
 // address the driver does not know).
-func (t MemoryType) String() string {
-	switch t {
-	case 0:
-		return "none"
-	case MEMORYTYPE_HOST:
-		return "host"
-	case MEMORYTYPE_DEVICE:
-		return "device"
-	case MEMORYTYPE_ARRAY:
-		return "array"
-	case MEMORYTYPE_UNIFIED:
-		return "unified"
-	}
-	return fmt.Sprintf("CUmemorytype(%d)", int32(t))
+func (t MemoryType) String() string { return enumName(t, memoryTypeNames[:], "CUmemorytype") }
+
+var memoryTypeNames = [...]string{
+	0:                  "none",
+	MEMORYTYPE_HOST:    "host",
+	MEMORYTYPE_DEVICE:  "device",
+	MEMORYTYPE_ARRAY:   "array",
+	MEMORYTYPE_UNIFIED: "unified",
 }
 
 // String names the access: "none", "read", "readwrite".
 func (a PointerAccessFlags) String() string {
-	switch a {
-	case POINTER_ATTRIBUTE_ACCESS_FLAG_NONE:
-		return "none"
-	case POINTER_ATTRIBUTE_ACCESS_FLAG_READ:
-		return "read"
-	case POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE:
-		return "readwrite"
-	}
-	return fmt.Sprintf("CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS(%d)", int32(a))
+	return enumName(a, accessFlagNames[:], "CUDA_POINTER_ATTRIBUTE_ACCESS_FLAGS")
+}
+
+var accessFlagNames = [...]string{
+	POINTER_ATTRIBUTE_ACCESS_FLAG_NONE:      "none",
+	POINTER_ATTRIBUTE_ACCESS_FLAG_READ:      "read",
+	POINTER_ATTRIBUTE_ACCESS_FLAG_READWRITE: "readwrite",
 }
 
 // String names the attribute as cuda.h does, less "CU_POINTER_ATTRIBUTE_".
 func (a PointerAttribute) String() string {
-	if int(a) > 0 && int(a) < len(pointerAttributeNames) && pointerAttributeNames[a] != "" {
-		return pointerAttributeNames[a]
+	return enumName(a, pointerAttributeNames[:], "CUpointer_attribute")
+}
+
+// enumName returns the name of v in names, or "unknown(v)" for a value without one.
+func enumName[T ~int32](v T, names []string, unknown string) string {
+	if v >= 0 && int(v) < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("CUpointer_attribute(%d)", int32(a))
+	return fmt.Sprintf("%s(%d)", unknown, int32(v))
 }
 
 var pointerAttributeNames = [...]string{

@@ -82,16 +82,16 @@ type SymbolError struct {
 }
 
 func (e *SymbolError) Error() string {
-	switch e.Status {
-	case VersionNotSufficient:
-		return fmt.Sprintf("loader: %s: driver has no version %d of this symbol: %s", e.Name, e.Version, ErrNotSupported.Error()[len("loader: "):])
-	case DriverNotLoaded:
+	notSupported := strings.TrimPrefix(ErrNotSupported.Error(), "loader: ")
+	switch {
+	case e.Status == VersionNotSufficient:
+		return fmt.Sprintf("loader: %s: driver has no version %d of this symbol: %s", e.Name, e.Version, notSupported)
+	case e.Status == DriverNotLoaded:
 		return fmt.Sprintf("loader: %s: %v", e.Name, e.Err)
+	case e.Err != nil:
+		return fmt.Sprintf("loader: %s: symbol not found (%v): %s", e.Name, e.Err, notSupported)
 	}
-	if e.Err != nil {
-		return fmt.Sprintf("loader: %s: symbol not found (%v): %s", e.Name, e.Err, ErrNotSupported.Error()[len("loader: "):])
-	}
-	return fmt.Sprintf("loader: %s: symbol not found: %s", e.Name, ErrNotSupported.Error()[len("loader: "):])
+	return fmt.Sprintf("loader: %s: symbol not found: %s", e.Name, notSupported)
 }
 
 // Is makes a missing or too-old symbol match ErrNotSupported, and a symbol of a library

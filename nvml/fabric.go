@@ -277,15 +277,8 @@ func (d Device) GpuFabricInfo() (FabricInfo, error) {
 	if err := d.lib.call(procDeviceGetGpuFabricInfo, d.handle, uintptr(unsafe.Pointer(old))); err != nil {
 		return FabricInfo{}, d.fail(err, procDeviceGetGpuFabricInfo)
 	}
-	return FabricInfo{
-		ClusterUUID: formatUUID(old.clusterUUID),
-		CliqueID:    old.cliqueID,
-		State:       FabricState(old.state),
-		Status:      Return(old.status),
-		Health:      Unknown[HealthMask](errNoHealthMask),
-		Summary:     Unknown[HealthSummary](errNoHealthMask),
-		Version:     1,
-	}, nil
+	v = &gpuFabricInfoV3{clusterUUID: old.clusterUUID, status: old.status, cliqueID: old.cliqueID, state: old.state}
+	return fabricInfoV(v, 1), nil
 }
 
 // errNoHealthMask is why an nvmlGpuFabricInfo_t has no health.
@@ -294,7 +287,8 @@ var errNoHealthMask = &Error{
 	Err: wrapText{ERROR_FUNCTION_NOT_FOUND, "nvmlGpuFabricInfo_t has no health mask, and this NVML has no nvmlDeviceGetGpuFabricInfoV"},
 }
 
-// fabricInfoV decodes what nvmlDeviceGetGpuFabricInfoV wrote as the struct of version.
+// fabricInfoV decodes v as the struct of version: what nvmlDeviceGetGpuFabricInfoV wrote
+// (2 or 3), or the fields of nvmlGpuFabricInfo_t (1).
 func fabricInfoV(v *gpuFabricInfoV3, version int) FabricInfo {
 	f := FabricInfo{
 		ClusterUUID: formatUUID(v.clusterUUID),
@@ -302,11 +296,13 @@ func fabricInfoV(v *gpuFabricInfoV3, version int) FabricInfo {
 		State:       FabricState(v.state),
 		Status:      Return(v.status),
 		Health:      Known(HealthMask(v.healthMask)),
+		Summary:     Known(HealthSummary(v.healthSummary)),
 		Version:     version,
 	}
-	if version == 3 {
-		f.Summary = Known(HealthSummary(v.healthSummary))
-	} else {
+	switch version {
+	case 1:
+		f.Health, f.Summary = Unknown[HealthMask](errNoHealthMask), Unknown[HealthSummary](errNoHealthMask)
+	case 2:
 		f.Summary = Unknown[HealthSummary](&Error{
 			Op:  procDeviceGetGpuFabricInfoV.Symbol().Name,
 			Err: wrapText{ERROR_ARGUMENT_VERSION_MISMATCH, "this NVML knows nvmlGpuFabricInfo_v2 only, which has no health summary"},

@@ -43,9 +43,13 @@ func Probe() Node { return system.probe() }
 
 func (l *library) probe() Node {
 	if err := l.init(); err != nil {
-		n := unavailableNode(err)
-		n.Library = l.path()
-		return n
+		return Node{
+			Unavailable:       "NVML unavailable: " + err.Error(),
+			Library:           l.path(),
+			DriverVersion:     Unknown[string](err),
+			CUDADriverVersion: Unknown[int](err),
+			GPUCount:          Unknown[int](err),
+		}
 	}
 	// The snapshot is complete whatever nvmlShutdown says, and there is nothing to undo.
 	defer func() { _ = l.shutdown() }()
@@ -63,16 +67,6 @@ func (l *library) probe() Node {
 		n.GPUs[i] = l.probeGPU(i, out)
 	}
 	return n
-}
-
-// unavailableNode is the Node of an NVML that could not be used at all.
-func unavailableNode(err error) Node {
-	return Node{
-		Unavailable:       "NVML unavailable: " + err.Error(),
-		DriverVersion:     Unknown[string](err),
-		CUDADriverVersion: Unknown[int](err),
-		GPUCount:          Unknown[int](err),
-	}
 }
 
 func (l *library) probeGPU(i int, out *uint32) GPU {

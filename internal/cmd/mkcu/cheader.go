@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -57,7 +58,11 @@ type cTypeShape struct {
 
 var (
 	externCRE   = regexp.MustCompile(`extern\s*"C"\s*\{`)
-	defineRE    = regexp.MustCompile(`^\s*#\s*define\s+([A-Za-z_]\w*)(\s+(.*))?$`)
+	commentRE   = regexp.MustCompile(`(?s)/\*.*?\*/|//[^\n]*|"[^"]*"`)
+	directiveRE = regexp.MustCompile(`(?m)^[ \t]*#.*$`)
+	// defineRE matches an object-like #define, not a function-like one: there a "(" follows
+	// the name, not a blank or the end of the line.
+	defineRE    = regexp.MustCompile(`(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(?:[ \t]+(.*))?$`)
 	funcDeclRE  = regexp.MustCompile(`(?s)\bCUDAAPI\s+(\w+)\s*\((.*)\)\s*$`)
 	exportMapRE = regexp.MustCompile(`^(\w+)\s*$|^__CUDA_API_PT(?:DS|SZ)\(\s*(\w+)\s*\)$`)
 	wordRE      = regexp.MustCompile(`[A-Za-z_]\w*`)
@@ -79,41 +84,23 @@ func parseCHeader(src []byte) (*cHeader, error) {
 		macros:   map[string]string{},
 		sizes:    map[string]cTypeShape{},
 	}
-	text := stripComments(string(src))
 	// Preprocessor lines: keep the object-like #defines, drop the rest.
-	var body strings.Builder
-	lines := strings.Split(strings.ReplaceAll(text, "\\\n", " "), "\n")
-	for _, l := range lines {
-		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
-			body.WriteString(l)
-			body.WriteByte('\n')
-			continue
-		}
-		m := defineRE.FindStringSubmatch(l)
-		if m == nil || strings.HasPrefix(l[strings.Index(l, m[1])+len(m[1]):], "(") {
-			continue // not a define, or a function-like macro
-		}
-		name, val := m[1], strings.TrimSpace(m[3])
-		if _, seen := h.macros[name]; !seen {
-			h.macros[name] = val
+	text := strings.ReplaceAll(stripComments(string(src)), "\\\n", " ")
+	for _, m := range defineRE.FindAllStringSubmatch(text, -1) {
+		if _, seen := h.macros[m[1]]; !seen {
+			h.macros[m[1]] = strings.TrimSpace(m[2])
 		}
 	}
 	// cuda.h maps some names to suffixed exports (#define cuMemAlloc cuMemAlloc_v2, or
 	// through __CUDA_API_PTDS): the export for drivers without cuGetProcAddress.
 	for name, val := range h.macros {
-		if !strings.HasPrefix(name, "cu") {
-			continue
-		}
 		m := exportMapRE.FindStringSubmatch(val)
-		if m == nil {
-			continue
-		}
-		target := m[1] + m[2]
-		if strings.HasPrefix(target, name+"_v") {
-			h.exports[name] = target
+		if m != nil && strings.HasPrefix(name, "cu") && strings.HasPrefix(m[1]+m[2], name+"_v") {
+			h.exports[name] = m[1] + m[2]
 		}
 	}
-	for _, st := range statements(externCRE.ReplaceAllString(body.String(), " ")) {
+	body := directiveRE.ReplaceAllString(text, "")
+	for _, st := range statements(externCRE.ReplaceAllString(body, " ")) {
 		if err := h.statement(st); err != nil {
 			return nil, err
 		}
@@ -121,39 +108,18 @@ func parseCHeader(src []byte) (*cHeader, error) {
 	return h, nil
 }
 
-// stripComments replaces every comment of C text with a space.
+// stripComments replaces every comment of C text with a space, keeping its line breaks so
+// that preprocessor lines stay lines. A string literal is kept whole, whatever it holds.
 func stripComments(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
+	return commentRE.ReplaceAllStringFunc(s, func(m string) string {
 		switch {
-		case strings.HasPrefix(s[i:], "/*"):
-			end := strings.Index(s[i+2:], "*/")
-			if end < 0 {
-				return b.String()
-			}
-			// Keep the line breaks, so that preprocessor lines stay lines.
-			b.WriteString(strings.Repeat("\n", strings.Count(s[i:i+2+end], "\n")))
-			b.WriteByte(' ')
-			i += 2 + end + 2
-		case strings.HasPrefix(s[i:], "//"):
-			end := strings.IndexByte(s[i:], '\n')
-			if end < 0 {
-				return b.String()
-			}
-			i += end
-		case s[i] == '"':
-			end := strings.IndexByte(s[i+1:], '"')
-			if end < 0 {
-				return b.String()
-			}
-			b.WriteString(s[i : i+end+2])
-			i += end + 2
-		default:
-			b.WriteByte(s[i])
-			i++
+		case strings.HasPrefix(m, "/*"):
+			return strings.Repeat("\n", strings.Count(m, "\n")) + " "
+		case strings.HasPrefix(m, "//"):
+			return ""
 		}
-	}
-	return b.String()
+		return m
+	})
 }
 
 // statements splits C text into its top-level statements, at the semicolons outside braces.
@@ -215,11 +181,8 @@ func (h *cHeader) statement(st string) error {
 			tag = h.anonTag()
 		}
 		if kind != "enum" {
-			s, err := h.parseMembers(st[open+1:close], kind == "union")
-			if err != nil {
-				// A struct this check cannot lay out only matters if a prototype uses it.
-				s = nil
-			}
+			// A struct this check cannot read (nil) only matters if a prototype uses it.
+			s, _ := h.parseMembers(st[open+1:close], kind == "union")
 			if _, seen := h.structs[tag]; !seen {
 				h.structs[tag] = s
 			}
@@ -267,7 +230,7 @@ func stars(typ, d string) (string, string) {
 // length) to type typ.
 func (h *cHeader) declare(typ, d string) {
 	typ, d = stars(typ, d)
-	if strings.Contains(d, "[") || !wordRE.MatchString(d) || wordRE.FindString(d) != d {
+	if !identOnlyRE.MatchString(d) {
 		return // array typedefs are not used by the calls cu makes
 	}
 	if _, seen := h.typedefs[d]; !seen {
@@ -355,19 +318,9 @@ func (h *cHeader) lenValue(s string) (int, error) {
 			return 0, fmt.Errorf("array length %q is not a number", s)
 		}
 		end = at[1]
-		var v int
-		if sz := sizeofRE.FindStringSubmatch(m[2]); sz != nil {
-			sh, err := h.shape(sz[1])
-			if err != nil {
-				return 0, fmt.Errorf("array length %q: %w", s, err)
-			}
-			v = sh.size
-		} else {
-			n, err := h.intValue(m[2])
-			if err != nil {
-				return 0, err
-			}
-			v = n
+		v, err := h.term(s, m[2])
+		if err != nil {
+			return 0, err
 		}
 		if m[1] == "-" {
 			v = -v
@@ -383,18 +336,23 @@ func (h *cHeader) lenValue(s string) (int, error) {
 	return total, nil
 }
 
-// intValue is the value of an integer literal or of a macro that expands to one.
-func (h *cHeader) intValue(s string) (int, error) {
-	for range 8 {
-		if v, ok := h.macros[s]; ok {
-			s = strings.TrimSpace(v)
-			continue
+// term is the value of the term t of the array length s: sizeof(T), an integer literal, or a
+// macro that expands to one.
+func (h *cHeader) term(s, t string) (int, error) {
+	if sz := sizeofRE.FindStringSubmatch(t); sz != nil {
+		sh, err := h.shape(sz[1])
+		if err != nil {
+			return 0, fmt.Errorf("array length %q: %w", s, err)
 		}
-		break
+		return sh.size, nil
 	}
-	v, err := parseInt(s)
+	// A macro may name another, to a bound (#define A B, #define B A).
+	for i := 0; i < 8 && h.macros[t] != ""; i++ {
+		t = h.macros[t]
+	}
+	v, err := parseInt(t)
 	if err != nil {
-		return 0, fmt.Errorf("array length %q is not a number", s)
+		return 0, fmt.Errorf("array length %q is not a number", t)
 	}
 	return int(v), nil
 }
@@ -456,20 +414,9 @@ func (h *cHeader) shapeOf(t string, depth int) (cTypeShape, error) {
 	t = strings.TrimSpace(t)
 	if star := strings.LastIndexByte(t, '*'); star >= 0 {
 		elem := strings.TrimSpace(t[:star])
-		constElem := false
-		for _, w := range strings.Fields(elem) {
-			if w == "const" {
-				constElem = true
-			}
-		}
-		return cTypeShape{size: 8, align: 8, pointer: true, elem: elem, constElem: constElem}, nil
+		return cTypeShape{size: 8, align: 8, pointer: true, elem: elem, constElem: slices.Contains(strings.Fields(elem), "const")}, nil
 	}
-	var words []string
-	for _, w := range strings.Fields(t) {
-		if w != "const" && w != "volatile" {
-			words = append(words, w)
-		}
-	}
+	words := slices.DeleteFunc(strings.Fields(t), func(w string) bool { return w == "const" || w == "volatile" })
 	base := strings.Join(words, " ")
 	if base == "void" {
 		return cTypeShape{void: true}, nil
@@ -516,10 +463,7 @@ func (h *cHeader) layout(st *cStruct, depth int) (cTypeShape, error) {
 		if ms.void {
 			return cTypeShape{}, fmt.Errorf("member %s has type void", m.name)
 		}
-		n := ms.size
-		if m.count > 0 {
-			n *= m.count
-		}
+		n := ms.size * max(m.count, 1)
 		align = max(align, ms.align)
 		if st.union {
 			size = max(size, n)
@@ -537,13 +481,9 @@ func alignUp(n, a int) int { return (n + a - 1) / a * a }
 func pfnVersions(src []byte) map[string]int {
 	out := map[string]int{}
 	for _, m := range pfnRE.FindAllSubmatch(src, -1) {
-		name := string(m[1])
-		v := m[2]
-		if len(v) == 0 {
-			v = m[3]
-		}
-		if n, err := strconv.Atoi(string(v)); err == nil {
-			out[name] = n
+		// The version is in one of the two forms' groups, the other is empty.
+		if n, err := strconv.Atoi(string(m[2]) + string(m[3])); err == nil {
+			out[string(m[1])] = n
 		}
 	}
 	return out

@@ -76,12 +76,10 @@ func checkCall(p *proto, h *cHeader, pkg *goPackage, pfn map[string]int, decl *d
 			case cs.size != gs.size:
 				return fail("%s is %d bytes, %s is %d", where, cs.size, q.typ, gs.size)
 			}
-			c.sizes[i] = gs.size
 		case kindHandle:
 			if cs.pointer || !cs.integer || cs.size != gs.size {
 				return fail("%s is not a %d-byte handle value", where, gs.size)
 			}
-			c.sizes[i] = gs.size
 		case kindIn, kindOut, kindSlice:
 			if !cs.pointer {
 				return fail("%s is not a pointer: pass it as a value", where)
@@ -98,7 +96,6 @@ func checkCall(p *proto, h *cHeader, pkg *goPackage, pfn map[string]int, decl *d
 			if q.kind == kindSlice && elem.void {
 				return fail("%s: a []T needs a typed pointer", where)
 			}
-			c.sizes[i] = gs.size
 			if q.kind == kindSlice {
 				ci++
 				n := cps[ci]
@@ -111,8 +108,8 @@ func checkCall(p *proto, h *cHeader, pkg *goPackage, pfn map[string]int, decl *d
 			if !cs.pointer {
 				return fail("%s is not a pointer: unsafe.Pointer is for memory the driver reads or writes", where)
 			}
-			c.sizes[i] = 8
 		}
+		c.sizes[i] = gs.size
 		ci++
 	}
 	return c, nil

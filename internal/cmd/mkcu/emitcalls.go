@@ -200,11 +200,7 @@ func emitKeep(w *writer, c *call, drv map[int]string) {
 		}
 		outs[i] = "keep" + strconv.Itoa(n)
 		n++
-		typ := q.typ
-		if typ == handleType {
-			typ = "uint64"
-		}
-		w.p("\t%s := new(%s)", outs[i], typ)
+		w.p("\t%s := new(%s)", outs[i], driverType(q))
 	}
 	if n == 0 {
 		w.p("\treturn callKeep(%s, %s)", procName(c.symbol), strings.Join(keepArgs(c, drv, outs), ", "))
@@ -264,12 +260,17 @@ func emitFrame(w *writer, c *call, p plan, drv map[int]string) {
 	w.p("\t\treturn")
 	w.p("\t}")
 	emitOuts(w, c, func(i int) string {
-		typ := c.params[i].typ
-		if typ == handleType {
-			typ = "uint64"
-		}
-		return fmt.Sprintf("*(*%s)(unsafe.Pointer(&f.scratch[%d]))", typ, p.word[i])
+		return fmt.Sprintf("*(*%s)(unsafe.Pointer(&f.scratch[%d]))", driverType(c.params[i]), p.word[i])
 	})
+}
+
+// driverType is the type of what the driver writes for the out q: an out MemHandle is the
+// driver's uint64, which record turns into a handle of cu's.
+func driverType(q param) string {
+	if q.typ == handleType {
+		return "uint64"
+	}
+	return q.typ
 }
 
 // emitCalls writes zcalls.go.

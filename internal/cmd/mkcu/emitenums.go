@@ -1,15 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// zvmmtypes.go: the enums and #define constants that prototypes.go's //cu:enum and
-// //cu:define lines name. Each constant is the C name less "CU_"; an enum's typedef'd
-// sentinel (<PREFIX>_MAX = 0x7FFFFFFF, there to make the enum 32 bits wide) is left out.
+// The files of constants from cuda.h: zresult.go and zattribute.go, a whole enum each
+// (emitEnumFile), and zvmmtypes.go, the enums and #define constants that prototypes.go's
+// //cu:enum and //cu:define lines name. Each constant of zvmmtypes.go is the C name less
+// "CU_"; an enum's typedef'd sentinel (<PREFIX>_MAX = 0x7FFFFFFF, there to make the enum 32
+// bits wide) is left out.
 
 // enumTypeUnderlying is the Go type of a C enum (C enums are int).
 const enumTypeUnderlying = "int32"
@@ -32,11 +36,6 @@ func defineDoc(src []byte, name string) string {
 		return cleanComment(string(m[1]))
 	}
 	return ""
-}
-
-// isSizeSentinel reports whether e only makes its enum 32 bits wide.
-func isSizeSentinel(e *enumerator) bool {
-	return strings.HasSuffix(e.name, "_MAX") && e.value == 0x7FFFFFFF
 }
 
 // constValue is how a constant's value is written: as the header writes it when that is a
@@ -111,8 +110,8 @@ func emitVMMTypes(version int, src []byte, h *cHeader, lines []*enumLine, pkg *g
 		}
 		w.p("const (")
 		for _, e := range entries {
-			if isSizeSentinel(e) {
-				continue
+			if strings.HasSuffix(e.name, "_MAX") && e.value == 0x7FFFFFFF {
+				continue // it only makes the enum 32 bits wide
 			}
 			if !strings.HasPrefix(e.name, "CU_") {
 				return nil, fmt.Errorf("%s: %s lacks the CU_ prefix", where, e.name)
@@ -132,6 +131,95 @@ func emitVMMTypes(version int, src []byte, h *cHeader, lines []*enumLine, pkg *g
 			w.p("\t%s%s = %s", goName(e.name), typ, constValue(e.valueText, e.value))
 		}
 		w.p(")")
+		w.p("")
+	}
+	return w.gofmt()
+}
+
+// emitEnumFile writes zresult.go or zattribute.go: one constant of Go type typ per
+// enumerator of the C enum cEnum (the C name less prefix), and the lookups <fn>Name and
+// <fn>Description of a typ called arg. CUresult's descriptions drop their boilerplate
+// lead-in; CUdevice_attribute's sentinel becomes deviceAttributeMax, and its primaries
+// allAttributes.
+func emitEnumFile(version int, entries []*enumerator, cEnum, prefix, typ, what, arg, fn string) ([]byte, error) {
+	const sentinel = "CU_DEVICE_ATTRIBUTE_MAX"
+	goName := func(c string) string { return strings.TrimPrefix(c, prefix) }
+	used := make(map[string]string)
+	descs := make(map[string]string, len(entries))
+
+	var consts []*enumerator
+	var max *enumerator
+	for _, e := range entries {
+		if e.name == sentinel {
+			max = e
+			continue
+		}
+		consts = append(consts, e)
+	}
+
+	var w writer
+	w.header("cu", version, "")
+	w.p("// %s, one per %s enumerator: the C name less %q.", what, cEnum, prefix)
+	for _, e := range consts {
+		descs[e.name] = description(e, typ == "Result")
+	}
+	w.p("const (")
+	for _, e := range consts {
+		if !strings.HasPrefix(e.name, prefix) {
+			return nil, fmt.Errorf("%s lacks the %s prefix", e.name, prefix)
+		}
+		if err := checkUnique(used, goName(e.name), e.name); err != nil {
+			return nil, err
+		}
+		w.doc(e, descs, goName)
+		w.p("\t%s %s = %d", goName(e.name), typ, e.value)
+	}
+	w.p(")")
+	w.p("")
+
+	if typ == "DeviceAttribute" {
+		if max != nil {
+			w.p("// deviceAttributeMax is %s: one past the largest attribute this header knows.", sentinel)
+			w.p("const deviceAttributeMax DeviceAttribute = %d", max.value)
+			w.p("")
+		}
+		var primaries []*enumerator
+		for _, e := range consts {
+			if e.isPrimary() {
+				primaries = append(primaries, e)
+			}
+		}
+		slices.SortStableFunc(primaries, func(a, b *enumerator) int { return cmp.Compare(a.value, b.value) })
+		w.p("// allAttributes holds every attribute once, under its primary name, in ascending order.")
+		w.p("var allAttributes = []DeviceAttribute{")
+		for _, e := range primaries {
+			w.p("\t%s,", goName(e.name))
+		}
+		w.p("}")
+		w.p("")
+	}
+
+	// The lookups switch over the primary enumerators, which the compiler turns into a
+	// binary search or jump table.
+	for _, l := range []struct {
+		name, what string
+		text       func(*enumerator) string
+	}{
+		{fn + "Name", "the C name of " + arg, func(e *enumerator) string { return e.name }},
+		{fn + "Description", "the one-line description of " + arg, func(e *enumerator) string { return descs[e.name] }},
+	} {
+		w.p("// %s returns %s, and false when %s is not a known value.", l.name, l.what, arg)
+		w.p("func %s(%s %s) (string, bool) {", l.name, arg, typ)
+		w.p("\tswitch %s {", arg)
+		for _, e := range consts {
+			if e.isPrimary() {
+				w.p("\tcase %s:", goName(e.name))
+				w.p("\t\treturn %s, true", strconv.Quote(l.text(e)))
+			}
+		}
+		w.p("\t}")
+		w.p("\treturn \"\", false")
+		w.p("}")
 		w.p("")
 	}
 	return w.gofmt()

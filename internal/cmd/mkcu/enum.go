@@ -6,7 +6,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"unicode"
 )
 
 // Reading C enums from the header: their enumerators, values, doc comments and which
@@ -50,7 +49,9 @@ func parseEnum(src []byte, tag, typedefName string) ([]*enumerator, error) {
 	return entries, nil
 }
 
-var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*`)
+// enumTokenRE matches the token that starts an enum body: blanks, a comment, "=" and the
+// value after it (up to a "," or a comment), a name, or any other character.
+var enumTokenRE = regexp.MustCompile(`(?s)^(?:\s+|/\*.*?\*/|//[^\n]*|=(?:[^,/]|/[^*/,])*|[A-Za-z_]\w*|.)`)
 
 // lexEnum splits an enum body into enumerators and attaches doxygen comments: a "/**"
 // comment documents the next enumerator, a "/**<" comment the one before it.
@@ -60,77 +61,57 @@ func lexEnum(body string) ([]*enumerator, error) {
 		cur        *enumerator
 		pendingDoc string
 	)
-	attachTrailing := func(doc string) {
+	for rest := body; rest != ""; {
+		tok := enumTokenRE.FindString(rest)
 		switch {
-		case cur != nil:
-			cur.doc = joinDoc(cur.doc, doc)
-		case len(entries) > 0:
-			last := entries[len(entries)-1]
-			last.doc = joinDoc(last.doc, doc)
-		}
-	}
-	for i := 0; i < len(body); {
-		rest := body[i:]
-		switch {
-		case unicode.IsSpace(rune(body[i])):
-			i++
-		case strings.HasPrefix(rest, "/*"), strings.HasPrefix(rest, "//"):
-			var text string
-			if rest[1] == '*' {
-				end := strings.Index(rest[2:], "*/")
-				if end < 0 {
-					return nil, errors.New("unterminated comment")
-				}
-				text, i = rest[2:2+end], i+2+end+2
-			} else {
-				end := strings.IndexByte(rest, '\n')
-				if end < 0 {
-					end = len(rest)
-				}
-				text, i = rest[2:end], i+end
+		case strings.TrimSpace(tok) == "":
+		case strings.HasPrefix(rest, "/*") && !strings.HasSuffix(tok, "*/"):
+			return nil, errors.New("unterminated comment")
+		case strings.HasPrefix(tok, "/*"), strings.HasPrefix(tok, "//"):
+			text := tok[2:]
+			if tok[1] == '*' {
+				text = strings.TrimSuffix(text, "*/")
 			}
 			// A doc comment starts with its opener's second character again ("/**", "///")
 			// or with '!'.
-			doc := rest[1:2]
+			doc := tok[1:2]
 			switch {
 			case strings.HasPrefix(text, doc+"<"), strings.HasPrefix(text, "!<"):
-				attachTrailing(cleanComment(text[2:]))
+				// The enumerator before it, whether or not its "," came first.
+				e := cur
+				if e == nil && len(entries) > 0 {
+					e = entries[len(entries)-1]
+				}
+				if e != nil {
+					e.doc = joinDoc(e.doc, cleanComment(text[2:]))
+				}
 			case strings.HasPrefix(text, doc), strings.HasPrefix(text, "!"):
 				pendingDoc = joinDoc(pendingDoc, cleanComment(text[1:]))
 			}
-		case body[i] == '#':
+		case tok == "#":
 			// Conditional enumerators would need a preprocessor to get right; refuse rather
 			// than guess.
 			return nil, fmt.Errorf("preprocessor directive inside enum: %q", firstLine(rest))
-		case body[i] == ',':
+		case tok == ",":
 			if cur == nil {
 				return nil, errors.New("stray ','")
 			}
 			entries = append(entries, cur)
 			cur = nil
-			i++
-		case body[i] == '=':
+		case tok[0] == '=':
 			if cur == nil || cur.valueText != "" {
 				return nil, fmt.Errorf("unexpected '=' near %q", firstLine(rest))
 			}
-			j := 1
-			for j < len(rest) && rest[j] != ',' && !strings.HasPrefix(rest[j:], "/*") && !strings.HasPrefix(rest[j:], "//") {
-				j++
-			}
-			cur.valueText = strings.TrimSpace(rest[1:j])
-			if cur.valueText == "" {
+			if cur.valueText = strings.TrimSpace(tok[1:]); cur.valueText == "" {
 				return nil, fmt.Errorf("%s: empty value", cur.name)
 			}
-			i += j
-		default:
-			id := identRE.FindString(rest)
-			if id == "" || cur != nil {
-				return nil, fmt.Errorf("cannot parse enum body near %q", firstLine(rest))
-			}
-			cur = &enumerator{name: id, doc: pendingDoc}
+		case identOnlyRE.MatchString(tok) && cur == nil:
+			cur = &enumerator{name: tok, doc: pendingDoc}
 			pendingDoc = ""
-			i += len(id)
+		default:
+			return nil, fmt.Errorf("cannot parse enum body near %q", firstLine(rest))
 		}
+		rest = rest[len(tok):]
 	}
 	if cur != nil {
 		entries = append(entries, cur)
@@ -139,21 +120,12 @@ func lexEnum(body string) ([]*enumerator, error) {
 }
 
 func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return strings.TrimSpace(s)
+	line, _, _ := strings.Cut(s, "\n")
+	return strings.TrimSpace(line)
 }
 
-func joinDoc(a, b string) string {
-	if a == "" {
-		return b
-	}
-	if b == "" {
-		return a
-	}
-	return a + " " + b
-}
+// joinDoc joins two pieces of doc text, each trimmed and either empty, with a space.
+func joinDoc(a, b string) string { return strings.TrimSpace(a + " " + b) }
 
 // cleanComment removes the leading '*' of each comment line and collapses whitespace.
 func cleanComment(text string) string {

@@ -7,7 +7,6 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 )
@@ -44,17 +43,13 @@ func readGoPackage(dir string, skip map[string]bool) (*goPackage, error) {
 	if err != nil {
 		return nil, err
 	}
-	var names []string
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") && !skip[n] {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
 	pkg := &goPackage{types: map[string]ast.Expr{}, consts: map[string]string{}, sizes: map[string]goShape{}}
 	fset := token.NewFileSet()
-	for _, n := range names {
+	for _, e := range entries { // sorted by name, so that the first declaration wins the same way each time
+		n := e.Name()
+		if !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") || skip[n] {
+			continue
+		}
 		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.SkipObjectResolution)
 		if err != nil {
 			return nil, err
@@ -71,14 +66,9 @@ func readGoPackage(dir string, skip map[string]bool) (*goPackage, error) {
 						pkg.types[s.Name.Name] = s.Type
 					}
 				case *ast.ValueSpec:
-					if g.Tok != token.CONST {
-						continue
-					}
-					for i, name := range s.Names {
-						if i < len(s.Values) {
-							if lit, ok := s.Values[i].(*ast.BasicLit); ok {
-								pkg.consts[name.Name] = lit.Value
-							}
+					for i := range min(len(s.Names), len(s.Values)) {
+						if lit, ok := s.Values[i].(*ast.BasicLit); ok && g.Tok == token.CONST {
+							pkg.consts[s.Names[i].Name] = lit.Value
 						}
 					}
 				}

@@ -96,11 +96,11 @@ func run(headerPath, typedefsPath, pkgDir, out string) error {
 		typedefsPath = filepath.Join(filepath.Dir(headerPath), "cudaTypedefs.h")
 	}
 	typedefs, err := os.ReadFile(typedefsPath)
+	if !explicit && errors.Is(err, os.ErrNotExist) {
+		typedefs, err = nil, nil // the versions go unchecked
+	}
 	if err != nil {
-		if explicit || !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		typedefs = nil
+		return err
 	}
 	files, err := generate(src, typedefs, pkgDir)
 	if err != nil {

@@ -112,6 +112,7 @@ func readProtos(dir string) (*protoSet, error) {
 func parseProtos(src string) (*protoSet, error) {
 	ps := &protoSet{decls: map[string]*declLine{}}
 	names := map[string]int{}
+	bySymbol := map[string]*proto{}
 	var cur *proto // the last //cu line
 	prevKind := "" // the directive of the line before, "//" for a comment, "doc" for a doc line
 	for i, l := range strings.Split(src, "\n") {
@@ -139,6 +140,14 @@ func parseProtos(src string) (*protoSet, error) {
 				return nil, fmt.Errorf("%d: %s: the Go name %s is taken by line %d (name variants with \"as\")", n, p.symbol, p.goName, prev)
 			}
 			names[p.goName] = n
+			// The variants of one symbol share its ABI version and whether it is optional:
+			// there is one proc per symbol.
+			if q, ok := bySymbol[p.symbol]; ok && q.version != p.version {
+				return nil, fmt.Errorf("%d: %s: version %d, but line %d says %d", n, p.symbol, p.version, q.line, q.version)
+			} else if ok && q.optional != p.optional {
+				return nil, fmt.Errorf("%d: %s: optional on one line and not on line %d", n, p.symbol, q.line)
+			}
+			bySymbol[p.symbol] = p
 			ps.calls = append(ps.calls, p)
 			cur = p
 		case "//cu:decl":
@@ -189,17 +198,6 @@ func parseProtos(src string) (*protoSet, error) {
 		if p.wrapper != nil && len(p.wrapper.doc) == 0 {
 			return nil, fmt.Errorf("%d: %s: %s has no doc comment: the comment lines right after its //cu:export line", p.line, p.symbol, p.wrapper.name)
 		}
-	}
-	// The variants of one symbol share its ABI version and whether it is optional: there
-	// is one proc per symbol.
-	version := map[string]*proto{}
-	for _, p := range ps.calls {
-		if q, ok := version[p.symbol]; ok && q.version != p.version {
-			return nil, fmt.Errorf("%d: %s: version %d, but line %d says %d", p.line, p.symbol, p.version, q.line, q.version)
-		} else if ok && q.optional != p.optional {
-			return nil, fmt.Errorf("%d: %s: optional on one line and not on line %d", p.line, p.symbol, q.line)
-		}
-		version[p.symbol] = p
 	}
 	return ps, nil
 }
