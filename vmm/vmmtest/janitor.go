@@ -63,8 +63,8 @@ func (j *janitor) mustReserve(size uint64) cu.DevicePtr {
 	return va
 }
 
-func (j *janitor) mapAt(va cu.DevicePtr, size, off uint64, h cu.MemHandle) error {
-	err := j.b.Map(va, size, off, h, 0)
+func (j *janitor) mapAt(va cu.DevicePtr, size, off uint64, h cu.MemHandle, flags uint64) error {
+	err := j.b.Map(va, size, off, h, flags)
 	if err == nil {
 		j.steps = append(j.steps, func() { _ = j.b.Unmap(va, size) })
 	}
@@ -73,7 +73,7 @@ func (j *janitor) mapAt(va cu.DevicePtr, size, off uint64, h cu.MemHandle) error
 
 func (j *janitor) mustMap(va cu.DevicePtr, size, off uint64, h cu.MemHandle) {
 	j.t.Helper()
-	noError(j.t, j.mapAt(va, size, off, h), "map %v+%d offset %d", va, size, off)
+	noError(j.t, j.mapAt(va, size, off, h, 0), "map %v+%d offset %d", va, size, off)
 }
 
 // mustExportFD exports h as a POSIX file descriptor, closed when the test ends.

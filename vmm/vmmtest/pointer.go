@@ -95,8 +95,7 @@ func testPointer(t *testing.T, e *env) {
 		e.query(t, "pointer/past-mapping-unmapped", 0, c, c.mp+cu.DevicePtr(e.g))
 		noError(t, e.b.SetAccess(c.mp, e.g, access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_READ)))
 		e.query(t, "pointer/read-only", 0, c, c.mp)
-		_, err := e.b.PointerAttributes(e.ndev+5, c.mp)
-		e.c.check(t, "pointer/bad-device", err)
+		e.c.check(t, "pointer/bad-device", errOf(e.b.PointerAttributes(e.ndev+5, c.mp)))
 	})
 	t.Run("no-access", func(t *testing.T) {
 		j := newJanitor(t, e.b)
