@@ -41,10 +41,7 @@ func SendFDs(conn *net.UnixConn, h Header, fds []int) error {
 	if err == nil {
 		err = sendMsg(conn, msg, fds...)
 	}
-	if err != nil {
-		return opError("send", args, err)
-	}
-	return nil
+	return opError("send", args, err)
 }
 
 // sendMsg writes msg and passes fds over conn in one message.
@@ -80,10 +77,7 @@ func SendDmaBuf(conn *net.UnixConn, d *vmm.DmaBuf) error {
 		// Use keeps the descriptor open (and its number d's) until the kernel has taken it.
 		err = d.Use(func(fd int) error { return sendMsg(conn, msg, fd) })
 	}
-	if err != nil {
-		return opError("send dma-buf", args, err)
-	}
-	return nil
+	return opError("send dma-buf", args, err)
 }
 
 // Receive reads one message from conn: a header and its descriptors. The returned
@@ -209,6 +203,11 @@ func (r *receiver) receive() error {
 	return nil
 }
 
+// socketNames name the socket types for errors.
+var socketNames = map[int]string{
+	unix.SOCK_STREAM: "stream socket", unix.SOCK_SEQPACKET: "seqpacket socket", unix.SOCK_DGRAM: "datagram socket",
+}
+
 // inspect reads the socket's type and the options that add control messages to reads.
 func (r *receiver) inspect() error {
 	rc, err := r.conn.SyscallConn()
@@ -228,15 +227,8 @@ func (r *receiver) inspect() error {
 	if err := errors.Join(terr, cerr); err != nil {
 		return fmt.Errorf("socket options: %w", err)
 	}
-	r.typ = typ
-	switch typ {
-	case unix.SOCK_STREAM:
-		r.args = "stream socket"
-	case unix.SOCK_SEQPACKET:
-		r.args = "seqpacket socket"
-	case unix.SOCK_DGRAM:
-		r.args = "datagram socket"
-	default:
+	r.typ, r.args = typ, socketNames[typ]
+	if r.args == "" {
 		r.args = fmt.Sprintf("socket of type %d", typ)
 	}
 	if a, ok := r.conn.LocalAddr().(*net.UnixAddr); ok && a != nil && a.Name != "" && a.Name != "@" {

@@ -38,7 +38,11 @@ import (
 // errProtocol is ipc.ErrProtocol, which a ticket or manifest that cannot be true matches.
 var errProtocol = ipc.ErrProtocol
 
+// opError is the error of a failed operation of this package; nil when err is nil.
 func opError(op, args string, err error) error {
+	if err == nil {
+		return nil
+	}
 	return &vmm.Error{Pkg: "pidfd", Op: op, Args: args, Err: err}
 }
 
