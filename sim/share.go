@@ -80,22 +80,16 @@ func fileName(dev int, secret *[32]byte) string {
 // name; ok is false for any name sim does not make.
 func parseFileName(name string) (dev int, secret string, ok bool) {
 	rest, fabric := strings.CutPrefix(name, fabricName)
-	if !fabric {
-		if rest, ok = strings.CutPrefix(name, shareName); !ok {
-			return 0, "", false
-		}
-	} else if rest, secret, ok = strings.Cut(rest, "."); !ok || len(secret) != 64 {
+	if fabric {
+		rest, secret, _ = strings.Cut(rest, ".")
+	} else if rest, ok = strings.CutPrefix(name, shareName); !ok {
 		return 0, "", false
 	}
-	if rest == "" || len(rest) > 4 || rest[0] == '0' && len(rest) > 1 {
+	// One spelling of each device: Atoi also takes signs and leading zeros.
+	dev, err := strconv.Atoi(rest)
+	if err != nil || dev < 0 || dev > 9999 || strconv.Itoa(dev) != rest || fabric && len(secret) != 64 {
 		return 0, "", false
 	}
-	for _, c := range rest {
-		if c < '0' || c > '9' {
-			return 0, "", false
-		}
-	}
-	dev, _ = strconv.Atoi(rest)
 	return dev, secret, true
 }
 
