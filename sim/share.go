@@ -164,6 +164,21 @@ func (s *Sim) shareable(m *phys) *failure {
 	return nil
 }
 
+// fileFromFD duplicates a caller's descriptor, which stays the caller's.
+func fileFromFD(fd int) (*os.File, error) { return dupAs(uintptr(fd), "imported") }
+
+// dupFile returns a new *os.File of the file f is open on.
+func dupFile(f *os.File) (*os.File, error) { return dupAs(f.Fd(), f.Name()) }
+
+// dupAs returns a new *os.File, named name, of the file fd is open on.
+func dupAs(fd uintptr, name string) (*os.File, error) {
+	nfd, err := dupFD(fd)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(nfd), name), nil
+}
+
 // importable checks what an importer learnt about a file from outside this Sim: its device
 // must exist here, and its size must be a whole number of that device's granules, no more
 // than its memory (the driver refuses descriptors that are not allocations, recorded: vmmtest
