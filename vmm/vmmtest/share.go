@@ -159,7 +159,7 @@ func testFabric(t *testing.T, e *env) {
 	}
 	t.Run("child", func(t *testing.T) {
 		skipIf(t, !e.caps.CrossProcess, "not declared: Capabilities.CrossProcess")
-		e.c.check(t, "fabric/import-in-child", exchangeFabric(t, e, fh, e.g, va))
+		e.c.check(t, "fabric/import-in-child", sendToChild(t, e, va, e.g, 11, fh[:], nil))
 	})
 }
 
