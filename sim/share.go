@@ -271,9 +271,6 @@ func (s *Sim) ImportFD(fd int) (cu.MemHandle, error) {
 // allocation, is CUDA_ERROR_UNKNOWN, and importing in the exporting process gives a new
 // handle value.
 func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
-	if f := s.vmm(); f != nil {
-		return 0, f
-	}
 	if fd < 0 {
 		return 0, argFail("negative file descriptor")
 	}
@@ -337,9 +334,6 @@ func (s *Sim) ImportFabric(t cu.MemFabricHandle) (cu.MemHandle, error) {
 }
 
 func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
-	if f := s.vmm(); f != nil {
-		return 0, f
-	}
 	if !s.cfg.IMEX {
 		return 0, fail(resFabricImportNoIMEX, "no IMEX channel") // recorded: vmmtest walk/import-fabric-zero
 	}
