@@ -278,18 +278,17 @@ func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
 	if err != nil {
 		return 0, fail(resBadFD, "bad descriptor: "+err.Error()) // recorded: vmmtest share/import-closed-fd
 	}
+	// Neither map holds the zero key of a file keyOf cannot tell.
 	k := keyOf(file)
-	if k != (fileKey{}) {
-		if m := tryUse(s.byFile[k]); m != nil {
-			file.Close()
-			return s.importHandle(m), nil
-		}
+	if m := tryUse(s.byFile[k]); m != nil {
+		file.Close()
+		return s.importHandle(m), nil
 	}
 	exports.Lock()
 	e, ours := exports.byFile[k]
 	exports.Unlock()
 	st, size, dev, ok := describeFile(file)
-	if ours && k != (fileKey{}) {
+	if ours {
 		// Another Sim of this process made it: no header or name need be trusted.
 		if !ok {
 			st = &fileStore{f: file}
@@ -360,11 +359,10 @@ func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
 	if err != nil {
 		return 0, fail(resBadFabric, "allocation not found: "+err.Error())
 	}
-	if k := keyOf(file); k != (fileKey{}) {
-		if m := tryUse(s.byFile[k]); m != nil {
-			file.Close()
-			return s.importHandle(m), nil
-		}
+	k := keyOf(file)
+	if m := tryUse(s.byFile[k]); m != nil {
+		file.Close()
+		return s.importHandle(m), nil
 	}
 	size, dev := e.size, e.dev
 	if !ok {
@@ -380,7 +378,7 @@ func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
 		f.err = resBadFabric
 		return 0, f
 	}
-	return s.adopt(&fileStore{f: file}, keyOf(file), size, dev), nil
+	return s.adopt(&fileStore{f: file}, k, size, dev), nil
 }
 
 // ExportWin32 is cuMemExportToShareableHandle for Windows handles. sim models them within
