@@ -106,10 +106,7 @@ func Receive(conn *net.UnixConn) (*Received, error) {
 	}
 	r := receiver{conn: conn, kind: kindMemory}
 	var h Header
-	err := r.receive()
-	if err == nil {
-		err = h.decode(r.buf[:r.got])
-	}
+	err := r.receive(&h)
 	if err == nil && len(r.fds) != len(h.Sizes) {
 		err = fmt.Errorf("%w: %d descriptors for %d allocations", ErrProtocol, len(r.fds), len(h.Sizes))
 	}
@@ -137,10 +134,7 @@ func ReceiveDmaBuf(conn *net.UnixConn) (*vmm.DmaBuf, error) {
 	}
 	r := receiver{conn: conn, kind: kindDmaBuf}
 	var h DmaBufHeader
-	err := r.receive()
-	if err == nil {
-		err = h.decode(r.buf[:r.got])
-	}
+	err := r.receive(&h)
 	if err == nil && len(r.fds) != 1 {
 		err = fmt.Errorf("%w: %d descriptors with a dma-buf header, want 1", ErrProtocol, len(r.fds))
 	}
@@ -178,15 +172,19 @@ type receiver struct {
 	fds   []int
 }
 
-// receive reads one whole message of r.kind into buf and its descriptors.
-func (r *receiver) receive() error {
+// receive reads one whole message of r.kind into buf and its descriptors, and decodes its
+// header into h.
+func (r *receiver) receive(h interface{ decode([]byte) error }) error {
 	if err := r.inspect(); err != nil {
 		return err
 	}
 	r.oob = make([]byte, r.extra+unix.CmsgLen(4*r.limit()))
 	if r.typ != unix.SOCK_STREAM {
 		// One read takes the whole message; what does not fit is lost, so offer all the room.
-		return r.read(len(r.buf))
+		if err := r.read(len(r.buf)); err != nil {
+			return err
+		}
+		return h.decode(r.buf[:r.got])
 	}
 	for r.got < msgPrefix {
 		if err := r.read(msgPrefix); err != nil {
@@ -200,7 +198,7 @@ func (r *receiver) receive() error {
 			return err
 		}
 	}
-	return nil
+	return h.decode(r.buf[:r.got])
 }
 
 // socketNames name the socket types for errors.

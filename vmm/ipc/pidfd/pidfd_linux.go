@@ -524,7 +524,7 @@ const prSetPtracerAny = ^uintptr(0)
 // nothing), nor where the kernel has no Yama, and then returns nil.
 func AllowImporter(pid int) error {
 	if pid < 0 {
-		return opError("allow importer", strconv.Itoa(pid), invalid("a negative pid"))
+		return opError("allow importer", strconv.Itoa(pid), fmt.Errorf("%w: a negative pid", vmm.ErrInvalid))
 	}
 	err := setPtracer(uintptr(pid))
 	return opError("allow importer", strconv.Itoa(pid), err)

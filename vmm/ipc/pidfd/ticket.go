@@ -46,10 +46,6 @@ func opError(op, args string, err error) error {
 	return &vmm.Error{Pkg: "pidfd", Op: op, Args: args, Err: err}
 }
 
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{vmm.ErrInvalid}, args...)...)
-}
-
 // Ticket lets an importer on the same machine take an exporter's descriptors with
 // pidfd_getfd instead of receiving them over a socket. It is a plain value whose text form
 // is one line (see MarshalText).
@@ -258,7 +254,7 @@ func (m manifest) encode() ([]byte, error) {
 		return nil, err
 	}
 	if len(m.files) != len(m.header.Sizes) {
-		return nil, invalid("%d descriptors for %d sizes", len(m.files), len(m.header.Sizes))
+		return nil, fmt.Errorf("%w: %d descriptors for %d sizes", vmm.ErrInvalid, len(m.files), len(m.header.Sizes))
 	}
 	le := binary.LittleEndian
 	b := make([]byte, manifestFixed, manifestFixed+len(h)+manifestEntry*len(m.files))
@@ -269,7 +265,7 @@ func (m manifest) encode() ([]byte, error) {
 	b = append(b, h...)
 	for _, f := range m.files {
 		if f.fd < 0 || f.fd > 1<<31-1 {
-			return nil, invalid("descriptor %d", f.fd)
+			return nil, fmt.Errorf("%w: descriptor %d", vmm.ErrInvalid, f.fd)
 		}
 		b = le.AppendUint32(b, uint32(f.fd))
 		b = le.AppendUint32(b, 0)
