@@ -319,8 +319,7 @@ func (h *handle) sizeAndGranularity(s *Sim) (size, gran uint64) {
 
 // Map is cuMemMap. A mapping starts with no access for anyone.
 func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags uint64) error {
-	f := s.do(OpMap, func() *failure { return s.mapRange(uint64(ptr), size, offset, v, flags) })
-	if f != nil {
+	if f := s.do(OpMap, func() *failure { return s.mapRange(uint64(ptr), size, offset, v, flags) }); f != nil {
 		return f.wrap("cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, v, flags)
 	}
 	return nil
@@ -368,8 +367,7 @@ func (s *Sim) mapRange(ptr, size, offset uint64, v cu.MemHandle, flags uint64) *
 
 // Unmap is cuMemUnmap.
 func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
-	f := s.do(OpUnmap, func() *failure { return s.unmap(uint64(ptr), size) })
-	if f != nil {
+	if f := s.do(OpUnmap, func() *failure { return s.unmap(uint64(ptr), size) }); f != nil {
 		return f.wrap("cuMemUnmap", "%v, %d", ptr, size)
 	}
 	return nil
@@ -421,8 +419,7 @@ func (s *Sim) checkDesc(d cu.MemAccessDesc) *failure {
 
 // SetAccess is cuMemSetAccess.
 func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) error {
-	f := s.do(OpSetAccess, func() *failure { return s.setAccess(uint64(ptr), size, desc) })
-	if f != nil {
+	if f := s.do(OpSetAccess, func() *failure { return s.setAccess(uint64(ptr), size, desc) }); f != nil {
 		return f.wrap("cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
 	}
 	return nil
