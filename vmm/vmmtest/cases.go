@@ -563,7 +563,6 @@ func testCopy(t *testing.T, e *env) {
 	e.c.check(t, "copy/unmapped", e.b.CopyHtoD(0, 0x100000, make([]byte, 64)))
 	e.c.check(t, "copy/empty-buffer", e.b.CopyHtoD(0, va, nil))
 	e.c.check(t, "copy/bad-device", e.b.CopyHtoD(e.ndev+5, va, make([]byte, 64)))
-
 }
 
 // testDangerous writes into memory the device may only read: the copy engine faults. Last,
