@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 
@@ -113,41 +114,25 @@ func (c *Config) validate() error {
 	if len(c.Devices) > 1024 {
 		return fmt.Errorf("sim: config %q: %d devices (at most 1024)", c.Name, len(c.Devices))
 	}
-	if c.VABase == 0 {
-		c.VABase = 0x302000000
-	}
-	if c.VASize == 0 {
-		c.VASize = 127 << 40
-	}
+	c.VABase = cmp.Or(c.VABase, 0x302000000)
+	c.VASize = cmp.Or(c.VASize, 127<<40)
 	if c.VABase+c.VASize < c.VABase || c.VABase%(2<<20) != 0 {
 		return fmt.Errorf("sim: config %q: VA range %#x+%#x is not 2 MiB aligned or overflows", c.Name, c.VABase, c.VASize)
 	}
-	if c.HostNUMANodes <= 0 {
-		c.HostNUMANodes = 1
-	}
-	if c.PlacementAlign == 0 {
-		c.PlacementAlign = 32 << 20
-	}
+	c.HostNUMANodes = max(c.HostNUMANodes, 1)
+	c.PlacementAlign = cmp.Or(c.PlacementAlign, 32<<20)
 	if !isPow2(c.PlacementAlign) {
 		return fmt.Errorf("sim: config %q: placement alignment %d is not a power of two", c.Name, c.PlacementAlign)
 	}
-	if c.MulticastGranularity == 0 {
-		c.MulticastGranularity = 2 << 20
-	}
-	if c.MulticastRecommendedGranularity == 0 {
-		c.MulticastRecommendedGranularity = 2 << 20
-	}
+	c.MulticastGranularity = cmp.Or(c.MulticastGranularity, 2<<20)
+	c.MulticastRecommendedGranularity = cmp.Or(c.MulticastRecommendedGranularity, 2<<20)
 	if !isPow2(c.MulticastGranularity) || c.MulticastRecommendedGranularity%c.MulticastGranularity != 0 {
 		return fmt.Errorf("sim: config %q: multicast granularity %d/%d", c.Name, c.MulticastGranularity, c.MulticastRecommendedGranularity)
 	}
 	for i := range c.Devices {
 		d := &c.Devices[i]
-		if d.Granularity == 0 {
-			d.Granularity = 2 << 20
-		}
-		if d.RecommendedGranularity == 0 {
-			d.RecommendedGranularity = d.Granularity
-		}
+		d.Granularity = cmp.Or(d.Granularity, 2<<20)
+		d.RecommendedGranularity = cmp.Or(d.RecommendedGranularity, d.Granularity)
 		if !isPow2(d.Granularity) || d.RecommendedGranularity%d.Granularity != 0 || d.Granularity < 4096 {
 			return fmt.Errorf("sim: config %q: device %d granularity %d/%d", c.Name, i, d.Granularity, d.RecommendedGranularity)
 		}

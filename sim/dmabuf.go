@@ -107,9 +107,6 @@ func (s *Sim) ExportDmaBuf(ptr cu.DevicePtr, size, flags uint64) (int, error) {
 }
 
 func (s *Sim) exportDmaBuf(addr, size, flags uint64) (int, *failure) {
-	if f := s.vmm(); f != nil {
-		return -1, f
-	}
 	switch {
 	case flags&^cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE != 0:
 		return -1, fail(resDmaBufFlags, "flags must be 0 or CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE")

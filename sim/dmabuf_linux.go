@@ -3,8 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"golang.org/x/sys/unix"
@@ -13,66 +11,29 @@ import (
 // dmaBufName prefixes the name of the memfd of a dma-buf sim exported; the rest describes it.
 const dmaBufName = "cuvmm-sim.dmabuf:"
 
-// dmaBufFields are the fields of the name, in order: address (hex), size, device, chunks,
+// dmaBufFormat is the whole name: the prefix, then the address (hex), size, device, chunks,
 // flags, and the allocation properties (type, handle types, location type, location id,
 // compression, GPUDirect RDMA, usage, colon-separated).
-var dmaBufFields = []string{"a", "s", "d", "n", "f", "p"}
+const dmaBufFormat = dmaBufName + "a=%x,s=%d,d=%d,n=%d,f=%d,p=%d:%d:%d:%d:%d:%d:%d"
 
 func encodeDmaBuf(d DmaBuf) string {
 	p := d.Props
-	return fmt.Sprintf("%sa=%x,s=%d,d=%d,n=%d,f=%d,p=%d:%d:%d:%d:%d:%d:%d", dmaBufName,
-		uint64(d.Addr), d.Size, d.Device, d.Chunks, d.Flags,
+	return fmt.Sprintf(dmaBufFormat, uint64(d.Addr), d.Size, d.Device, d.Chunks, d.Flags,
 		p.Type, p.RequestedHandleTypes, p.Location.Type, p.Location.ID, p.CompressionType, p.GPUDirectRDMACapable, p.Usage)
 }
 
 var errNotDmaBuf = errors.New("not a dma-buf sim exported")
 
 func decodeDmaBuf(name string) (DmaBuf, error) {
-	rest, ok := strings.CutPrefix(name, dmaBufName)
-	if !ok {
-		return DmaBuf{}, errNotDmaBuf
-	}
-	parts := strings.Split(rest, ",")
-	if len(parts) != len(dmaBufFields) {
-		return DmaBuf{}, errNotDmaBuf
-	}
-	vals := make([]string, len(parts))
-	for i, kv := range parts {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k != dmaBufFields[i] {
-			return DmaBuf{}, errNotDmaBuf
-		}
-		vals[i] = v
-	}
 	var d DmaBuf
-	var errs []error
-	num := func(s string, bits int) int64 {
-		v, err := strconv.ParseInt(s, 10, bits)
-		errs = append(errs, err)
-		return v
-	}
-	unum := func(s string, base, bits int) uint64 {
-		v, err := strconv.ParseUint(s, base, bits)
-		errs = append(errs, err)
-		return v
-	}
-	d.Addr = cu.DevicePtr(unum(vals[0], 16, 64))
-	d.Size = unum(vals[1], 10, 64)
-	d.Device = int(num(vals[2], 32))
-	d.Chunks = int(num(vals[3], 32))
-	d.Flags = unum(vals[4], 10, 64)
-	props := strings.Split(vals[5], ":")
-	if len(props) != 7 {
-		return DmaBuf{}, errNotDmaBuf
-	}
-	d.Props.Type = cu.MemAllocationType(num(props[0], 32))
-	d.Props.RequestedHandleTypes = cu.MemHandleType(num(props[1], 32))
-	d.Props.Location.Type = cu.MemLocationType(num(props[2], 32))
-	d.Props.Location.ID = int32(num(props[3], 32))
-	d.Props.CompressionType = uint8(unum(props[4], 10, 8))
-	d.Props.GPUDirectRDMACapable = uint8(unum(props[5], 10, 8))
-	d.Props.Usage = uint16(unum(props[6], 10, 16))
-	if errors.Join(errs...) != nil || !d.possible() {
+	var addr uint64
+	p := &d.Props
+	_, err := fmt.Sscanf(name, dmaBufFormat, &addr, &d.Size, &d.Device, &d.Chunks, &d.Flags,
+		&p.Type, &p.RequestedHandleTypes, &p.Location.Type, &p.Location.ID, &p.CompressionType, &p.GPUDirectRDMACapable, &p.Usage)
+	d.Addr = cu.DevicePtr(addr)
+	// Only the very name encodeDmaBuf writes: Sscanf alone takes spaces, signs, leading
+	// zeros, numbers that wrap and anything after the last field.
+	if err != nil || encodeDmaBuf(d) != name || !d.possible() {
 		return DmaBuf{}, errNotDmaBuf
 	}
 	return d, nil

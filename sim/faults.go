@@ -126,8 +126,14 @@ func (s *Sim) SetCapacity(ordinal int, bytes uint64) error {
 	return nil
 }
 
-// enter counts a call of o and returns the armed fault it triggers, if any. The caller
-// holds s.mu.
+// needVMM are the operations a machine without VMM refuses before looking at their
+// arguments. Granularity, Create, SetAccess and ImportWin32 refuse it too, but after the
+// checks package cu makes in Go (s.vmm in their bodies).
+var needVMM = [numOps]bool{OpRetain: true, OpReserve: true, OpFree: true, OpMap: true, OpUnmap: true,
+	OpGetAccess: true, OpImportFD: true, OpImportFabric: true, OpExportDmaBuf: true}
+
+// enter counts a call of o and returns the armed fault it triggers, if any, or the refusal
+// of a machine without VMM of an operation of needVMM. The caller holds s.mu.
 func (s *Sim) enter(o Op) *failure {
 	s.calls[o]++
 	fs := s.faults[o]
@@ -142,6 +148,9 @@ func (s *Sim) enter(o Op) *failure {
 		}
 	}
 	s.faults[o] = fs
+	if hit == nil && needVMM[o] {
+		return s.vmm()
+	}
 	return hit
 }
 

@@ -9,25 +9,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dupFD returns a new descriptor of f for the caller to own.
-func dupFD(f *os.File) (int, error) {
-	return unix.FcntlInt(f.Fd(), unix.F_DUPFD_CLOEXEC, 0)
-}
-
-// fileFromFD duplicates a caller's descriptor, which stays the caller's.
-func fileFromFD(fd int) (*os.File, error) { return dupAs(uintptr(fd), "imported") }
-
-// dupFile returns a new *os.File of the file f is open on.
-func dupFile(f *os.File) (*os.File, error) { return dupAs(f.Fd(), f.Name()) }
-
-// dupAs returns a new *os.File, named name, of the file fd is open on.
-func dupAs(fd uintptr, name string) (*os.File, error) {
-	nfd, err := unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(nfd), name), nil
-}
+// dupFD returns a new descriptor of the file fd is open on, for the caller to own.
+func dupFD(fd uintptr) (int, error) { return unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0) }
 
 // keyOf identifies the allocation a descriptor holds by its file's device and inode and,
 // in an arena, its file offset (an export's says where its allocation is), so two

@@ -10,28 +10,11 @@ import (
 
 // On Windows a "POSIX descriptor" from sim is a duplicated file HANDLE value.
 
-func dupHandle(h windows.Handle) (windows.Handle, error) {
+func dupFD(h uintptr) (int, error) {
 	p := windows.CurrentProcess()
 	var d windows.Handle
-	err := windows.DuplicateHandle(p, h, p, &d, 0, false, windows.DUPLICATE_SAME_ACCESS)
-	return d, err
-}
-
-func dupFD(f *os.File) (int, error) {
-	d, err := dupHandle(windows.Handle(f.Fd()))
+	err := windows.DuplicateHandle(p, windows.Handle(h), p, &d, 0, false, windows.DUPLICATE_SAME_ACCESS)
 	return int(d), err
-}
-
-func fileFromFD(fd int) (*os.File, error) { return dupAs(windows.Handle(fd), "imported") }
-
-func dupFile(f *os.File) (*os.File, error) { return dupAs(windows.Handle(f.Fd()), f.Name()) }
-
-func dupAs(h windows.Handle, name string) (*os.File, error) {
-	d, err := dupHandle(h)
-	if err != nil {
-		return nil, err
-	}
-	return os.NewFile(uintptr(d), name), nil
 }
 
 func keyOf(f *os.File) fileKey {

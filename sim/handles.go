@@ -121,7 +121,7 @@ func (s *Sim) unuse(p *phys) {
 	if p.counted {
 		s.memOf(p.dev).committed -= p.size
 	}
-	if p.fileKey != (fileKey{}) && s.byFile[p.fileKey] == p {
+	if s.byFile[p.fileKey] == p {
 		delete(s.byFile, p.fileKey)
 	}
 	if p.fabric != nil {

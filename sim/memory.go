@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -136,12 +137,7 @@ func (s *fileStore) writeAt(p []byte, off uint64) error {
 }
 
 func (s *fileStore) fill(off, n uint64, v byte) error {
-	buf := make([]byte, min(n, 1<<20))
-	if v != 0 {
-		for i := range buf {
-			buf[i] = v
-		}
-	}
+	buf := bytes.Repeat([]byte{v}, int(min(n, 1<<20)))
 	for n > 0 {
 		k := min(n, uint64(len(buf)))
 		if err := s.writeAt(buf[:k], off); err != nil {

@@ -182,8 +182,7 @@ func (s *Sim) bind(o *mcObject, b *binding) {
 // MulticastBindMem is cuMulticastBindMem; it blocks until the team is complete. The memory
 // is bound for the device that owns it.
 func (s *Sim) MulticastBindMem(mc cu.MemHandle, mcOffset uint64, mem cu.MemHandle, memOffset, size, flags uint64) error {
-	f := s.do(OpMulticastBindMem, func() *failure { return s.bindMem(mc, -1, mcOffset, mem, memOffset, size, flags) })
-	if f != nil {
+	if f := s.do(OpMulticastBindMem, func() *failure { return s.bindMem(mc, -1, mcOffset, mem, memOffset, size, flags) }); f != nil {
 		return f.wrap("cuMulticastBindMem", "%v+%d, %v+%d, %d, flags %d", mc, mcOffset, mem, memOffset, size, flags)
 	}
 	return nil
@@ -223,8 +222,7 @@ func (s *Sim) bindMem(mc cu.MemHandle, dev int, mcOffset uint64, mem cu.MemHandl
 // MulticastBindAddr is cuMulticastBindAddr: it binds the memory mapped at [ptr, ptr+size),
 // which may span several mappings of one device's memory, for that device.
 func (s *Sim) MulticastBindAddr(mc cu.MemHandle, mcOffset uint64, ptr cu.DevicePtr, size, flags uint64) error {
-	f := s.do(OpMulticastBindAddr, func() *failure { return s.bindAddr(mc, -1, mcOffset, uint64(ptr), size, flags) })
-	if f != nil {
+	if f := s.do(OpMulticastBindAddr, func() *failure { return s.bindAddr(mc, -1, mcOffset, uint64(ptr), size, flags) }); f != nil {
 		return f.wrap("cuMulticastBindAddr", "%v+%d, %v, %d, flags %d", mc, mcOffset, ptr, size, flags)
 	}
 	return nil
@@ -278,8 +276,7 @@ func (s *Sim) bindAddr(mc cu.MemHandle, dev int, mcOffset, ptr, size, flags uint
 
 // MulticastUnbind is cuMulticastUnbind: the range must cover whole bindings of the device.
 func (s *Sim) MulticastUnbind(mc cu.MemHandle, ordinal int, mcOffset, size uint64) error {
-	f := s.do(OpMulticastUnbind, func() *failure { return s.unbind(mc, ordinal, mcOffset, size) })
-	if f != nil {
+	if f := s.do(OpMulticastUnbind, func() *failure { return s.unbind(mc, ordinal, mcOffset, size) }); f != nil {
 		return f.wrap("cuMulticastUnbind", "%v, device %d, %d, %d", mc, ordinal, mcOffset, size)
 	}
 	return nil

@@ -80,22 +80,16 @@ func fileName(dev int, secret *[32]byte) string {
 // name; ok is false for any name sim does not make.
 func parseFileName(name string) (dev int, secret string, ok bool) {
 	rest, fabric := strings.CutPrefix(name, fabricName)
-	if !fabric {
-		if rest, ok = strings.CutPrefix(name, shareName); !ok {
-			return 0, "", false
-		}
-	} else if rest, secret, ok = strings.Cut(rest, "."); !ok || len(secret) != 64 {
+	if fabric {
+		rest, secret, _ = strings.Cut(rest, ".")
+	} else if rest, ok = strings.CutPrefix(name, shareName); !ok {
 		return 0, "", false
 	}
-	if rest == "" || len(rest) > 4 || rest[0] == '0' && len(rest) > 1 {
+	// One spelling of each device: Atoi also takes signs and leading zeros.
+	dev, err := strconv.Atoi(rest)
+	if err != nil || dev < 0 || dev > 9999 || strconv.Itoa(dev) != rest || fabric && len(secret) != 64 {
 		return 0, "", false
 	}
-	for _, c := range rest {
-		if c < '0' || c > '9' {
-			return 0, "", false
-		}
-	}
-	dev, _ = strconv.Atoi(rest)
 	return dev, secret, true
 }
 
@@ -168,6 +162,21 @@ func (s *Sim) shareable(m *phys) *failure {
 	}
 	publish(m.fileKey, m.token, exported{f: f, size: m.size, dev: m.dev})
 	return nil
+}
+
+// fileFromFD duplicates a caller's descriptor, which stays the caller's.
+func fileFromFD(fd int) (*os.File, error) { return dupAs(uintptr(fd), "imported") }
+
+// dupFile returns a new *os.File of the file f is open on.
+func dupFile(f *os.File) (*os.File, error) { return dupAs(f.Fd(), f.Name()) }
+
+// dupAs returns a new *os.File, named name, of the file fd is open on.
+func dupAs(fd uintptr, name string) (*os.File, error) {
+	nfd, err := dupFD(fd)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(nfd), name), nil
 }
 
 // importable checks what an importer learnt about a file from outside this Sim: its device
@@ -262,9 +271,6 @@ func (s *Sim) ImportFD(fd int) (cu.MemHandle, error) {
 // allocation, is CUDA_ERROR_UNKNOWN, and importing in the exporting process gives a new
 // handle value.
 func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
-	if f := s.vmm(); f != nil {
-		return 0, f
-	}
 	if fd < 0 {
 		return 0, argFail("negative file descriptor")
 	}
@@ -272,18 +278,17 @@ func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
 	if err != nil {
 		return 0, fail(resBadFD, "bad descriptor: "+err.Error()) // recorded: vmmtest share/import-closed-fd
 	}
+	// Neither map holds the zero key of a file keyOf cannot tell.
 	k := keyOf(file)
-	if k != (fileKey{}) {
-		if m := tryUse(s.byFile[k]); m != nil {
-			file.Close()
-			return s.importHandle(m), nil
-		}
+	if m := tryUse(s.byFile[k]); m != nil {
+		file.Close()
+		return s.importHandle(m), nil
 	}
 	exports.Lock()
 	e, ours := exports.byFile[k]
 	exports.Unlock()
 	st, size, dev, ok := describeFile(file)
-	if ours && k != (fileKey{}) {
+	if ours {
 		// Another Sim of this process made it: no header or name need be trusted.
 		if !ok {
 			st = &fileStore{f: file}
@@ -328,9 +333,6 @@ func (s *Sim) ImportFabric(t cu.MemFabricHandle) (cu.MemHandle, error) {
 }
 
 func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
-	if f := s.vmm(); f != nil {
-		return 0, f
-	}
 	if !s.cfg.IMEX {
 		return 0, fail(resFabricImportNoIMEX, "no IMEX channel") // recorded: vmmtest walk/import-fabric-zero
 	}
@@ -357,11 +359,10 @@ func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
 	if err != nil {
 		return 0, fail(resBadFabric, "allocation not found: "+err.Error())
 	}
-	if k := keyOf(file); k != (fileKey{}) {
-		if m := tryUse(s.byFile[k]); m != nil {
-			file.Close()
-			return s.importHandle(m), nil
-		}
+	k := keyOf(file)
+	if m := tryUse(s.byFile[k]); m != nil {
+		file.Close()
+		return s.importHandle(m), nil
 	}
 	size, dev := e.size, e.dev
 	if !ok {
@@ -377,7 +378,7 @@ func (s *Sim) importFabric(t cu.MemFabricHandle) (cu.MemHandle, *failure) {
 		f.err = resBadFabric
 		return 0, f
 	}
-	return s.adopt(&fileStore{f: file}, keyOf(file), size, dev), nil
+	return s.adopt(&fileStore{f: file}, k, size, dev), nil
 }
 
 // ExportWin32 is cuMemExportToShareableHandle for Windows handles. sim models them within

@@ -175,7 +175,7 @@ func newExportable(dev int, size uint64) (store, fileKey, error) {
 func exportFD(st store) (int, error) {
 	a, ok := st.(*arenaStore)
 	if !ok {
-		return dupFD(st.(*fileStore).f)
+		return dupFD(st.(*fileStore).f.Fd())
 	}
 	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(int(a.f.Fd())), unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {

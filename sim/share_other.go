@@ -53,7 +53,7 @@ func newExportable(dev int, size uint64) (store, fileKey, error) {
 }
 
 // exportFD returns a new descriptor of st's file for the caller to own.
-func exportFD(st store) (int, error) { return dupFD(st.(*fileStore).f) }
+func exportFD(st store) (int, error) { return dupFD(st.(*fileStore).f.Fd()) }
 
 // openFabric opens the file a fabric token names: under os.TempDir, named after the
 // token's device and secret, so a forged token names no file. It must be a regular file,

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"sync"
@@ -79,9 +80,7 @@ func New(cfg Config) (*Sim, error) {
 			unit = d.Granularity
 		}
 	}
-	if unit == 0 {
-		unit = 2 * mib
-	}
+	unit = cmp.Or(unit, 2*mib)
 	s.va.init(cfg.VABase, cfg.VASize&^(unit-1), unit)
 	return s, nil
 }

@@ -11,7 +11,8 @@ import (
 // real driver's answer was recorded (H100 and H200, driver 580) the comment names the
 // vmmtest cases that hold the recording ("recorded: vmmtest group/case").
 
-// vmm rejects VMM calls on a machine none of whose devices supports VMM.
+// vmm rejects VMM calls on a machine none of whose devices supports VMM: enter does for the
+// operations of needVMM, the others' bodies once package cu's own checks pass.
 func (s *Sim) vmm() *failure {
 	if s.noVMM {
 		return fail(cu.ERROR_NOT_SUPPORTED, "no device supports virtual memory management")
@@ -210,9 +211,6 @@ func (s *Sim) Release(v cu.MemHandle) error {
 // map even after that was released.
 func (s *Sim) Retain(addr cu.DevicePtr) (cu.MemHandle, error) {
 	v, f := locked(s, OpRetain, func() (cu.MemHandle, *failure) {
-		if f := s.vmm(); f != nil {
-			return 0, f
-		}
 		m := s.va.mappingAt(uint64(addr))
 		if m == nil {
 			return 0, fail(cu.ERROR_INVALID_VALUE, "address not mapped")
@@ -261,9 +259,6 @@ func (s *Sim) Reserve(size, alignment uint64, hint cu.DevicePtr, flags uint64) (
 // from 2^45 is found), flags 0, a hint aligned and below 2^47; more than the address space
 // is CUDA_ERROR_OUT_OF_MEMORY.
 func (s *Sim) reserve(size, alignment, hint, flags uint64) (uint64, *failure) {
-	if f := s.vmm(); f != nil {
-		return 0, f
-	}
 	unit := s.va.unit
 	switch {
 	case size == 0 || size%unit != 0:
@@ -302,9 +297,6 @@ func (s *Sim) reserve(size, alignment, hint, flags uint64) (uint64, *failure) {
 // part of one, not two adjacent ones), with nothing mapped in it.
 func (s *Sim) Free(ptr cu.DevicePtr, size uint64) error {
 	f := s.do(OpFree, func() *failure {
-		if f := s.vmm(); f != nil {
-			return f
-		}
 		if why := s.va.unreserve(uint64(ptr), size); why != "" {
 			return fail(cu.ERROR_INVALID_VALUE, why)
 		}
@@ -327,8 +319,7 @@ func (h *handle) sizeAndGranularity(s *Sim) (size, gran uint64) {
 
 // Map is cuMemMap. A mapping starts with no access for anyone.
 func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags uint64) error {
-	f := s.do(OpMap, func() *failure { return s.mapRange(uint64(ptr), size, offset, v, flags) })
-	if f != nil {
+	if f := s.do(OpMap, func() *failure { return s.mapRange(uint64(ptr), size, offset, v, flags) }); f != nil {
 		return f.wrap("cuMemMap", "%v, %d, offset %d, %v, flags %d", ptr, size, offset, v, flags)
 	}
 	return nil
@@ -340,9 +331,6 @@ func (s *Sim) Map(ptr cu.DevicePtr, size, offset uint64, v cu.MemHandle, flags u
 // reservation or a range overlapping a mapping CUDA_ERROR_INVALID_VALUE. Only the start
 // must be reserved (see vaSpace.covered).
 func (s *Sim) mapRange(ptr, size, offset uint64, v cu.MemHandle, flags uint64) *failure {
-	if f := s.vmm(); f != nil {
-		return f
-	}
 	h := s.lookup(v)
 	switch {
 	case h == nil:
@@ -379,8 +367,7 @@ func (s *Sim) mapRange(ptr, size, offset uint64, v cu.MemHandle, flags uint64) *
 
 // Unmap is cuMemUnmap.
 func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
-	f := s.do(OpUnmap, func() *failure { return s.unmap(uint64(ptr), size) })
-	if f != nil {
+	if f := s.do(OpUnmap, func() *failure { return s.unmap(uint64(ptr), size) }); f != nil {
 		return f.wrap("cuMemUnmap", "%v, %d", ptr, size)
 	}
 	return nil
@@ -391,9 +378,6 @@ func (s *Sim) Unmap(ptr cu.DevicePtr, size uint64) error {
 // and unmapped gaps, which are no-ops, and need not be aligned otherwise); anything else is
 // CUDA_ERROR_INVALID_VALUE.
 func (s *Sim) unmap(ptr, size uint64) *failure {
-	if f := s.vmm(); f != nil {
-		return f
-	}
 	if size == 0 {
 		return fail(cu.ERROR_INVALID_VALUE, "size 0")
 	}
@@ -435,8 +419,7 @@ func (s *Sim) checkDesc(d cu.MemAccessDesc) *failure {
 
 // SetAccess is cuMemSetAccess.
 func (s *Sim) SetAccess(ptr cu.DevicePtr, size uint64, desc []cu.MemAccessDesc) error {
-	f := s.do(OpSetAccess, func() *failure { return s.setAccess(uint64(ptr), size, desc) })
-	if f != nil {
+	if f := s.do(OpSetAccess, func() *failure { return s.setAccess(uint64(ptr), size, desc) }); f != nil {
 		return f.wrap("cuMemSetAccess", "%v, %d, %+v", ptr, size, desc)
 	}
 	return nil
@@ -500,9 +483,6 @@ func (s *Sim) GetAccess(loc cu.MemLocation, ptr cu.DevicePtr) (cu.MemAccessFlags
 // no mapping CUDA_ERROR_INVALID_VALUE. The host reads the owning device's access (any host
 // ID); a host NUMA node reads no access.
 func (s *Sim) getAccess(loc cu.MemLocation, ptr uint64) (cu.MemAccessFlags, *failure) {
-	if f := s.vmm(); f != nil {
-		return 0, f
-	}
 	switch loc.Type {
 	case cu.MEM_LOCATION_TYPE_DEVICE:
 		if loc.ID < 0 || int(loc.ID) >= len(s.cfg.Devices) {

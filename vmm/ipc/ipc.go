@@ -72,8 +72,12 @@ var (
 	ErrProtocol = fds.ErrProtocol
 )
 
-// opError is the error of a failed operation of this package.
+// opError is the error of a failed operation of this package; nil when err is nil, so
+// that an operation can return what it made with the error of its last step.
 func opError(op, args string, err error) error {
+	if err == nil {
+		return nil
+	}
 	return &vmm.Error{Pkg: "ipc", Op: op, Args: args, Err: err}
 }
 
@@ -167,10 +171,7 @@ func (e *Exported) Close() error {
 	}
 	errs = append(errs, fds.Close(e.fds))
 	e.fds, e.withdraw = nil, nil
-	if err := errors.Join(errs...); err != nil {
-		return opError("close", "exported descriptors", err)
-	}
-	return nil
+	return opError("close", "exported descriptors", errors.Join(errs...))
 }
 
 // Publish lets another package make e's descriptors reachable from other processes (package
@@ -269,10 +270,7 @@ func (r *Received) Close() error {
 	defer r.mu.Unlock()
 	err := fds.Close(r.fds)
 	r.fds = nil
-	if err != nil {
-		return opError("close", "received descriptors", err)
-	}
-	return nil
+	return opError("close", "received descriptors", err)
 }
 
 // Imported is memory of another process, mapped in this one: the allocations of a
@@ -312,10 +310,7 @@ func Import(m *vmm.Manager, r *Received, access []int) (*Imported, error) {
 	imp, err := mapAll(m, r.Header.Sizes, access,
 		func(i int) string { return fmt.Sprintf("allocation %d (fd %d)", i, r.fds[i]) },
 		func(i int, size uint64) (*vmm.Allocation, error) { return m.ImportFD(r.fds[i], size) })
-	if err != nil {
-		return nil, opError("import", args, err)
-	}
-	return imp, nil
+	return imp, opError("import", args, err)
 }
 
 // claimedTotal formats the sum of sizes for messages, which may not fit 64 bits.
@@ -496,10 +491,8 @@ func (i *Imported) Close() error {
 	if !i.usable() {
 		return opError("close", "imported memory", invalid("a nil or zero Imported (make one with Import)"))
 	}
-	if err := i.g.Close(); err != nil {
-		return opError("close", "imported memory", err)
-	}
-	return nil
+	err := i.g.Close()
+	return opError("close", "imported memory", err)
 }
 
 // FabricHandle is a fabric handle and the size of the allocation it names: a value that
@@ -559,10 +552,7 @@ func ImportFabric(m *vmm.Manager, handles []FabricHandle, access []int) (*Import
 	imp, err := mapAll(m, sizes, access,
 		func(i int) string { return fmt.Sprintf("fabric handle %d", i) },
 		func(i int, size uint64) (*vmm.Allocation, error) { return m.ImportFabric(handles[i].Handle, size) })
-	if err != nil {
-		return nil, opError("import fabric", fmt.Sprintf("%d handles", len(handles)), err)
-	}
-	return imp, nil
+	return imp, opError("import fabric", fmt.Sprintf("%d handles", len(handles)), err)
 }
 
 // MarshalBinary encodes the handle in 80 bytes.

@@ -125,10 +125,7 @@ func unframe(b []byte, kind uint16) ([]byte, error) {
 // MarshalBinary encodes the header as the message it travels in.
 func (h Header) MarshalBinary() ([]byte, error) {
 	b, err := h.encode()
-	if err != nil {
-		return nil, opError("encode header", fmt.Sprintf("%d sizes", len(h.Sizes)), err)
-	}
-	return b, nil
+	return b, opError("encode header", fmt.Sprintf("%d sizes", len(h.Sizes)), err)
 }
 
 func (h Header) encode() ([]byte, error) {
@@ -147,10 +144,8 @@ func (h Header) encode() ([]byte, error) {
 
 // UnmarshalBinary decodes and validates a header from the message it travels in.
 func (h *Header) UnmarshalBinary(b []byte) error {
-	if err := h.decode(b); err != nil {
-		return opError("decode header", fmt.Sprintf("of %d bytes", len(b)), err)
-	}
-	return nil
+	err := h.decode(b)
+	return opError("decode header", fmt.Sprintf("of %d bytes", len(b)), err)
 }
 
 func (h *Header) decode(b []byte) error {
@@ -211,10 +206,7 @@ func (h DmaBufHeader) validate() error {
 // MarshalBinary encodes the header as the message it travels in.
 func (h DmaBufHeader) MarshalBinary() ([]byte, error) {
 	b, err := h.encode()
-	if err != nil {
-		return nil, opError("encode dma-buf header", "", err)
-	}
-	return b, nil
+	return b, opError("encode dma-buf header", "", err)
 }
 
 func (h DmaBufHeader) encode() ([]byte, error) {
@@ -237,10 +229,8 @@ func (h DmaBufHeader) encode() ([]byte, error) {
 
 // UnmarshalBinary decodes and validates a header from the message it travels in.
 func (h *DmaBufHeader) UnmarshalBinary(b []byte) error {
-	if err := h.decode(b); err != nil {
-		return opError("decode dma-buf header", fmt.Sprintf("of %d bytes", len(b)), err)
-	}
-	return nil
+	err := h.decode(b)
+	return opError("decode dma-buf header", fmt.Sprintf("of %d bytes", len(b)), err)
 }
 
 func (h *DmaBufHeader) decode(b []byte) error {

@@ -41,10 +41,7 @@ func SendFDs(conn *net.UnixConn, h Header, fds []int) error {
 	if err == nil {
 		err = sendMsg(conn, msg, fds...)
 	}
-	if err != nil {
-		return opError("send", args, err)
-	}
-	return nil
+	return opError("send", args, err)
 }
 
 // sendMsg writes msg and passes fds over conn in one message.
@@ -80,10 +77,7 @@ func SendDmaBuf(conn *net.UnixConn, d *vmm.DmaBuf) error {
 		// Use keeps the descriptor open (and its number d's) until the kernel has taken it.
 		err = d.Use(func(fd int) error { return sendMsg(conn, msg, fd) })
 	}
-	if err != nil {
-		return opError("send dma-buf", args, err)
-	}
-	return nil
+	return opError("send dma-buf", args, err)
 }
 
 // Receive reads one message from conn: a header and its descriptors. The returned
@@ -112,10 +106,7 @@ func Receive(conn *net.UnixConn) (*Received, error) {
 	}
 	r := receiver{conn: conn, kind: kindMemory}
 	var h Header
-	err := r.receive()
-	if err == nil {
-		err = h.decode(r.buf[:r.got])
-	}
+	err := r.receive(&h)
 	if err == nil && len(r.fds) != len(h.Sizes) {
 		err = fmt.Errorf("%w: %d descriptors for %d allocations", ErrProtocol, len(r.fds), len(h.Sizes))
 	}
@@ -143,10 +134,7 @@ func ReceiveDmaBuf(conn *net.UnixConn) (*vmm.DmaBuf, error) {
 	}
 	r := receiver{conn: conn, kind: kindDmaBuf}
 	var h DmaBufHeader
-	err := r.receive()
-	if err == nil {
-		err = h.decode(r.buf[:r.got])
-	}
+	err := r.receive(&h)
 	if err == nil && len(r.fds) != 1 {
 		err = fmt.Errorf("%w: %d descriptors with a dma-buf header, want 1", ErrProtocol, len(r.fds))
 	}
@@ -184,15 +172,19 @@ type receiver struct {
 	fds   []int
 }
 
-// receive reads one whole message of r.kind into buf and its descriptors.
-func (r *receiver) receive() error {
+// receive reads one whole message of r.kind into buf and its descriptors, and decodes its
+// header into h.
+func (r *receiver) receive(h interface{ decode([]byte) error }) error {
 	if err := r.inspect(); err != nil {
 		return err
 	}
 	r.oob = make([]byte, r.extra+unix.CmsgLen(4*r.limit()))
 	if r.typ != unix.SOCK_STREAM {
 		// One read takes the whole message; what does not fit is lost, so offer all the room.
-		return r.read(len(r.buf))
+		if err := r.read(len(r.buf)); err != nil {
+			return err
+		}
+		return h.decode(r.buf[:r.got])
 	}
 	for r.got < msgPrefix {
 		if err := r.read(msgPrefix); err != nil {
@@ -206,7 +198,12 @@ func (r *receiver) receive() error {
 			return err
 		}
 	}
-	return nil
+	return h.decode(r.buf[:r.got])
+}
+
+// socketNames name the socket types for errors.
+var socketNames = map[int]string{
+	unix.SOCK_STREAM: "stream socket", unix.SOCK_SEQPACKET: "seqpacket socket", unix.SOCK_DGRAM: "datagram socket",
 }
 
 // inspect reads the socket's type and the options that add control messages to reads.
@@ -228,15 +225,8 @@ func (r *receiver) inspect() error {
 	if err := errors.Join(terr, cerr); err != nil {
 		return fmt.Errorf("socket options: %w", err)
 	}
-	r.typ = typ
-	switch typ {
-	case unix.SOCK_STREAM:
-		r.args = "stream socket"
-	case unix.SOCK_SEQPACKET:
-		r.args = "seqpacket socket"
-	case unix.SOCK_DGRAM:
-		r.args = "datagram socket"
-	default:
+	r.typ, r.args = typ, socketNames[typ]
+	if r.args == "" {
 		r.args = fmt.Sprintf("socket of type %d", typ)
 	}
 	if a, ok := r.conn.LocalAddr().(*net.UnixAddr); ok && a != nil && a.Name != "" && a.Name != "@" {

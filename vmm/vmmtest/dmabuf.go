@@ -279,8 +279,7 @@ func testDmaBuf(t *testing.T, e *env) {
 			return
 		}
 		// A dma-buf is not an allocation's shareable handle.
-		_, err = j.adopt(e.b.ImportFD(fd))
-		e.c.check(t, "dmabuf/import-dma-buf-as-allocation", err)
+		e.c.check(t, "dmabuf/import-dma-buf-as-allocation", errOf(j.adopt(e.b.ImportFD(fd))))
 	})
 
 	if after := dmaBufDescriptors(t); len(after) != len(before) {

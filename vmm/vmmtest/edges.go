@@ -67,6 +67,5 @@ func testEdges(t *testing.T, e *env) {
 	}
 	s.checkValue("create-host-posix-fd", err, propString(pr))
 	q.Location = cu.MemLocation{Type: cu.MEM_LOCATION_TYPE_HOST_NUMA, ID: 5}
-	_, err = s.adopt(b.Create(2*mib, &q, 0))
-	s.check("create-host-numa-5-posix-fd", err)
+	s.check("create-host-numa-5-posix-fd", errOf(s.adopt(b.Create(2*mib, &q, 0))))
 }

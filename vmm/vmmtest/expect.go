@@ -155,10 +155,8 @@ func checkDeviations(t testing.TB, exp *Expectations, devs map[string]Deviation)
 
 // group is the group a case name belongs to: what comes before its first slash.
 func group(name string) string {
-	if i := strings.IndexByte(name, '/'); i >= 0 {
-		return name[:i]
-	}
-	return name
+	g, _, _ := strings.Cut(name, "/")
+	return g
 }
 
 // unreached returns, sorted, the declared deviations that no case reached although their

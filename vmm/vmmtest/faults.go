@@ -135,8 +135,7 @@ func testFaults(t *testing.T, e *env) {
 	if err == nil {
 		_ = b.Release(rh)
 	}
-	_, err = s.adopt(b.Retain(B))
-	s.check("retain-B", err)
+	s.check("retain-B", errOf(s.adopt(b.Retain(B))))
 
 	s.unmap("h1-h2-gap", A, 8*mib)
 	s.unmap("h2-gap", A+4*mib, 4*mib)

@@ -193,13 +193,6 @@ func fileOf(fd int) (string, error) {
 	return fmt.Sprintf("%d:%d", st.Dev, st.Ino), nil
 }
 
-// exchangeFabric sends fabric handle fh of memory mapped at va, holding Pattern(11, size),
-// to a child process, which imports it, checks the bytes and writes its own; it returns
-// the child's error.
-func exchangeFabric(t *testing.T, e *env, fh cu.MemFabricHandle, size uint64, va cu.DevicePtr) error {
-	return sendToChild(t, e, va, size, 11, fh[:], nil)
-}
-
 // sendToChild sends memory of size bytes mapped at va, holding Pattern(seed, size), to a
 // child process: the header {size, seed}, then the fabric handle fh if any, with the control
 // message oob. The child imports it, checks the bytes and writes Pattern(seed+1, 4096), which

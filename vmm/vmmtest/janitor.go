@@ -39,21 +39,23 @@ func (j *janitor) mustCreate(size uint64, prop *cu.MemAllocationProp) cu.MemHand
 	return h
 }
 
+// undo registers step, to run when the test ends, if err is nil, and returns err.
+func (j *janitor) undo(err error, step func()) error {
+	if err == nil {
+		j.steps = append(j.steps, step)
+	}
+	return err
+}
+
 // adopt registers h for release when err is nil, and returns both: it takes what a call
 // that makes a handle (create, import, retain) returned.
 func (j *janitor) adopt(h cu.MemHandle, err error) (cu.MemHandle, error) {
-	if err == nil {
-		j.steps = append(j.steps, func() { _ = j.b.Release(h) })
-	}
-	return h, err
+	return h, j.undo(err, func() { _ = j.b.Release(h) })
 }
 
 func (j *janitor) reserve(size uint64, hint cu.DevicePtr) (cu.DevicePtr, error) {
 	va, err := j.b.Reserve(size, 0, hint, 0)
-	if err == nil {
-		j.steps = append(j.steps, func() { _ = j.b.Free(va, size) })
-	}
-	return va, err
+	return va, j.undo(err, func() { _ = j.b.Free(va, size) })
 }
 
 func (j *janitor) mustReserve(size uint64) cu.DevicePtr {
@@ -63,17 +65,13 @@ func (j *janitor) mustReserve(size uint64) cu.DevicePtr {
 	return va
 }
 
-func (j *janitor) mapAt(va cu.DevicePtr, size, off uint64, h cu.MemHandle) error {
-	err := j.b.Map(va, size, off, h, 0)
-	if err == nil {
-		j.steps = append(j.steps, func() { _ = j.b.Unmap(va, size) })
-	}
-	return err
+func (j *janitor) mapAt(va cu.DevicePtr, size, off uint64, h cu.MemHandle, flags uint64) error {
+	return j.undo(j.b.Map(va, size, off, h, flags), func() { _ = j.b.Unmap(va, size) })
 }
 
 func (j *janitor) mustMap(va cu.DevicePtr, size, off uint64, h cu.MemHandle) {
 	j.t.Helper()
-	noError(j.t, j.mapAt(va, size, off, h), "map %v+%d offset %d", va, size, off)
+	noError(j.t, j.mapAt(va, size, off, h, 0), "map %v+%d offset %d", va, size, off)
 }
 
 // mustExportFD exports h as a POSIX file descriptor, closed when the test ends.

@@ -18,10 +18,8 @@ func testLimits(t *testing.T, e *env) {
 		size uint64
 	}{{"1PiB", 1 << 50}, {"2^63", 1 << 63}, {"max", ^uint64(0) &^ (e.g - 1)}}
 	for _, s := range sizes {
-		_, err := j.reserve(s.size, 0)
-		e.c.check(t, "limits/reserve-"+s.name, err)
-		_, err = j.create(s.size, e.prop(0))
-		e.c.check(t, "limits/create-"+s.name, err)
+		e.c.check(t, "limits/reserve-"+s.name, errOf(j.reserve(s.size, 0)))
+		e.c.check(t, "limits/create-"+s.name, errOf(j.create(s.size, e.prop(0))))
 	}
 	h := j.mustCreate(e.g, e.prop(0))
 	va := j.mustReserve(e.g)

@@ -85,17 +85,14 @@ func testPlacement(t *testing.T, e *env) {
 		e.c.observe(t, "placement/hint-far-"+s.name, either(c == far, "honoured", "not honoured"), nil)
 		release()
 	}
-	_, err := reserve(g, 0x800000000000)
-	e.c.check(t, "placement/hint-above-47-bits", err)
+	e.c.check(t, "placement/hint-above-47-bits", errOf(reserve(g, 0x800000000000)))
 	release()
 
 	// A freed range is reused: three in a row, the first freed, and one more.
 	a, err := reserve(g, 0)
 	noError(t, err)
-	_, err = reserve(g, 0)
-	noError(t, err)
-	_, err = reserve(g, 0)
-	noError(t, err)
+	noError(t, errOf(reserve(g, 0)))
+	noError(t, errOf(reserve(g, 0)))
 	noError(t, e.b.Free(a, g))
 	live = live[1:]
 	d, err := reserve(g, 0)

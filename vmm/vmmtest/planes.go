@@ -29,7 +29,7 @@ func testPlanes(t *testing.T, e *env) {
 			h, err := e.b.Create(g, e.prop(0), 0)
 			noError(t, err)
 			hs[i] = h
-			keepFirst(&mapErr, j.mapAt(base+cu.DevicePtr(uint64(i)*g), g, 0, h))
+			keepFirst(&mapErr, j.mapAt(base+cu.DevicePtr(uint64(i)*g), g, 0, h, 0))
 		}
 		keepFirst(&accessErr, e.b.SetAccess(base, run*g, rw(0)))
 		for _, h := range hs {
@@ -59,7 +59,7 @@ func testPlanes(t *testing.T, e *env) {
 	e.c.check(t, "planes/unmap-a-page-inside-the-run", e.b.Unmap(mid, g))
 	h, err := e.b.Create(g, e.prop(0), 0)
 	noError(t, err)
-	e.c.check(t, "planes/map-a-fresh-page-inside-the-run", j.mapAt(mid, g, 0, h))
+	e.c.check(t, "planes/map-a-fresh-page-inside-the-run", j.mapAt(mid, g, 0, h, 0))
 	e.c.check(t, "planes/set-access-of-the-fresh-page", e.b.SetAccess(mid, g, rw(0)))
 	noError(t, e.b.Release(h))
 	fresh := j.mustWrite(mid, 0xfe, int(g))

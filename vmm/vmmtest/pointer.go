@@ -39,16 +39,10 @@ func (c ptrCase) describe(a cu.PointerAttributes) string {
 		}
 		return fmt.Sprintf("other/%#x", size)
 	}
-	set := func(v uint64) string {
-		if v == 0 {
-			return "0"
-		}
-		return "set"
-	}
 	return fmt.Sprintf("type=%v device=%d mapped=%v range=%s mapping=%s handles=%#x rdma=%v access=%v managed=%v legacy-ipc=%v mempool=%s hw-decompress=%v buffer-id=%s block-id=%s refused=%v",
 		a.MemoryType, a.DeviceOrdinal, a.Mapped, rel(a.RangeStart, a.RangeSize), rel(a.MappingBase, a.MappingSize),
-		uint32(a.HandleTypes), a.GPUDirectRDMA, a.Access, a.Managed, a.LegacyIPC, set(uint64(a.Mempool)), a.HWDecompress,
-		set(a.BufferID), set(a.MemoryBlockID), a.Refused)
+		uint32(a.HandleTypes), a.GPUDirectRDMA, a.Access, a.Managed, a.LegacyIPC, either(a.Mempool != 0, "set", "0"), a.HWDecompress,
+		either(a.BufferID != 0, "set", "0"), either(a.MemoryBlockID != 0, "set", "0"), a.Refused)
 }
 
 // query records the attributes of addr, asked from device dev, under name.
@@ -95,8 +89,7 @@ func testPointer(t *testing.T, e *env) {
 		e.query(t, "pointer/past-mapping-unmapped", 0, c, c.mp+cu.DevicePtr(e.g))
 		noError(t, e.b.SetAccess(c.mp, e.g, access(devLoc(0), cu.MEM_ACCESS_FLAGS_PROT_READ)))
 		e.query(t, "pointer/read-only", 0, c, c.mp)
-		_, err := e.b.PointerAttributes(e.ndev+5, c.mp)
-		e.c.check(t, "pointer/bad-device", err)
+		e.c.check(t, "pointer/bad-device", errOf(e.b.PointerAttributes(e.ndev+5, c.mp)))
 	})
 	t.Run("no-access", func(t *testing.T) {
 		j := newJanitor(t, e.b)

@@ -71,11 +71,7 @@ func (s *sequence) observe(name, fact string) {
 // mapping maps h as the case map-name; the janitor unmaps what was mapped.
 func (s *sequence) mapping(name string, ptr cu.DevicePtr, size, off uint64, h cu.MemHandle, flags uint64) {
 	s.t.Helper()
-	err := s.b.Map(ptr, size, off, h, flags)
-	if err == nil {
-		s.steps = append(s.steps, func() { _ = s.b.Unmap(ptr, size) })
-	}
-	s.check("map-"+name, err)
+	s.check("map-"+name, s.mapAt(ptr, size, off, h, flags))
 }
 
 func (s *sequence) unmap(name string, ptr cu.DevicePtr, size uint64) {

@@ -38,10 +38,7 @@ func Publish(e *ipc.Exported) (Ticket, error) {
 		t, withdraw, err = publish(h, fds)
 		return withdraw, err
 	})
-	if err != nil {
-		return Ticket{}, opError("publish", "", err)
-	}
-	return t, nil
+	return t, opError("publish", "", err)
 }
 
 // publish writes the manifest of fds (one per size of h) with a new secret into a sealed
@@ -527,12 +524,10 @@ const prSetPtracerAny = ^uintptr(0)
 // nothing), nor where the kernel has no Yama, and then returns nil.
 func AllowImporter(pid int) error {
 	if pid < 0 {
-		return opError("allow importer", strconv.Itoa(pid), invalid("a negative pid"))
+		return opError("allow importer", strconv.Itoa(pid), fmt.Errorf("%w: a negative pid", vmm.ErrInvalid))
 	}
-	if err := setPtracer(uintptr(pid)); err != nil {
-		return opError("allow importer", strconv.Itoa(pid), err)
-	}
-	return nil
+	err := setPtracer(uintptr(pid))
+	return opError("allow importer", strconv.Itoa(pid), err)
 }
 
 // AllowAnyImporter lets every process take this process's descriptors with pidfd_getfd, and
@@ -541,10 +536,8 @@ func AllowImporter(pid int) error {
 // not known in advance; AllowImporter(0) takes it back. Without Yama it changes nothing and
 // returns nil.
 func AllowAnyImporter() error {
-	if err := setPtracer(prSetPtracerAny); err != nil {
-		return opError("allow importer", "any", err)
-	}
-	return nil
+	err := setPtracer(prSetPtracerAny)
+	return opError("allow importer", "any", err)
 }
 
 func setPtracer(arg uintptr) error {

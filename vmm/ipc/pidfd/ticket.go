@@ -38,12 +38,12 @@ import (
 // errProtocol is ipc.ErrProtocol, which a ticket or manifest that cannot be true matches.
 var errProtocol = ipc.ErrProtocol
 
+// opError is the error of a failed operation of this package; nil when err is nil.
 func opError(op, args string, err error) error {
+	if err == nil {
+		return nil
+	}
 	return &vmm.Error{Pkg: "pidfd", Op: op, Args: args, Err: err}
-}
-
-func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{vmm.ErrInvalid}, args...)...)
 }
 
 // Ticket lets an importer on the same machine take an exporter's descriptors with
@@ -105,23 +105,8 @@ func (t Ticket) validate() error {
 // validBootID is whether s is a UUID as the kernel writes boot_id: 36 lowercase hex digits
 // and dashes, 8-4-4-4-12.
 func validBootID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := range len(s) {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-				return false
-			}
-		}
-	}
-	return true
+	b, err := hex.DecodeString(strings.ReplaceAll(s, "-", ""))
+	return err == nil && len(b) == 16 && fmt.Sprintf("%x-%x-%x-%x-%x", b[:4], b[4:6], b[6:8], b[8:10], b[10:]) == s
 }
 
 // MarshalText encodes the ticket, its secret included, as one line of printable ASCII,
@@ -231,16 +216,9 @@ func ParseTicket(s string) (Ticket, error) {
 
 // decimal parses a uint64 written as MarshalText writes one: digits only, no leading zero.
 func decimal(s string) (uint64, bool) {
-	if s == "" || len(s) > 20 || (s[0] == '0' && len(s) > 1) {
-		return 0, false
-	}
-	for i := range len(s) {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
+	// ParseUint takes no sign, but takes leading zeros: the one spelling is FormatUint's.
 	n, err := strconv.ParseUint(s, 10, 64)
-	return n, err == nil
+	return n, err == nil && strconv.FormatUint(n, 10) == s
 }
 
 // manifest is what a ticket grants: the header of the export and, for each allocation, the
@@ -276,7 +254,7 @@ func (m manifest) encode() ([]byte, error) {
 		return nil, err
 	}
 	if len(m.files) != len(m.header.Sizes) {
-		return nil, invalid("%d descriptors for %d sizes", len(m.files), len(m.header.Sizes))
+		return nil, fmt.Errorf("%w: %d descriptors for %d sizes", vmm.ErrInvalid, len(m.files), len(m.header.Sizes))
 	}
 	le := binary.LittleEndian
 	b := make([]byte, manifestFixed, manifestFixed+len(h)+manifestEntry*len(m.files))
@@ -287,7 +265,7 @@ func (m manifest) encode() ([]byte, error) {
 	b = append(b, h...)
 	for _, f := range m.files {
 		if f.fd < 0 || f.fd > 1<<31-1 {
-			return nil, invalid("descriptor %d", f.fd)
+			return nil, fmt.Errorf("%w: descriptor %d", vmm.ErrInvalid, f.fd)
 		}
 		b = le.AppendUint32(b, uint32(f.fd))
 		b = le.AppendUint32(b, 0)

@@ -27,20 +27,11 @@ func Stat(fd int) (unix.Statx_t, error) {
 // NotMemory names a file type that no exported allocation has, "" for the others: a regular
 // file (sim's memfd), a character device (the NVIDIA driver's) or an anonymous inode, which
 // has no type.
-func NotMemory(mode uint32) string {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFSOCK:
-		return "a socket"
-	case unix.S_IFIFO:
-		return "a pipe"
-	case unix.S_IFDIR:
-		return "a directory"
-	case unix.S_IFLNK:
-		return "a symbolic link"
-	case unix.S_IFBLK:
-		return "a block device"
-	}
-	return ""
+func NotMemory(mode uint32) string { return notMemory[mode&unix.S_IFMT] }
+
+var notMemory = map[uint32]string{
+	unix.S_IFSOCK: "a socket", unix.S_IFIFO: "a pipe", unix.S_IFDIR: "a directory",
+	unix.S_IFLNK: "a symbolic link", unix.S_IFBLK: "a block device",
 }
 
 // Seals returns the seals of fd, a memfd; an error for any other file, at once.
