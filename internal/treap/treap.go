@@ -9,7 +9,7 @@ package treap
 // the simulator stays deterministic. The zero Tree is empty and ready.
 //
 // Each node carries a span (the length of the range it stands for) and the largest span in
-// its subtree, which lets firstFit find the lowest-keyed node with a span of at least n in
+// its subtree, which lets FirstFit find the lowest-keyed node with a span of at least n in
 // O(log n): the simulator's free-address tree uses it to place reservations.
 type Tree[V any] struct {
 	root *Node[V]
@@ -41,14 +41,13 @@ func (t *Tree[V]) rand() uint64 {
 }
 
 func (n *Node[V]) fix() {
-	m := n.Span
-	if n.left != nil && n.left.max > m {
-		m = n.left.max
+	n.max = n.Span
+	if n.left != nil {
+		n.max = max(n.max, n.left.max)
 	}
-	if n.right != nil && n.right.max > m {
-		m = n.right.max
+	if n.right != nil {
+		n.max = max(n.max, n.right.max)
 	}
-	n.max = m
 }
 
 // split returns the nodes with keys < key and those with keys >= key.
@@ -103,36 +102,34 @@ func (t *Tree[V]) Insert(key, span uint64, v V) *Node[V] {
 
 // Delete removes key and reports whether it was present.
 func (t *Tree[V]) Delete(key uint64) bool {
-	var zero V
-	// Walk down to the node, remembering the link that points at it, then replace it by the
-	// merge of its children, fixing the augmented maxima on the way back up.
-	var path [128]*Node[V]
-	depth := 0
-	link := &t.root
-	for *link != nil && (*link).Key != key {
-		path[depth] = *link
-		depth++
-		if depth == len(path) {
-			return t.deleteSlow(key)
-		}
-		if key < (*link).Key {
-			link = &(*link).left
-		} else {
-			link = &(*link).right
-		}
-	}
-	nd := *link
+	var nd *Node[V]
+	t.root, nd = remove(t.root, key)
 	if nd == nil {
 		return false
 	}
-	*link = merge(nd.left, nd.right)
-	for i := depth - 1; i >= 0; i-- {
-		path[i].fix()
-	}
+	var zero V
 	nd.left, nd.Val = nil, zero
 	nd.right, t.free = t.free, nd
 	t.n--
 	return true
+}
+
+// remove takes the node with key out of the subtree n, putting the merge of its children
+// in its place and fixing the maxima on the way back up; it returns the subtree and the
+// node (nil when key is not there).
+func remove[V any](n *Node[V], key uint64) (root, gone *Node[V]) {
+	switch {
+	case n == nil:
+		return nil, nil
+	case key < n.Key:
+		n.left, gone = remove(n.left, key)
+	case key > n.Key:
+		n.right, gone = remove(n.right, key)
+	default:
+		return merge(n.left, n.right), n
+	}
+	n.fix()
+	return n, gone
 }
 
 // Resize changes the key and span of the node with key, which must keep its place in the
@@ -152,18 +149,6 @@ func resize[V any](n *Node[V], key, newKey, newSpan uint64) bool {
 		return false
 	}
 	n.fix()
-	return true
-}
-
-// deleteSlow handles the (astronomically unlikely) tree deeper than delete's path buffer.
-func (t *Tree[V]) deleteSlow(key uint64) bool {
-	l, r := split(t.root, key)
-	m, r := split(r, key+1)
-	t.root = merge(l, r)
-	if m == nil {
-		return false
-	}
-	t.n--
 	return true
 }
 
@@ -207,24 +192,10 @@ func (t *Tree[V]) Ceil(key uint64) *Node[V] {
 }
 
 // FirstFit returns the node with the least key whose span is at least n, or nil.
-func (t *Tree[V]) FirstFit(n uint64) *Node[V] {
-	for nd := t.root; nd != nil; {
-		switch {
-		case nd.left != nil && nd.left.max >= n:
-			nd = nd.left
-		case nd.Span >= n:
-			return nd
-		case nd.right != nil && nd.right.max >= n:
-			nd = nd.right
-		default:
-			return nil
-		}
-	}
-	return nil
-}
+func (t *Tree[V]) FirstFit(n uint64) *Node[V] { return firstFitFrom(t.root, 0, n) }
 
 // FirstFitFrom returns the node with the least key >= from whose span is at least n, or
-// nil: firstFit's search, started past the ranges already tried.
+// nil: FirstFit's search, started past the ranges already tried.
 func (t *Tree[V]) FirstFitFrom(from, n uint64) *Node[V] {
 	return firstFitFrom(t.root, from, n)
 }
