@@ -44,14 +44,10 @@ func (a *Array) ExportDmaBuf(off, n uint64, opts ...vmm.DmaBufOption) (*vmm.DmaB
 		}
 		chunks = append(chunks, vmm.DmaBufChunk{Addr: base + cu.DevicePtr(c.Off), Size: a.page, Props: p, Alloc: c.Alloc})
 	}
-	missing := -1
-	if gaps := a.pagesIn(first, last+1, false); len(gaps) > 0 {
-		missing = int(gaps[0])
-	}
 	d, err := a.m.ExportDmaBufChunks(base+cu.DevicePtr(off), n, chunks, opts...)
 	if err != nil {
-		if missing >= 0 && errors.Is(err, vmm.ErrHole) {
-			err = fmt.Errorf("%w: page %d (offset %#x of the array) is not committed", vmm.ErrHole, missing, uint64(missing)*a.page)
+		if gaps := a.pagesIn(first, last+1, false); len(gaps) > 0 && errors.Is(err, vmm.ErrHole) {
+			err = fmt.Errorf("%w: page %d (offset %#x of the array) is not committed", vmm.ErrHole, gaps[0], gaps[0]*a.page)
 		}
 		return nil, opErr("export dma-buf", args, err)
 	}

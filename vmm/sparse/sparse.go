@@ -97,7 +97,11 @@ type Array struct {
 
 var errNoArray = fmt.Errorf("%w: a nil or zero Array (make one with New)", vmm.ErrInvalid)
 
+// opErr names op and its arguments in err; a nil err stays nil.
 func opErr(op, args string, err error) error {
+	if err == nil {
+		return nil
+	}
 	return &vmm.Error{Pkg: "sparse", Op: op, Args: args, Err: err}
 }
 
@@ -262,13 +266,11 @@ func (a *Array) locked(op string, off, n uint64, do func(*Array, uint64, uint64)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if err := a.usable(); err != nil {
-		return opErr(op, args, err)
+	err := a.usable()
+	if err == nil {
+		err = do(a, off, n)
 	}
-	if err := do(a, off, n); err != nil {
-		return opErr(op, args, err)
-	}
-	return nil
+	return opErr(op, args, err)
 }
 
 // Commit gives physical memory to every page that [off, off+n) touches and has none. On
@@ -385,44 +387,32 @@ func (a *Array) WriteAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, opErr("write", args, vmm.ErrOutOfRange)
 	}
-	// The copies run under the shared lock, alongside other reads and writes; only pages
+	// The copy runs under the shared lock, alongside other reads and writes; only pages
 	// that need committing take the array's exclusive lock, and a Decommit that slips in
 	// between sends the write round again.
 	for {
 		a.mu.RLock()
-		if err := a.usable(); err != nil {
+		err := a.usable()
+		first, last, cerr := a.check(uint64(off), uint64(len(p)))
+		if err == nil && cerr == nil && len(a.pagesIn(first, last+1, false)) == 0 {
+			// Every page is committed: one copy, which the driver makes across the pages'
+			// allocations in one call (recorded: vmmtest data/copy-across-allocations).
+			n, err := a.g.WriteAt(p, off)
 			a.mu.RUnlock()
-			return 0, opErr("write", args, err)
-		}
-		if a.committed(uint64(off), uint64(len(p))) {
-			n, err := a.eachPage(uint64(off), p, func(pos uint64, q []byte, _ bool) error {
-				_, err := a.g.WriteAt(q, int64(pos))
-				return err
-			})
-			a.mu.RUnlock()
-			if err != nil {
-				return n, opErr("write", args, err)
-			}
-			return n, nil
+			return n, opErr("write", args, err)
 		}
 		a.mu.RUnlock()
-		a.mu.Lock()
-		err := a.usable()
 		if err == nil {
-			err = a.commit(uint64(off), uint64(len(p)))
+			a.mu.Lock()
+			if err = a.usable(); err == nil {
+				err = a.commit(uint64(off), uint64(len(p))) // reports a range out of bounds
+			}
+			a.mu.Unlock()
 		}
-		a.mu.Unlock()
 		if err != nil {
 			return 0, opErr("write", args, err)
 		}
 	}
-}
-
-// committed reports whether every page of [off, off+n) is committed (false when the range
-// is out of bounds, which commit then reports).
-func (a *Array) committed(off, n uint64) bool {
-	first, last, err := a.check(off, n)
-	return err == nil && len(a.pagesIn(first, last+1, false)) == 0
 }
 
 // ReadAt reads len(p) bytes at offset off. Bytes of pages that are not committed read as
@@ -440,30 +430,21 @@ func (a *Array) ReadAt(p []byte, off int64) (int, error) {
 	}
 	a.mu.RLock()
 	defer a.mu.RUnlock()
-	if err := a.usable(); err != nil {
-		return 0, opErr("read", args, err)
+	err := a.usable()
+	if err == nil {
+		_, _, err = a.check(uint64(off), uint64(len(p)))
 	}
-	if _, _, err := a.check(uint64(off), uint64(len(p))); err != nil {
-		return 0, opErr("read", args, err)
-	}
-	n, err := a.eachPage(uint64(off), p, func(pos uint64, q []byte, committed bool) error {
-		if !committed {
-			clear(q)
-			return nil
-		}
-		_, err := a.g.ReadAt(q, int64(pos))
-		return err
-	})
 	if err != nil {
-		return n, opErr("read", args, err)
+		return 0, opErr("read", args, err)
 	}
-	return n, nil
+	n, err := a.read(p, uint64(off))
+	return n, opErr("read", args, err)
 }
 
-// eachPage calls f for the parts of p that fall in runs of pages committed alike, one run
-// at a time (the driver copies across the allocations of a run in one call, recorded:
-// vmmtest data/copy-across-allocations).
-func (a *Array) eachPage(off uint64, p []byte, f func(uint64, []byte, bool) error) (int, error) {
+// read reads p at off one run of pages committed alike at a time: one copy per committed
+// run (the driver copies across the allocations of a run in one call, recorded: vmmtest
+// data/copy-across-allocations), zeros for a run of pages that are not.
+func (a *Array) read(p []byte, off uint64) (int, error) {
 	cs := a.g.Chunks(off, uint64(len(p))) // the committed pages the range touches
 	// committedAt reports whether the page at pos is committed; pos only grows.
 	committedAt := func(pos uint64) bool {
@@ -480,11 +461,13 @@ func (a *Array) eachPage(off uint64, p []byte, f func(uint64, []byte, bool) erro
 		for next < end && committedAt(next) == committed {
 			next += a.page
 		}
-		n := min(end, next) - pos
-		if err := f(pos, p[done:done+int(n)], committed); err != nil {
+		q := p[done : done+int(min(end, next)-pos)]
+		if !committed {
+			clear(q)
+		} else if _, err := a.g.ReadAt(q, int64(pos)); err != nil {
 			return done, err
 		}
-		done += int(n)
+		done += len(q)
 	}
 	return done, nil
 }
@@ -493,14 +476,11 @@ func (a *Array) eachPage(off uint64, p []byte, f func(uint64, []byte, bool) erro
 // pages' memory. It is idempotent; after a Close that failed, a later Close retries what
 // failed.
 func (a *Array) Close() error {
-	if a == nil {
+	if a == nil || a.m == nil {
 		return opErr("close", "", errNoArray)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.m == nil {
-		return opErr("close", "", errNoArray)
-	}
 	if !a.closed {
 		a.closed = true
 		pages := int(a.g.Used() / a.page)
@@ -510,10 +490,7 @@ func (a *Array) Close() error {
 		}
 		_ = a.pending.Do("unmap, free and release", a.g.Close)
 	}
-	if err := a.pending.Retry(); err != nil {
-		return opErr("close", "", err)
-	}
-	return nil
+	return opErr("close", "", a.pending.Retry())
 }
 
 // runs splits sorted page indexes into runs of adjacent ones.
