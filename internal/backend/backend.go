@@ -206,11 +206,7 @@ func (o Opener) openSim(preset string) (*Opened, error) {
 // OpenSpec opens the backend a Spec names, for a child process: never a fallback.
 func (o Opener) OpenSpec(spec string) (*Opened, error) {
 	if spec == CUDA {
-		b, err := o.openCUDA(false)
-		if err != nil {
-			return nil, err
-		}
-		return &Opened{Backend: b}, nil
+		return o.Open(Choice{Kind: CUDA}, NoFallback)
 	}
 	if preset, ok := strings.CutPrefix(spec, Sim+":"); ok {
 		return o.openSim(preset)

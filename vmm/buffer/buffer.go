@@ -62,13 +62,10 @@ const (
 )
 
 func (p Policy) String() string {
-	switch p {
-	case Geometric:
-		return "geometric"
-	case Exact:
-		return "exact"
+	if p != Geometric && p != Exact {
+		return fmt.Sprintf("Policy(%d)", int(p))
 	}
-	return fmt.Sprintf("Policy(%d)", int(p))
+	return [...]string{Geometric: "geometric", Exact: "exact"}[p]
 }
 
 // DefaultReserve is the virtual address space a Buffer reserves up front when
@@ -211,8 +208,23 @@ type Buffer struct {
 
 var errNoBuffer = fmt.Errorf("%w: a nil or zero Buffer (make one with New)", vmm.ErrInvalid)
 
+// opErr names op and its arguments in err; a nil err stays nil.
 func opErr(op, args string, err error) error {
+	if err == nil {
+		return nil
+	}
 	return &vmm.Error{Pkg: "buffer", Op: op, Args: args, Err: err}
+}
+
+// read returns what f reads of b under its shared lock, or the zero T for a nil Buffer.
+func read[T any](b *Buffer, f func() T) T {
+	if b == nil {
+		var zero T
+		return zero
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return f()
 }
 
 // New returns a buffer of size bytes (zero is fine) with the given options.
@@ -306,15 +318,12 @@ func (b *Buffer) prepare(c Config) (*Config, uint64, error) {
 // Config returns how the buffer makes the chunks it commits next (nil Access for a nil or
 // zero Buffer).
 func (b *Buffer) Config() Config {
-	if b == nil {
-		return Config{}
-	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if b.cfg == nil {
-		return Config{}
-	}
-	return Config{Props: b.cfg.Props, Access: slices.Clone(b.cfg.Access)}
+	return read(b, func() Config {
+		if b.cfg == nil {
+			return Config{}
+		}
+		return Config{Props: b.cfg.Props, Access: slices.Clone(b.cfg.Access)}
+	})
 }
 
 // SetConfig changes how the chunks committed from now on are made: their physical
@@ -333,23 +342,15 @@ func (b *Buffer) SetConfig(c Config) error {
 		return opErr("set config", "", err)
 	}
 	cfg, _, err := b.prepare(c)
-	if err != nil {
-		return opErr("set config", fmt.Sprintf("%v access %v", c.Props.Location, c.Access), err)
+	if err == nil {
+		b.cfg = cfg
 	}
-	b.cfg = cfg
-	return nil
+	return opErr("set config", fmt.Sprintf("%v access %v", c.Props.Location, c.Access), err)
 }
 
 // Base is the buffer's first device address. It changes only when a Grow remaps the
 // buffer (never with Options.FixedBase); it is 0 after Close.
-func (b *Buffer) Base() cu.DevicePtr {
-	if b == nil {
-		return 0
-	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.base()
-}
+func (b *Buffer) Base() cu.DevicePtr { return read(b, b.base) }
 
 func (b *Buffer) base() cu.DevicePtr {
 	if len(b.spans) == 0 {
@@ -360,12 +361,7 @@ func (b *Buffer) base() cu.DevicePtr {
 
 // Size is the buffer's size in bytes.
 func (b *Buffer) Size() uint64 {
-	if b == nil {
-		return 0
-	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.size
+	return read(b, func() uint64 { return b.size })
 }
 
 // Granularity is the allocation granularity: chunks and reservations are multiples of it.
@@ -378,31 +374,25 @@ func (b *Buffer) Granularity() uint64 {
 
 // Stats returns the buffer's sizes and counters.
 func (b *Buffer) Stats() Stats {
-	if b == nil {
-		return Stats{}
-	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	s := b.st
-	s.Size, s.Committed, s.Reserved, s.Granularity = b.size, b.committed, b.reserved, b.g
-	s.Chunks, s.Reservations, s.Pending = len(b.chunks), len(b.spans), b.pending.Len()
-	return s
+	return read(b, func() Stats {
+		s := b.st
+		s.Size, s.Committed, s.Reserved, s.Granularity = b.size, b.committed, b.reserved, b.g
+		s.Chunks, s.Reservations, s.Pending = len(b.chunks), len(b.spans), b.pending.Len()
+		return s
+	})
 }
 
 // Chunks lists the buffer's physical allocations in address order, for callers that share
 // them (export to another process, bind to a multicast object).
 func (b *Buffer) Chunks() []Chunk {
-	if b == nil {
-		return nil
-	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	allocs := b.allocs()
-	out := make([]Chunk, len(b.chunks))
-	for i, c := range b.chunks {
-		out[i] = Chunk{Offset: c.off, Size: c.size, Allocation: allocs[i], Handle: allocs[i].Handle(), Props: c.cfg.Props}
-	}
-	return out
+	return read(b, func() []Chunk {
+		allocs := b.allocs()
+		out := make([]Chunk, len(b.chunks))
+		for i, c := range b.chunks {
+			out[i] = Chunk{Offset: c.off, Size: c.size, Allocation: allocs[i], Handle: allocs[i].Handle(), Props: c.cfg.Props}
+		}
+		return out
+	})
 }
 
 // allocs returns the allocation of each chunk, b.chunks[i]'s at i: the spans' chunks, in
@@ -421,16 +411,13 @@ func (b *Buffer) allocs() []*vmm.Allocation {
 // tag with package sleep (sleep.Memory). They are the buffer's: not to be closed or
 // changed by the caller. A Grow that moves the buffer replaces them.
 func (b *Buffer) Regions() []*vmm.Region {
-	if b == nil {
-		return nil
-	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	out := make([]*vmm.Region, len(b.spans))
-	for i, s := range b.spans {
-		out[i] = s.g
-	}
-	return out
+	return read(b, func() []*vmm.Region {
+		out := make([]*vmm.Region, len(b.spans))
+		for i, s := range b.spans {
+			out[i] = s.g
+		}
+		return out
+	})
 }
 
 // usable says why the buffer cannot be used, or nil.
@@ -703,18 +690,12 @@ func (b *Buffer) shrink(n uint64) error {
 // after a Close that returned nil, Close returns nil; after one that failed (the driver
 // refusing a release), a later Close retries what failed.
 func (b *Buffer) Close() error {
-	if b == nil {
+	if b == nil || b.m == nil {
 		return opErr("close", "", errNoBuffer)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.m == nil {
-		return opErr("close", "", errNoBuffer)
-	}
-	if err := b.closeLocked(); err != nil {
-		return opErr("close", "", err)
-	}
-	return nil
+	return opErr("close", "", b.closeLocked())
 }
 
 func (b *Buffer) closeLocked() error {

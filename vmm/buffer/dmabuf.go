@@ -100,12 +100,7 @@ func rule(err error) bool {
 // a Shrink that released chunks. Each export carries the generation it was made in
 // (vmm.DmaBuf.Generation).
 func (b *Buffer) Generation() uint64 {
-	if b == nil {
-		return 0
-	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.gen
+	return read(b, func() uint64 { return b.gen })
 }
 
 // Stale reports whether d, a dma-buf exported from b, describes memory b no longer has at

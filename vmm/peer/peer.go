@@ -36,8 +36,11 @@ var (
 	ErrOwner = errors.New("the owner's access cannot change")
 )
 
-// opError is the error of a failed operation of this package.
+// opError is the error of a failed operation of this package; a nil err stays nil.
 func opError(op, args string, err error) error {
+	if err == nil {
+		return nil
+	}
 	return &vmm.Error{Pkg: "peer", Op: op, Args: args, Err: err}
 }
 
@@ -57,13 +60,10 @@ const (
 )
 
 func (m Mode) String() string {
-	switch m {
-	case ReadWrite:
-		return "read-write"
-	case ReadOnly:
-		return "read-only"
+	if _, ok := m.flags(); !ok {
+		return fmt.Sprintf("Mode(%d)", int(m))
 	}
-	return fmt.Sprintf("Mode(%d)", int(m))
+	return [...]string{ReadWrite: "read-write", ReadOnly: "read-only"}[m]
 }
 
 func (m Mode) flags() (cu.MemAccessFlags, bool) {
@@ -183,18 +183,13 @@ func (p *Memory) Grant(mode Mode, devs ...int) error {
 	if !ok {
 		return opError("grant", args, fmt.Errorf("%w: mode %v", vmm.ErrInvalid, mode))
 	}
-	if err := p.set(f, devs, func(d int) { p.access[d] = mode }); err != nil {
-		return opError("grant", args, err)
-	}
-	return nil
+	return opError("grant", args, p.set(f, devs, func(d int) { p.access[d] = mode }))
 }
 
 // Revoke takes away the access of each device of devs, in one driver call.
 func (p *Memory) Revoke(devs ...int) error {
-	if err := p.set(cu.MEM_ACCESS_FLAGS_PROT_NONE, devs, func(d int) { delete(p.access, d) }); err != nil {
-		return opError("revoke", fmt.Sprintf("devices %v", devs), err)
-	}
-	return nil
+	err := p.set(cu.MEM_ACCESS_FLAGS_PROT_NONE, devs, func(d int) { delete(p.access, d) })
+	return opError("revoke", fmt.Sprintf("devices %v", devs), err)
 }
 
 // set sets the access of devs to f in one driver call and, if it worked, records each.
@@ -273,10 +268,7 @@ func (p *Memory) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.closed = true
-	if err := errors.Join(p.r.Close(), p.a.Close()); err != nil {
-		return opError("close", "", err)
-	}
-	return nil
+	return opError("close", "", errors.Join(p.r.Close(), p.a.Close()))
 }
 
 // canAccess checks that device dev can access memory of device owner.

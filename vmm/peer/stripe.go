@@ -188,8 +188,5 @@ func (s *Striped) Close() error {
 	if !s.usable() {
 		return opError("close", "", errNoStriped)
 	}
-	if err := s.g.Close(); err != nil {
-		return opError("close", "", err)
-	}
-	return nil
+	return opError("close", "", s.g.Close())
 }

@@ -29,15 +29,10 @@ const (
 )
 
 func (m Mode) String() string {
-	switch m {
-	case Offload:
-		return "offload"
-	case Park:
-		return "park"
-	case Discard:
-		return "discard"
+	if m < Offload || m > Discard {
+		return fmt.Sprintf("Mode(%d)", int(m))
 	}
-	return fmt.Sprintf("Mode(%d)", int(m))
+	return [...]string{Offload: "offload", Park: "park", Discard: "discard"}[m]
 }
 
 // State is where one chunk's bytes are.
@@ -294,7 +289,7 @@ func (p *Pool) States(tag string) map[State]uint64 {
 // Prepare makes the host memory of every chunk of tag that has none, and maps it for the
 // copies, so that a later Offload or Park pins nothing on its way (see Options.ReleaseHost).
 func (p *Pool) Prepare(tag string) error {
-	return p.onTag("prepare", tag, func(rs []*Region) error {
+	return p.onTag("prepare", fmt.Sprintf("tag %q", tag), tag, func(rs []*Region) error {
 		_ = p.pending.Retry()
 		for _, r := range rs {
 			for _, c := range r.chunks {
@@ -307,9 +302,8 @@ func (p *Pool) Prepare(tag string) error {
 	})
 }
 
-// onTag runs do on tag's regions under p.mu, naming op and the tag on error.
-func (p *Pool) onTag(op, tag string, do func(rs []*Region) error) error {
-	args := fmt.Sprintf("tag %q", tag)
+// onTag runs do on tag's regions under p.mu, naming op and its arguments on error.
+func (p *Pool) onTag(op, args, tag string, do func(rs []*Region) error) error {
 	if !p.usable() {
 		return fail(op, args, errNoPool)
 	}
@@ -365,18 +359,14 @@ type work struct {
 // others stay resident: the tag is consistent, and Sleep can be called again.
 func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 	args := fmt.Sprintf("tag %q, %v", tag, mode)
-	if !p.usable() {
-		return fail("sleep", args, errNoPool)
-	}
 	if mode < Offload || mode > Discard {
 		return fail("sleep", args, fmt.Errorf("%w: mode %d", vmm.ErrInvalid, int(mode)))
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	rs, err := p.regionsOf(tag)
-	if err != nil {
-		return fail("sleep", args, err)
-	}
+	return p.onTag("sleep", args, tag, func(rs []*Region) error { return p.sleep(ctx, rs, mode) })
+}
+
+// sleep is Sleep of the regions rs; the caller holds p.mu.
+func (p *Pool) sleep(ctx context.Context, rs []*Region, mode Mode) error {
 	_ = p.pending.Retry() // what the driver refuses again stays listed; Close reports it
 	var todo []work
 	for _, r := range rs {
@@ -388,7 +378,7 @@ func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 	}
 	for _, w := range todo {
 		if w.c.dev.Shared() {
-			return fail("sleep", args, fmt.Errorf("%w: the chunk at %v", ErrShared, w.r.addr(w.c)))
+			return fmt.Errorf("%w: the chunk at %v", ErrShared, w.r.addr(w.c))
 		}
 	}
 	copyOut := func(w work) error {
@@ -420,7 +410,7 @@ func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 		}
 		return err
 	}
-	return fail("sleep", args, pipeline(ctx, todo, copyOut, release))
+	return pipeline(ctx, todo, copyOut, release)
 }
 
 // Wake brings every chunk of tag that sleeps back to device memory at its addresses;
@@ -429,7 +419,7 @@ func (p *Pool) Sleep(ctx context.Context, tag string, mode Mode) error {
 // memory, Wake fails with an error saying how much the tag needs there and how much is
 // free; the chunks not yet woken still sleep with their bytes, and Wake can be retried.
 func (p *Pool) Wake(ctx context.Context, tag string) error {
-	return p.onTag("wake", tag, func(rs []*Region) error { return p.wake(ctx, rs) })
+	return p.onTag("wake", fmt.Sprintf("tag %q", tag), tag, func(rs []*Region) error { return p.wake(ctx, rs) })
 }
 
 // wake is Wake of the regions rs; the caller holds p.mu.
@@ -640,7 +630,7 @@ func (r *Region) dropStage() error {
 // ReleaseHost releases the host memory of tag's resident chunks, which Prepare made and
 // every sleep keeps for the next one.
 func (p *Pool) ReleaseHost(tag string) error {
-	return p.onTag("release host", tag, func(rs []*Region) error {
+	return p.onTag("release host", fmt.Sprintf("tag %q", tag), tag, func(rs []*Region) error {
 		for _, r := range rs {
 			for _, c := range r.chunks {
 				if c.state == Resident && c.host != nil {
