@@ -150,14 +150,6 @@ type Chunk struct {
 	Props      vmm.Props    // what the chunk was made with (Config.Props at its growth)
 }
 
-// span is one reservation, a vmm.Region whose chunks are the buffer's there; the spans of a
-// buffer are contiguous, the first at the base, and off is the buffer offset of the
-// region's first byte.
-type span struct {
-	g   *vmm.Region
-	off uint64
-}
-
 // chunk is one allocation, mapped whole at buffer offset off of the span that holds it
 // (which holds the allocation: a sleep may put other memory in its place).
 type chunk struct {
@@ -192,8 +184,8 @@ type Buffer struct {
 	maxC   uint64
 	fixed  bool
 
-	spans     []span  // contiguous reservations, spans[0] at the base
-	chunks    []chunk // sorted by offset, contiguous from 0, each inside one span
+	spans     []*vmm.Region // contiguous reservations, spans[0] at the base, and their chunks
+	chunks    []chunk       // sorted by offset, contiguous from 0, each inside one span
 	size      uint64
 	committed uint64
 	reserved  uint64
@@ -261,7 +253,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
 	if err != nil {
 		return fail(err)
 	}
-	b.spans = []span{{r, 0}}
+	b.spans = []*vmm.Region{r}
 	b.reserved = res
 	if size > 0 {
 		if err := b.grow(size); err != nil {
@@ -356,7 +348,7 @@ func (b *Buffer) base() cu.DevicePtr {
 	if len(b.spans) == 0 {
 		return 0
 	}
-	return b.spans[0].g.Base()
+	return b.spans[0].Base()
 }
 
 // Size is the buffer's size in bytes.
@@ -399,8 +391,8 @@ func (b *Buffer) Chunks() []Chunk {
 // order, are the buffer's.
 func (b *Buffer) allocs() []*vmm.Allocation {
 	out := make([]*vmm.Allocation, 0, len(b.chunks))
-	for _, s := range b.spans {
-		for _, c := range s.g.Chunks(0, s.g.Size()) {
+	for _, g := range b.spans {
+		for _, c := range g.Chunks(0, g.Size()) {
 			out = append(out, c.Alloc)
 		}
 	}
@@ -411,13 +403,7 @@ func (b *Buffer) allocs() []*vmm.Allocation {
 // tag with package sleep (sleep.Memory). They are the buffer's: not to be closed or
 // changed by the caller. A Grow that moves the buffer replaces them.
 func (b *Buffer) Regions() []*vmm.Region {
-	return read(b, func() []*vmm.Region {
-		out := make([]*vmm.Region, len(b.spans))
-		for i, s := range b.spans {
-			out[i] = s.g
-		}
-		return out
-	})
+	return read(b, func() []*vmm.Region { return slices.Clone(b.spans) })
 }
 
 // usable says why the buffer cannot be used, or nil.
@@ -434,8 +420,8 @@ func (b *Buffer) usable() error {
 // changeable says why the buffer's chunks cannot change, or nil: a chunk of it sleeps
 // (package sleep), and a new reservation would not.
 func (b *Buffer) changeable() error {
-	for _, s := range b.spans {
-		if s.g.Asleep() {
+	for _, g := range b.spans {
+		if g.Asleep() {
 			return fmt.Errorf("%w: the buffer's memory sleeps", vmm.ErrAsleep)
 		}
 	}
@@ -518,14 +504,15 @@ func (b *Buffer) growBy(c uint64) error {
 	end := b.committed + c
 	tx := b.m.Begin(&b.pending)
 	spans := b.spans
-	var old []span // reservations to free once the buffer has moved
+	var old []*vmm.Region // reservations to free once the buffer has moved
 	extended, refused := false, false
+	reserved := b.reserved // after the growth
 	if end > b.reserved {
-		want := end
+		reserved = end
 		if d, carry := bits.Add64(b.reserved, b.reserved, 0); carry == 0 {
-			want = max(want, d) // double the address space, like the blog's vector
+			reserved = max(reserved, d) // double the address space, like the blog's vector
 		}
-		ext := want - b.reserved
+		ext := reserved - b.reserved
 		hint := b.base() + cu.DevicePtr(b.reserved)
 		g, err := b.reserve(nil, ext, hint)
 		if err != nil {
@@ -533,7 +520,7 @@ func (b *Buffer) growBy(c uint64) error {
 		}
 		if g.Base() == hint {
 			tx.OnRollback("free extension", g.Close)
-			spans = append(spans[:len(spans):len(spans)], span{g, b.reserved})
+			spans = append(slices.Clip(spans), g)
 			extended = true
 		} else {
 			refused = true
@@ -544,11 +531,11 @@ func (b *Buffer) growBy(c uint64) error {
 				b.st.HintsRefused++
 				return fmt.Errorf("%w: the driver placed the extension at %v, not %v", vmm.ErrWouldMove, g.Base(), hint)
 			}
-			ng, err := b.reserve(tx, want, 0)
+			ng, err := b.reserve(tx, reserved, 0)
 			if err != nil {
 				return tx.Rollback(err)
 			}
-			old, spans = b.spans, []span{{ng, 0}}
+			old, spans = b.spans, []*vmm.Region{ng}
 		}
 	}
 
@@ -580,8 +567,7 @@ func (b *Buffer) growBy(c uint64) error {
 		}
 		for _, s := range segments(old, 0, b.committed) {
 			b.st.Calls++
-			sp := old[s.span]
-			if _, err := tx.Remove(sp.g, 0, s.size); err != nil {
+			if _, err := tx.Remove(s.g, 0, s.size); err != nil {
 				return tx.Rollback(err)
 			}
 		}
@@ -599,8 +585,7 @@ func (b *Buffer) growBy(c uint64) error {
 	b.spans = spans
 	b.chunks = append(b.chunks, added...)
 	b.committed = end
-	last := spans[len(spans)-1]
-	b.reserved = last.off + last.g.Size()
+	b.reserved = reserved
 	if extended {
 		b.st.Extends++
 	}
@@ -617,19 +602,20 @@ func (b *Buffer) growBy(c uint64) error {
 // add maps chunks, which are adjacent, with their allocations allocs, in spans: one
 // vmm.Tx.Add per run of chunks that share a reservation and an access list, so one access
 // call each (the driver takes one call over adjacent mappings).
-func (b *Buffer) add(tx *vmm.Tx, spans []span, chunks []chunk, allocs []*vmm.Allocation) error {
+func (b *Buffer) add(tx *vmm.Tx, spans []*vmm.Region, chunks []chunk, allocs []*vmm.Allocation) error {
+	start := uint64(0) // the buffer offset of spans[0]
 	for i := 0; i < len(chunks); {
-		k := 0 // the span holding chunks[i]
-		for spans[k].off+spans[k].g.Size() <= chunks[i].off {
-			k++
+		for start+spans[0].Size() <= chunks[i].off { // spans[0] is to hold chunks[i]
+			start += spans[0].Size()
+			spans = spans[1:]
 		}
-		sp := spans[k]
+		end := start + spans[0].Size()
 		j := i + 1
-		for j < len(chunks) && chunks[j].off < sp.off+sp.g.Size() && slices.Equal(chunks[j].cfg.Access, chunks[i].cfg.Access) {
+		for j < len(chunks) && chunks[j].off < end && slices.Equal(chunks[j].cfg.Access, chunks[i].cfg.Access) {
 			j++
 		}
 		b.st.Calls += j - i + 1
-		if err := tx.Add(sp.g, chunks[i].off-sp.off, chunks[i].cfg.Access, allocs[i:j]...); err != nil {
+		if err := tx.Add(spans[0], chunks[i].off-start, chunks[i].cfg.Access, allocs[i:j]...); err != nil {
 			return err
 		}
 		i = j
@@ -666,9 +652,8 @@ func (b *Buffer) shrink(n uint64) error {
 	var tail []vmm.Chunk
 	for i := len(segs) - 1; i >= 0; i-- {
 		s := segs[i]
-		sp := b.spans[s.span]
 		b.st.Calls++
-		cs, err := tx.Remove(sp.g, s.off-sp.off, s.size)
+		cs, err := tx.Remove(s.g, s.at, s.size)
 		if err != nil {
 			return tx.Rollback(err)
 		}
@@ -709,14 +694,14 @@ func (b *Buffer) closeLocked() error {
 }
 
 // closeSpans unmaps, frees and releases the chunks of spans; failures are kept for a retry.
-func (b *Buffer) closeSpans(spans []span) {
-	for _, s := range spans {
-		n := len(s.g.Chunks(0, s.g.Size()))
+func (b *Buffer) closeSpans(spans []*vmm.Region) {
+	for _, g := range spans {
+		n := len(g.Chunks(0, g.Size()))
 		calls := 1 + n // free, and release each chunk
 		if n > 0 {
 			calls++ // one unmap of them all
 		}
-		b.release("unmap, free and release", calls, s.g.Close)
+		b.release("unmap, free and release", calls, g.Close)
 	}
 }
 
@@ -748,8 +733,7 @@ func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(*vmm.Region, []b
 	// allocations of one in one call (recorded: vmmtest data/copy-across-allocations).
 	done := 0
 	for _, s := range segments(b.spans, uint64(off), uint64(off)+uint64(len(p))) {
-		sp := b.spans[s.span]
-		if _, err := cp(sp.g, p[done:done+int(s.size)], int64(s.off-sp.off)); err != nil {
+		if _, err := cp(s.g, p[done:done+int(s.size)], int64(s.at)); err != nil {
 			return done, opErr(op, args(), err)
 		}
 		done += int(s.size)
@@ -757,20 +741,22 @@ func (b *Buffer) copyAt(op string, p []byte, off int64, cp func(*vmm.Region, []b
 	return done, nil
 }
 
-// seg is a range of buffer offsets inside the span of index span.
+// seg is the size bytes at buffer offset off, which lie at offset at of the reservation g.
 type seg struct {
-	span      int
-	off, size uint64
+	g             *vmm.Region
+	at, off, size uint64
 }
 
 // segments cuts [from, to) at the boundaries of the contiguous reservations spans.
-func segments(spans []span, from, to uint64) []seg {
+func segments(spans []*vmm.Region, from, to uint64) []seg {
 	var out []seg
-	for i, s := range spans {
-		lo, hi := max(from, s.off), min(to, s.off+s.g.Size())
+	start := uint64(0) // the buffer offset of g
+	for _, g := range spans {
+		lo, hi := max(from, start), min(to, start+g.Size())
 		if lo < hi {
-			out = append(out, seg{i, lo, hi - lo})
+			out = append(out, seg{g, lo - start, lo, hi - lo})
 		}
+		start += g.Size()
 	}
 	return out
 }

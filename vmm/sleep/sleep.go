@@ -170,10 +170,17 @@ func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
 	if size == 0 {
 		return nil, fail("alloc", args, fmt.Errorf("%w: an empty region", vmm.ErrInvalid))
 	}
-	g, err := p.granularity(dev)
+	// A chunk is made of device memory, or of host memory while it sleeps: it takes the
+	// larger of their granularities.
+	gd, err := p.m.Granularity(vmm.DeviceProps(dev), false)
 	if err != nil {
 		return nil, fail("alloc", args, err)
 	}
+	gh, err := p.m.Granularity(vmm.Props{Location: vmm.OnHost()}, false)
+	if err != nil {
+		return nil, fail("alloc", args, err)
+	}
+	g := max(gd, gh)
 	if size > 1<<62 || p.chunk > 1<<62 {
 		return nil, fail("alloc", args, fmt.Errorf("%w: the region or its chunks are over 4 EiB", vmm.ErrTooLarge))
 	}
@@ -203,20 +210,6 @@ func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
 	}
 	p.regions[tag] = append(p.regions[tag], reg)
 	return reg, nil
-}
-
-// granularity is the larger of the device's and the host's minimum granularity: a chunk
-// is made of either.
-func (p *Pool) granularity(dev int) (uint64, error) {
-	gd, err := p.m.Granularity(vmm.DeviceProps(dev), false)
-	if err != nil {
-		return 0, err
-	}
-	gh, err := p.m.Granularity(vmm.Props{Location: vmm.OnHost()}, false)
-	if err != nil {
-		return 0, err
-	}
-	return max(gd, gh), nil
 }
 
 // Base is the region's first address (0 for a nil Region).
@@ -262,10 +255,7 @@ func (r *Region) copyAt(op string, b []byte, off int64, cp func(*vmm.Region, []b
 	args := fmt.Sprintf("%s at %v+%d (tag %q)", units.Size(uint64(len(b))), r.Base(), off, r.tag)
 	r.p.mu.RLock()
 	defer r.p.mu.RUnlock()
-	if r.closed {
-		return 0, fail(op, args, vmm.ErrClosed)
-	}
-	n, err := cp(r.g, b, off)
+	n, err := cp(r.g, b, off) // vmm.ErrClosed once Close has closed g
 	return n, fail(op, args, err)
 }
 
