@@ -76,23 +76,16 @@ func (b *Buffer) exportDmaBuf(off, n uint64, opts []vmm.DmaBufOption) (*vmm.DmaB
 	}
 	d, err := b.m.ExportDmaBufChunks(base+cu.DevicePtr(off), n, chunks, opts...)
 	if err != nil {
-		if k := len(segments(b.spans, off, off+n)); k > 1 && !rule(err) {
+		// A rule the checks caught (each matches vmm.ErrInvalid or vmm.ErrUnsupported) says
+		// what is wrong; a refusal of the driver's may be the reservations'.
+		ruled := errors.Is(err, vmm.ErrInvalid) || errors.Is(err, vmm.ErrUnsupported)
+		if k := len(segments(b.spans, off, off+n)); k > 1 && !ruled {
 			err = errors.Join(err, fmt.Errorf("the range spans %d reservations (the buffer grew in place past its first): the driver may take no dma-buf across them", k))
 		}
 		return nil, opErr("export dma-buf", args, err)
 	}
 	d.Generation = b.gen
 	return d, nil
-}
-
-// rule reports whether err is a rule the checks caught, not the driver's refusal.
-func rule(err error) bool {
-	for _, r := range []error{vmm.ErrHole, vmm.ErrMixedDevices, vmm.ErrMisaligned, vmm.ErrUnsupported, vmm.ErrInvalid} {
-		if errors.Is(err, r) {
-			return true
-		}
-	}
-	return false
 }
 
 // Generation counts the changes after which a dma-buf exported earlier may describe
