@@ -174,15 +174,10 @@ type chunk struct {
 type Buffer struct {
 	mu sync.RWMutex
 
-	m      *vmm.Manager
-	dev    int
-	g      uint64
-	rec    bool    // g is the recommended granularity
-	cfg    *Config // for the chunks committed next
-	policy Policy
-	minC   uint64
-	maxC   uint64
-	fixed  bool
+	m    *vmm.Manager
+	opts Options // MinChunk and MaxChunk rounded up to g
+	g    uint64
+	cfg  *Config // for the chunks committed next
 
 	spans     []*vmm.Region // contiguous reservations, spans[0] at the base, and their chunks
 	chunks    []chunk       // sorted by offset, contiguous from 0, each inside one span
@@ -225,7 +220,7 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
 	if opts.Policy != Geometric && opts.Policy != Exact {
 		return fail(fmt.Errorf("%w: policy %v", vmm.ErrInvalid, opts.Policy))
 	}
-	b := &Buffer{m: m, dev: opts.Device, policy: opts.Policy, fixed: opts.FixedBase, rec: opts.Recommended}
+	b := &Buffer{m: m, opts: opts}
 	c := Config{Props: vmm.DeviceProps(opts.Device), Access: opts.Access}
 	if opts.Props != nil {
 		c.Props = *opts.Props
@@ -236,10 +231,10 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
 	}
 	b.cfg, b.g = cfg, g
 	var ok bool
-	if b.minC, ok = units.AlignUp(opts.MinChunk, g); !ok {
+	if b.opts.MinChunk, ok = units.AlignUp(opts.MinChunk, g); !ok {
 		return fail(fmt.Errorf("%w: MinChunk %d", vmm.ErrTooLarge, opts.MinChunk))
 	}
-	if b.maxC, ok = units.AlignUp(opts.MaxChunk, g); !ok {
+	if b.opts.MaxChunk, ok = units.AlignUp(opts.MaxChunk, g); !ok {
 		return fail(fmt.Errorf("%w: MaxChunk %d", vmm.ErrTooLarge, opts.MaxChunk))
 	}
 	res := opts.Reserve
@@ -272,9 +267,9 @@ func New(m *vmm.Manager, size uint64, opts Options) (*Buffer, error) {
 // coarser one than the chunks already laid out.
 func (b *Buffer) prepare(c Config) (*Config, uint64, error) {
 	if c.Props.Location == (vmm.Location{}) {
-		c.Props.Location = vmm.OnDevice(b.dev)
+		c.Props.Location = vmm.OnDevice(b.opts.Device)
 	}
-	owner := vmm.OnDevice(b.dev)
+	owner := vmm.OnDevice(b.opts.Device)
 	named := false
 	for _, d := range c.Access {
 		if d.Location.Type != cu.MEM_LOCATION_TYPE_DEVICE {
@@ -285,16 +280,16 @@ func (b *Buffer) prepare(c Config) (*Config, uint64, error) {
 	if named {
 		c.Access = slices.Clone(c.Access)
 	} else {
-		c.Access = append(vmm.ReadWrite(b.dev), c.Access...)
+		c.Access = append(vmm.ReadWrite(b.opts.Device), c.Access...)
 	}
-	if err := b.m.CheckProps(c.Props, b.dev); err != nil {
+	if err := b.m.CheckProps(c.Props, b.opts.Device); err != nil {
 		return nil, 0, err
 	}
 	if b.g != 0 && c.Props == b.cfg.Props {
 		return &c, b.g, nil
 	}
 	b.st.Calls++
-	g, err := b.m.Granularity(c.Props, b.rec)
+	g, err := b.m.Granularity(c.Props, b.opts.Recommended)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -470,11 +465,11 @@ func (b *Buffer) grow(n uint64) error {
 		return nil
 	}
 	need := target - b.committed
-	c := max(need, b.minC)
-	if b.policy == Geometric {
+	c := max(need, b.opts.MinChunk)
+	if b.opts.Policy == Geometric {
 		c = max(c, b.committed)
-		if b.maxC != 0 {
-			c = max(min(c, b.maxC), need)
+		if b.opts.MaxChunk != 0 {
+			c = max(min(c, b.opts.MaxChunk), need)
 		}
 	}
 	if _, carry := bits.Add64(b.committed, c, 0); carry != 0 {
@@ -527,7 +522,7 @@ func (b *Buffer) growBy(c uint64) error {
 			// The range the driver chose is no use: give it back at once. If that fails it
 			// is kept for a retry; it is not the buffer's, so growth goes on.
 			b.release("free refused extension", 1, g.Close)
-			if b.fixed {
+			if b.opts.FixedBase {
 				b.st.HintsRefused++
 				return fmt.Errorf("%w: the driver placed the extension at %v, not %v", vmm.ErrWouldMove, g.Base(), hint)
 			}
@@ -767,9 +762,9 @@ func segments(spans []*vmm.Region, from, to uint64) []seg {
 func (b *Buffer) reserve(tx *vmm.Tx, size uint64, hint cu.DevicePtr) (*vmm.Region, error) {
 	b.st.Calls++
 	if tx != nil {
-		return tx.NewRegion(size, b.dev, vmm.At(hint))
+		return tx.NewRegion(size, b.opts.Device, vmm.At(hint))
 	}
-	return b.m.NewRegion(size, b.dev, vmm.At(hint))
+	return b.m.NewRegion(size, b.opts.Device, vmm.At(hint))
 }
 
 // release runs do, which makes calls driver calls, and keeps it for a retry if it fails.
