@@ -75,16 +75,15 @@ func (c *Choice) Check() error {
 	default:
 		return &UsageError{fmt.Sprintf("--backend %q: want auto, cuda or sim", c.Kind)}
 	}
-	if c.Preset != "" {
-		if c.Kind == CUDA {
-			return &UsageError{fmt.Sprintf("--preset %q: applies to --backend=sim (and auto's fallback), not --backend=cuda", c.Preset)}
-		}
-		if _, ok := sim.Preset(c.Preset); !ok {
-			return &UsageError{fmt.Sprintf("--preset %q: no such sim preset (known: %s)", c.Preset, strings.Join(sim.Presets(), ", "))}
-		}
-	}
 	if c.Preset == "" {
 		c.Preset = c.defaultPreset
+		return nil
+	}
+	if c.Kind == CUDA {
+		return &UsageError{fmt.Sprintf("--preset %q: applies to --backend=sim (and auto's fallback), not --backend=cuda", c.Preset)}
+	}
+	if _, ok := sim.Preset(c.Preset); !ok {
+		return &UsageError{fmt.Sprintf("--preset %q: no such sim preset (known: %s)", c.Preset, strings.Join(sim.Presets(), ", "))}
 	}
 	return nil
 }

@@ -96,7 +96,6 @@ type Region struct {
 	dev    int
 	size   uint64
 	g      *vmm.Region // the addresses, and the memory mapped there
-	own    bool        // g is the pool's (Alloc), not a tagged one: Close closes it
 	stage  *vmm.Region // the chunks' host memory, mapped for the copies
 	chunks []*chunk
 	closed bool
@@ -204,7 +203,7 @@ func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
 		return nil, fail("alloc", args, tx.Rollback(err))
 	}
 	tx.Commit()
-	reg := &Region{p: p, tag: tag, dev: dev, size: size, g: vg, own: true}
+	reg := &Region{p: p, tag: tag, dev: dev, size: size, g: vg}
 	for _, c := range vg.Chunks(0, size) {
 		reg.chunks = append(reg.chunks, &chunk{off: c.Off, size: c.Size, props: vmm.DeviceProps(dev), dev: c.Alloc})
 	}
@@ -439,8 +438,7 @@ func (p *Pool) wake(ctx context.Context, rs []*Region) error {
 				if free, _, ferr := p.m.MemInfo(dev); ferr == nil {
 					have = units.Size(free) + " free"
 				}
-				return &vmm.Error{Pkg: "sleep", Op: "need", Args: fmt.Sprintf("%s more on device %d, which has %s",
-					units.Size(need[dev]), dev, have), Err: err}
+				return fail("need", fmt.Sprintf("%s more on device %d, which has %s", units.Size(need[dev]), dev, have), err)
 			}
 			return err
 		}
@@ -589,11 +587,10 @@ func (r *Region) closeLocked() error {
 		return nil
 	}
 	args := fmt.Sprintf("%s at %v (tag %q)", units.Size(r.size), r.Base(), r.tag)
-	if r.own {
-		// The chunks' device memory, and host memory parked in their place, go with g.
-		if err := r.g.Close(); err != nil {
-			return fail("close", args, err)
-		}
+	// Only the pool's regions (Alloc) are closed, not tagged ones. The chunks' device
+	// memory, and host memory parked in their place, go with g.
+	if err := r.g.Close(); err != nil {
+		return fail("close", args, err)
 	}
 	if err := r.dropStage(); err != nil {
 		return fail("close", args, err)

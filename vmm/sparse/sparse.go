@@ -208,9 +208,7 @@ func (a *Array) Stats() Stats {
 	defer a.mu.RUnlock()
 	s := a.st
 	s.Size, s.PageSize = a.g.Size(), a.page
-	if a.page != 0 {
-		s.Pages = int(s.Size / a.page)
-	}
+	s.Pages = int(s.Size / max(a.page, 1))
 	s.CommittedSize = a.g.Used()
 	s.Committed = int(s.CommittedSize / max(a.page, 1))
 	if s.Pages > 0 {
