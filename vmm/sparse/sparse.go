@@ -284,12 +284,14 @@ func (a *Array) commit(off, n uint64) error {
 		return err
 	}
 	_ = a.pending.Retry() // what fails again stays counted in Stats.Pending
-	missing := a.pagesIn(first, last+1, false)
+	missing := a.runsIn(first, last+1, false)
 	if len(missing) == 0 {
 		return nil
 	}
 	tx := a.m.Begin(&a.pending)
-	for _, run := range runs(missing) {
+	pages := 0
+	for _, run := range missing {
+		pages += len(run)
 		mems := make([]*vmm.Allocation, len(run))
 		for k := range run {
 			a.st.Calls++
@@ -312,7 +314,7 @@ func (a *Array) commit(off, n uint64) error {
 		}
 	}
 	tx.Commit()
-	a.st.Commits += len(missing)
+	a.st.Commits += pages
 	a.st.Peak = max(a.st.Peak, int(a.g.Used()/a.page))
 	return nil
 }
@@ -331,13 +333,13 @@ func (a *Array) decommit(off, n uint64) error {
 	_ = a.pending.Retry()
 	first := (off + a.page - 1) / a.page
 	end := (off + n) / a.page // exclusive
-	gone := a.pagesIn(first, end, true)
+	gone := a.runsIn(first, end, true)
 	if len(gone) == 0 {
 		return nil
 	}
 	tx := a.m.Begin(&a.pending)
 	var released []vmm.Chunk
-	for _, run := range runs(gone) {
+	for _, run := range gone {
 		// One unmap per run: the driver unmaps adjacent mappings in one call.
 		a.st.Calls++
 		cs, err := tx.Remove(a.g, run[0]*a.page, uint64(len(run))*a.page)
@@ -353,21 +355,26 @@ func (a *Array) decommit(off, n uint64) error {
 		a.st.Calls++
 		_ = a.pending.Do("release decommitted page", c.Alloc.Close)
 	}
-	a.st.Decommits += len(gone)
+	a.st.Decommits += len(released)
 	return nil
 }
 
-// pagesIn lists the indexes of the pages in [first, end) that are committed (or, with
-// committed false, that are not), in order.
-func (a *Array) pagesIn(first, end uint64, committed bool) []uint64 {
-	var out []uint64
+// runsIn lists the pages in [first, end) that are committed (or, with committed false,
+// that are not), in order, by runs of adjacent ones: the indexes of each run.
+func (a *Array) runsIn(first, end uint64, committed bool) [][]uint64 {
+	var out [][]uint64
 	cs := a.g.Chunks(first*a.page, (end-first)*a.page)
 	for i := first; i < end; i++ {
 		for len(cs) > 0 && cs[0].Off < i*a.page {
 			cs = cs[1:]
 		}
-		if (len(cs) > 0 && cs[0].Off == i*a.page) == committed {
-			out = append(out, i)
+		if (len(cs) > 0 && cs[0].Off == i*a.page) != committed {
+			continue
+		}
+		if k := len(out) - 1; k >= 0 && out[k][len(out[k])-1] == i-1 {
+			out[k] = append(out[k], i)
+		} else {
+			out = append(out, []uint64{i})
 		}
 	}
 	return out
@@ -393,7 +400,7 @@ func (a *Array) WriteAt(p []byte, off int64) (int, error) {
 		a.mu.RLock()
 		err := a.usable()
 		first, last, cerr := a.check(uint64(off), uint64(len(p)))
-		if err == nil && cerr == nil && len(a.pagesIn(first, last+1, false)) == 0 {
+		if err == nil && cerr == nil && len(a.runsIn(first, last+1, false)) == 0 {
 			// Every page is committed: one copy, which the driver makes across the pages'
 			// allocations in one call (recorded: vmmtest data/copy-across-allocations).
 			n, err := a.g.WriteAt(p, off)
@@ -508,8 +515,9 @@ func (a *Array) ExportDmaBuf(off, n uint64, opts ...vmm.DmaBufOption) (*vmm.DmaB
 	}
 	d, err := a.m.ExportDmaBufChunks(base+cu.DevicePtr(off), n, chunks, opts...)
 	if err != nil {
-		if gaps := a.pagesIn(first, last+1, false); len(gaps) > 0 && errors.Is(err, vmm.ErrHole) {
-			err = fmt.Errorf("%w: page %d (offset %#x of the array) is not committed", vmm.ErrHole, gaps[0], gaps[0]*a.page)
+		if gaps := a.runsIn(first, last+1, false); len(gaps) > 0 && errors.Is(err, vmm.ErrHole) {
+			page := gaps[0][0]
+			err = fmt.Errorf("%w: page %d (offset %#x of the array) is not committed", vmm.ErrHole, page, page*a.page)
 		}
 		return nil, opErr("export dma-buf", args, err)
 	}
@@ -535,18 +543,4 @@ func (a *Array) Close() error {
 		_ = a.pending.Do("unmap, free and release", a.g.Close)
 	}
 	return opErr("close", "", a.pending.Retry())
-}
-
-// runs splits sorted page indexes into runs of adjacent ones.
-func runs(idx []uint64) [][]uint64 {
-	var out [][]uint64
-	for i := 0; i < len(idx); {
-		j := i + 1
-		for j < len(idx) && idx[j] == idx[j-1]+1 {
-			j++
-		}
-		out = append(out, idx[i:j])
-		i = j
-	}
-	return out
 }
