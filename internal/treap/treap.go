@@ -154,15 +154,10 @@ func resize[V any](n *Node[V], key, newKey, newSpan uint64) bool {
 
 // Get returns the node with key, or nil.
 func (t *Tree[V]) Get(key uint64) *Node[V] {
-	n := t.root
-	for n != nil && n.Key != key {
-		if key < n.Key {
-			n = n.left
-		} else {
-			n = n.right
-		}
+	if n := t.Floor(key); n != nil && n.Key == key {
+		return n
 	}
-	return n
+	return nil
 }
 
 // Floor returns the node with the greatest key <= key, or nil.
