@@ -191,6 +191,7 @@ func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
 	if err != nil {
 		return nil, fail("alloc", args, tx.Rollback(err))
 	}
+	reg := &Region{p: p, tag: tag, dev: dev, size: size, g: vg}
 	var mems []*vmm.Allocation
 	for off := uint64(0); off < size; off += csize {
 		a, err := tx.Create(min(csize, size-off), vmm.DeviceProps(dev))
@@ -198,15 +199,12 @@ func (p *Pool) Alloc(tag string, size uint64, dev int) (*Region, error) {
 			return nil, fail("alloc", args, tx.Rollback(err))
 		}
 		mems = append(mems, a)
+		reg.chunks = append(reg.chunks, &chunk{off: off, size: a.Size(), props: vmm.DeviceProps(dev), dev: a})
 	}
 	if err := tx.Add(vg, 0, vmm.ReadWrite(dev), mems...); err != nil {
 		return nil, fail("alloc", args, tx.Rollback(err))
 	}
 	tx.Commit()
-	reg := &Region{p: p, tag: tag, dev: dev, size: size, g: vg}
-	for _, c := range vg.Chunks(0, size) {
-		reg.chunks = append(reg.chunks, &chunk{off: c.Off, size: c.Size, props: vmm.DeviceProps(dev), dev: c.Alloc})
-	}
 	p.regions[tag] = append(p.regions[tag], reg)
 	return reg, nil
 }
