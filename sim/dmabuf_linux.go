@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"golang.org/x/sys/unix"
@@ -43,7 +44,7 @@ func decodeDmaBuf(name string) (DmaBuf, error) {
 // process made the memfd, so a description it could not have written is refused rather
 // than handed on (a negative device, no chunks, host memory).
 func (d DmaBuf) possible() bool {
-	return d.Size > 0 && d.Chunks >= 1 && d.Device >= 0 &&
+	return d.Size > 0 && d.Chunks >= 1 && d.Chunks <= math.MaxInt32 && d.Device >= 0 &&
 		(d.Flags == 0 || d.Flags == uint64(cu.MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE)) &&
 		d.Props.Location.Type == cu.MEM_LOCATION_TYPE_DEVICE && int(d.Props.Location.ID) == d.Device
 }

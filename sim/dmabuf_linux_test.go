@@ -256,13 +256,16 @@ func TestDmaBufInfoRefusesOtherDescriptors(t *testing.T) {
 		"cuvmm-sim.dmabuf:", "cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0", "cuvmm-sim.dmabuf:s=2,a=1,d=0,n=1,f=0,p=1:0:1:0:0:0:0",
 		"cuvmm-sim.dmabuf:a=zz,s=2,d=0,n=1,f=0,p=1:0:1:0:0:0:0", "cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:1:0:0:0",
 		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:1:0:0:999:0",
-		"cuvmm-sim.dmabuf:a=1,s=2,d=-7,n=1,f=0,p=1:0:1:-7:0:0:0",   // a negative device
-		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=-5,f=0,p=1:0:1:0:0:0:0",    // no chunks
-		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:1:0:-1:0:0",    // a compression type under 0
-		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:1:0:0:0:70000", // a usage over 16 bits
-		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=2,p=1:0:1:0:0:0:0",     // an unknown flag
-		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:2:0:0:0:0",     // host memory
-		"cuvmm-sim.dmabuf:a=1,s=2,d=1,n=1,f=0,p=1:0:1:0:0:0:0",     // memory of another device
+		"cuvmm-sim.dmabuf:a=1,s=2,d=-7,n=1,f=0,p=1:0:1:-7:0:0:0",        // a negative device
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=-5,f=0,p=1:0:1:0:0:0:0",         // no chunks
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:1:0:-1:0:0",         // a compression type under 0
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:1:0:0:0:70000",      // a usage over 16 bits
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=2,p=1:0:1:0:0:0:0",          // an unknown flag
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=1,f=0,p=1:0:2:0:0:0:0",          // host memory
+		"cuvmm-sim.dmabuf:a=1,s=2,d=1,n=1,f=0,p=1:0:1:0:0:0:0",          // memory of another device
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=5000000000,f=0,p=1:0:1:0:0:0:0", // more chunks than 32 bits
+		"cuvmm-sim.dmabuf:a=1,s=2,d=0,n=+1,f=0,p=1:0:1:0:0:0:0",         // a spelling ExportDmaBuf does not write
+		"cuvmm-sim.dmabuf:a=01,s=2,d=0,n=1,f=0,p=1:0:1:0:0:0:0",         // nor this
 	} {
 		fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 		require.NoError(t, err)

@@ -93,10 +93,9 @@ type slot struct {
 	busy     atomic.Bool  // pages are being committed or trimmed, outside the lock
 	trimming atomic.Bool  // pages are being trimmed (busy too)
 	floor    atomic.Int64 // while trimming: the pages below it stay (-1: not known yet)
-	// leftover: past mapped, some plane may still map pages that a trim the driver refused
-	// in part left there; the next commit unmaps them first. (A rollback's refused unmaps
-	// are in c.pending, which the next commit retries first.) Written under c.mu or while
-	// busy.
+	// leftover: past mapped, some plane may still map pages that a trim or a rollback the
+	// driver refused in part left there; the next commit unmaps them first. Written under
+	// c.mu or while busy.
 	leftover bool
 }
 
@@ -317,6 +316,8 @@ func (c *Cache) commitLocked(slot, n int, step bool) error {
 	c.mu.Lock()
 	if err == nil {
 		s.mapped.Add(int64(n))
+	} else {
+		s.leftover = true // unmaps the rollback was refused, which Pending may be refused again
 	}
 	s.busy.Store(false)
 	c.cond.Broadcast()

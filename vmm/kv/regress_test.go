@@ -85,6 +85,22 @@ func TestRegressRollbackUnmapFailureWedges(t *testing.T) {
 	t.Logf("close: %v, clean %v", c.Close(), s.Stats().Clean())
 }
 
+// Was: a commit after a failed one unmapped nothing the rollback left when the Pending
+// list's retry of that unmap was refused once more, and then mapped over it: "range already
+// mapped", where an unmap of the range goes through.
+func TestRegressRollbackUnmapRefusedTwice(t *testing.T) {
+	s, _, c := newCache(t, kv.Options{})
+	require.NoError(t, c.Ensure(0, 100))
+	require.NoError(t, s.FailNth(sim.OpSetAccess, 1, cu.ERROR_OUT_OF_MEMORY))
+	require.NoError(t, s.FailNth(sim.OpUnmap, 1, cu.ERROR_UNKNOWN))
+	require.Error(t, c.Ensure(0, 2000))
+	require.NoError(t, s.FailNth(sim.OpUnmap, 1, cu.ERROR_UNKNOWN)) // the Pending retry's
+	require.NoError(t, c.Ensure(0, 2000))
+	assert.Empty(t, missing(s, c, geometry.Planes, 0, 2))
+	require.NoError(t, c.Close())
+	assert.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
+
 // Was: Ensure computes n before reserveRoom, which drops c.mu while it trims other slots;
 // the committer commits a page of the slot meanwhile, and Ensure then commits n pages from
 // the new mapped: past the slot's end, into slot 1's page 0.
