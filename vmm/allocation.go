@@ -128,10 +128,7 @@ func (a *Allocation) enter() error {
 	if a == nil || !a.m.usable() {
 		return errNoAllocation
 	}
-	if !a.l.enter() {
-		return ErrClosed
-	}
-	return nil
+	return a.l.enter()
 }
 
 // Properties returns what the allocation was created with, as the driver reports it.

@@ -117,3 +117,19 @@ func (b *cudaBackend) MemInfo(ordinal int) (free, total uint64, err error) {
 	}
 	return c.MemGetInfo()
 }
+
+// ExportDmaBuf asks from device 0's primary context, as AddressRange does: whether the call
+// needs a current context is not recorded (cu's TestGPUDmaBufFD logs it), and with unified
+// addressing any device's context names the same addresses.
+func (b *cudaBackend) ExportDmaBuf(ptr cu.DevicePtr, size, flags uint64) (int, error) {
+	c, err := b.ctx(0)
+	if err != nil {
+		return -1, err
+	}
+	fd := -1
+	err = c.Do(func() (err error) {
+		fd, err = cu.MemGetDmaBufFD(ptr, size, flags)
+		return err
+	})
+	return fd, err
+}

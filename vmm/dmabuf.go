@@ -42,21 +42,13 @@ import (
 // that checks returns.
 var (
 	// ErrHole: part of the range is not mapped.
-	ErrHole error = ruleError("a hole: part of the range is not mapped")
+	ErrHole error = &matching{"a hole: part of the range is not mapped", []error{ErrInvalid, cu.ERROR_INVALID_VALUE}}
 	// ErrMixedDevices: the memory behind the range is resident on more than one device
 	// (or on a device and the host).
-	ErrMixedDevices error = ruleError("memory of more than one device")
+	ErrMixedDevices error = &matching{"memory of more than one device", []error{ErrInvalid, cu.ERROR_INVALID_VALUE}}
 	// ErrMisaligned: the address or the size is not a multiple of the host page size.
-	ErrMisaligned error = ruleError("not aligned to the host page size")
+	ErrMisaligned error = &matching{"not aligned to the host page size", []error{ErrInvalid, cu.ERROR_INVALID_VALUE}}
 )
-
-type ruleError string
-
-func (e ruleError) Error() string { return string(e) }
-
-func (e ruleError) Is(target error) bool {
-	return target == ErrInvalid || target == cu.ERROR_INVALID_VALUE
-}
 
 // hostPageSize is what the range of a dma-buf is aligned to.
 var hostPageSize = uint64(os.Getpagesize())
@@ -114,8 +106,8 @@ func (d *DmaBuf) Use(f func(fd int) error) error {
 	if d == nil {
 		return opErr(invalid("a nil DmaBuf"), "use dma-buf", "")
 	}
-	if !d.l.enter() {
-		return ErrClosed
+	if err := d.l.enter(); err != nil {
+		return err
 	}
 	defer d.l.exit()
 	fd1 := d.fd1.Load()
@@ -220,10 +212,7 @@ func (m *Manager) DmaBufSupported(dev int) (bool, error) {
 // known, Reservation.ExportDmaBuf and ExportDmaBufChunks cost fewer calls.
 func (m *Manager) ExportDmaBuf(addr cu.DevicePtr, size uint64, opts ...DmaBufOption) (*DmaBuf, error) {
 	o := options(opts)
-	if !m.usable() {
-		return nil, dmaBufErr(errNoBackend, addr, size, o)
-	}
-	if err := checkDmaBufRange(addr, size); err != nil {
+	if err := m.checkDmaBufRange(addr, size); err != nil {
 		return nil, dmaBufErr(err, addr, size, o)
 	}
 	// Nothing here keeps whoever mapped the range from remapping it between the reading of
@@ -256,9 +245,6 @@ func (m *Manager) ExportDmaBuf(addr cu.DevicePtr, size uint64, opts ...DmaBufOpt
 // the driver refuses.
 func (m *Manager) ExportDmaBufChunks(addr cu.DevicePtr, size uint64, chunks []DmaBufChunk, opts ...DmaBufOption) (*DmaBuf, error) {
 	o := options(opts)
-	if !m.usable() {
-		return nil, dmaBufErr(errNoBackend, addr, size, o)
-	}
 	d, err := m.exportDmaBuf(addr, size, chunks, o)
 	return d, dmaBufErr(err, addr, size, o)
 }
@@ -274,7 +260,7 @@ func (r *Reservation) ExportDmaBuf(off, size uint64, opts ...DmaBufOption) (*Dma
 		return nil, dmaBufErr(err, addr, size, o)
 	}
 	defer r.l.exit()
-	if err := checkDmaBufRange(addr, size); err != nil {
+	if err := r.m.checkDmaBufRange(addr, size); err != nil {
 		return nil, dmaBufErr(err, addr, size, o)
 	}
 	r.ranges.Lock()
@@ -321,9 +307,12 @@ func dmaBufErr(err error, addr cu.DevicePtr, size uint64, o dmaBufOpts) error {
 	return &Error{Op: "export dma-buf", Args: args, Err: err}
 }
 
-// checkDmaBufRange checks what needs no driver: the platform, a size, the alignment.
-func checkDmaBufRange(addr cu.DevicePtr, size uint64) error {
+// checkDmaBufRange checks what needs no driver: a backend, the platform, a size, the
+// alignment.
+func (m *Manager) checkDmaBufRange(addr cu.DevicePtr, size uint64) error {
 	switch {
+	case !m.usable():
+		return errNoBackend
 	case runtime.GOOS != "linux":
 		return fmt.Errorf("%w: dma-buf descriptors are Linux only", ErrUnsupported)
 	case size == 0:
@@ -340,7 +329,7 @@ func checkDmaBufRange(addr cu.DevicePtr, size uint64) error {
 
 // exportDmaBuf checks the rules against chunks and exports.
 func (m *Manager) exportDmaBuf(addr cu.DevicePtr, size uint64, chunks []DmaBufChunk, o dmaBufOpts) (*DmaBuf, error) {
-	if err := checkDmaBufRange(addr, size); err != nil {
+	if err := m.checkDmaBufRange(addr, size); err != nil {
 		return nil, err
 	}
 	end := addr + cu.DevicePtr(size)

@@ -3,6 +3,7 @@ package vmm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -16,7 +17,7 @@ var (
 	// ErrInvalid: an argument is invalid (a nil or zero value, a bad option), caught
 	// before any driver call. It also matches cu.ERROR_INVALID_VALUE, the result a
 	// driver that checked would return.
-	ErrInvalid error = invalidError{}
+	ErrInvalid error = &matching{"invalid argument", []error{cu.ERROR_INVALID_VALUE}}
 	// ErrOutOfRange: an offset or size outside the object it names.
 	ErrOutOfRange = errors.New("out of range")
 	// ErrWouldMove: growing would move the base address of memory that must not move.
@@ -31,11 +32,16 @@ var (
 	ErrAsleep = errors.New("asleep: the memory is not mapped until Wake")
 )
 
-type invalidError struct{}
+// matching is a condition that also matches the errors in is: the result a driver that
+// checked would return, and a broader condition.
+type matching struct {
+	msg string
+	is  []error
+}
 
-func (invalidError) Error() string { return "invalid argument" }
+func (e *matching) Error() string { return e.msg }
 
-func (invalidError) Is(target error) bool { return target == cu.ERROR_INVALID_VALUE }
+func (e *matching) Is(target error) bool { return slices.Contains(e.is, target) }
 
 // Error is the error of a failed operation of cuvmm's typed layer and building blocks: the
 // package and operation, its arguments, and why it failed. It unwraps to the cause, so

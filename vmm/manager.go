@@ -157,8 +157,13 @@ type life struct {
 	mu sync.Mutex // serializes Close
 }
 
-// enter pins the object for one operation; false once it is closed or closing.
-func (l *life) enter() bool { return l.g.Enter(0) }
+// enter pins the object for one operation: ErrClosed once it is closed or closing.
+func (l *life) enter() error {
+	if !l.g.Enter(0) {
+		return ErrClosed
+	}
+	return nil
+}
 
 func (l *life) exit() { l.g.Exit() }
 

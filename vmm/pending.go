@@ -29,7 +29,7 @@ type pendingItem struct {
 // Do runs release and keeps it for Retry if it fails; it returns release's error.
 func (p *Pending) Do(what string, release func() error) error {
 	err := release()
-	if err != nil && p != nil {
+	if err != nil {
 		p.Add(what, release)
 	}
 	return err
@@ -52,12 +52,7 @@ func (p *Pending) MoveTo(q *Pending) {
 	if p == q || p == nil || q == nil {
 		return
 	}
-	p.mu.Lock()
-	items := p.items
-	p.items = nil
-	p.n.Store(0)
-	p.mu.Unlock()
-	for _, it := range items {
+	for _, it := range p.take() {
 		q.Add(it.what, it.do)
 	}
 }
@@ -68,14 +63,9 @@ func (p *Pending) Retry() error {
 	if p == nil || p.n.Load() == 0 {
 		return nil
 	}
-	p.mu.Lock()
-	items := p.items
-	p.items = nil
-	p.n.Store(0)
-	p.mu.Unlock()
 	var errs []error
 	var left []pendingItem
-	for _, it := range items {
+	for _, it := range p.take() {
 		if err := it.do(); err != nil {
 			left = append(left, it)
 			errs = append(errs, err)
@@ -88,6 +78,16 @@ func (p *Pending) Retry() error {
 		p.mu.Unlock()
 	}
 	return errors.Join(errs...)
+}
+
+// take empties the list and returns what it held.
+func (p *Pending) take() []pendingItem {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	items := p.items
+	p.items = nil
+	p.n.Store(0)
+	return items
 }
 
 // Len is how many releases wait for a retry.

@@ -37,14 +37,7 @@ func (m *Manager) Pointer(addr cu.DevicePtr) (Pointer, error) {
 	if !m.usable() {
 		return Pointer{}, opErr(errNoBackend, "pointer", "%v", addr)
 	}
-	a, err := m.b.PointerAttributes(0, addr)
-	if err != nil {
-		return Pointer{}, opErr(err, "pointer", "%v from device 0", addr)
-	}
-	if a.MemoryType == cu.MEMORYTYPE_DEVICE && a.DeviceOrdinal > 0 {
-		return m.PointerOn(a.DeviceOrdinal, addr)
-	}
-	return m.describe(addr, 0, a)
+	return m.pointer(0, addr, true)
 }
 
 // PointerOn describes addr as device dev sees it: Access is dev's access.
@@ -52,15 +45,19 @@ func (m *Manager) PointerOn(dev int, addr cu.DevicePtr) (Pointer, error) {
 	if !m.usable() {
 		return Pointer{}, opErr(errNoBackend, "pointer", "%v from device %d", addr, dev)
 	}
+	return m.pointer(dev, addr, false)
+}
+
+// pointer is PointerOn; with toOwner (Pointer, from device 0) it asks again from the
+// device that owns the memory, when that is another.
+func (m *Manager) pointer(dev int, addr cu.DevicePtr, toOwner bool) (Pointer, error) {
 	a, err := m.b.PointerAttributes(dev, addr)
 	if err != nil {
 		return Pointer{}, opErr(err, "pointer", "%v from device %d", addr, dev)
 	}
-	return m.describe(addr, dev, a)
-}
-
-// describe completes the attributes with the allocation behind a mapped address.
-func (m *Manager) describe(addr cu.DevicePtr, dev int, a cu.PointerAttributes) (Pointer, error) {
+	if toOwner && a.MemoryType == cu.MEMORYTYPE_DEVICE && a.DeviceOrdinal > 0 {
+		return m.pointer(a.DeviceOrdinal, addr, false)
+	}
 	p := Pointer{Addr: addr, PointerAttributes: a, AccessDevice: dev}
 	if !a.Mapped || a.Managed || a.Mempool != 0 {
 		return p, nil

@@ -71,29 +71,25 @@ func (m *Manager) NewRegion(size uint64, dev int, opts ...ReserveOption) (*Regio
 // NewRegion is Manager.NewRegion; undone by closing the region.
 func (t *Tx) NewRegion(size uint64, dev int, opts ...ReserveOption) (*Region, error) {
 	g, err := t.m.NewRegion(size, dev, opts...)
-	if err == nil {
-		t.OnRollback("free", g.Close)
-	}
-	return g, err
+	return made(t, "free", g, err)
 }
 
-func (g *Region) usable() bool { return g != nil && g.r.usable() }
+// res is g's reservation: nil for a nil Region, whose methods then answer as a nil
+// Reservation's do.
+func (g *Region) res() *Reservation {
+	if g == nil {
+		return nil
+	}
+	return g.r
+}
+
+func (g *Region) usable() bool { return g.res().usable() }
 
 // Base is the region's first address (0 for a nil Region).
-func (g *Region) Base() cu.DevicePtr {
-	if g == nil {
-		return 0
-	}
-	return g.r.Base()
-}
+func (g *Region) Base() cu.DevicePtr { return g.res().Base() }
 
 // Size is the region's size in bytes (0 for a nil Region).
-func (g *Region) Size() uint64 {
-	if g == nil {
-		return 0
-	}
-	return g.r.Size()
-}
+func (g *Region) Size() uint64 { return g.res().Size() }
 
 // Device is the device whose context ReadAt and WriteAt copy from.
 func (g *Region) Device() int {
@@ -206,12 +202,7 @@ func (g *Region) copyAt(cp func(View, []byte, int64) (int, error), p []byte, off
 }
 
 // From returns the region as device dev reaches it.
-func (g *Region) From(dev int) View {
-	if g == nil {
-		return View{dev: dev}
-	}
-	return g.r.From(dev)
-}
+func (g *Region) From(dev int) View { return g.res().From(dev) }
 
 // Add maps allocs whole, one after another from offset off of g, gives the run access in
 // one driver call (none when access is empty) and records them as g's chunks. It is undone
@@ -219,7 +210,7 @@ func (g *Region) From(dev int) View {
 // transaction created is then released by the Create's own undo.
 func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Allocation) error {
 	if !g.usable() {
-		return opErr(errNoRegion, "map", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), 0))
+		return rangeErr(errNoRegion, "map", g.Base()+cu.DevicePtr(off), 0)
 	}
 	g.change.Lock()
 	defer g.change.Unlock()
@@ -227,7 +218,7 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 	err := g.sleeping()
 	g.mu.Unlock()
 	if err != nil {
-		return opErr(err, "map", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), 0))
+		return rangeErr(err, "map", g.Base()+cu.DevicePtr(off), 0)
 	}
 	start := off
 	if _, err := t.MapAll(g.r, off, access, allocs...); err != nil {
@@ -254,7 +245,7 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 // records it as theirs.
 func (g *Region) SetAccess(off, size uint64, access ...cu.MemAccessDesc) error {
 	if !g.usable() {
-		return opErr(errNoRegion, "set access", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), size))
+		return rangeErr(errNoRegion, "set access", g.Base()+cu.DevicePtr(off), size)
 	}
 	g.change.Lock()
 	defer g.change.Unlock()
@@ -290,7 +281,7 @@ func (g *Region) forget(off, size uint64) []Chunk {
 // back with their access, a Restore: if that fails the transaction reports ErrBroken.
 func (t *Tx) Remove(g *Region, off, size uint64) ([]Chunk, error) {
 	if !g.usable() {
-		return nil, opErr(errNoRegion, "unmap", "%s", rangeArgs(g.Base()+cu.DevicePtr(off), size))
+		return nil, rangeErr(errNoRegion, "unmap", g.Base()+cu.DevicePtr(off), size)
 	}
 	g.change.Lock()
 	defer g.change.Unlock()
@@ -303,7 +294,7 @@ func (t *Tx) Remove(g *Region, off, size uint64) ([]Chunk, error) {
 	})
 	g.mu.Unlock()
 	if err != nil {
-		return nil, &Error{Op: "unmap", Args: rangeArgs(g.Base()+cu.DevicePtr(off), size), Err: err}
+		return nil, rangeErr(err, "unmap", g.Base()+cu.DevicePtr(off), size)
 	}
 	if err := g.r.Unmap(off, size); err != nil {
 		return nil, err
@@ -347,7 +338,7 @@ func (g *Region) putBack(chunks []Chunk) error {
 // that failed (the driver refusing a release), a later Close retries what failed.
 func (g *Region) Close() error {
 	if !g.usable() {
-		return opErr(errNoRegion, "free", "%s", rangeArgs(g.Base(), g.Size()))
+		return rangeErr(errNoRegion, "free", g.Base(), g.Size())
 	}
 	g.change.Lock()
 	defer g.change.Unlock()
@@ -375,9 +366,8 @@ func (g *Region) Close() error {
 // allocation when the unmap failed (and nothing is returned), nothing when the map failed
 // (and the old allocation is returned).
 func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, error) {
-	args := func() string { return rangeArgs(g.Base()+cu.DevicePtr(off), a.Size()) }
 	if !g.usable() {
-		return nil, &Error{Op: "swap", Args: args(), Err: errNoRegion}
+		return nil, rangeErr(errNoRegion, "swap", g.Base()+cu.DevicePtr(off), a.Size())
 	}
 	// set records what is mapped at chunk n; the caller holds g.mu.
 	set := func(n *treap.Node[Chunk], a *Allocation) {
@@ -404,7 +394,7 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	n := g.chunks.Get(off)
 	if n == nil || (a != nil && a.Size() != n.Span) {
 		g.mu.Unlock()
-		return nil, &Error{Op: "swap", Args: args(), Err: invalid("no chunk of that size starts there")}
+		return nil, rangeErr(invalid("no chunk of that size starts there"), "swap", g.Base()+cu.DevicePtr(off), a.Size())
 	}
 	c := n.Val
 	g.mu.Unlock()

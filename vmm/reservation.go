@@ -1,6 +1,7 @@
 package vmm
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 
@@ -88,8 +89,8 @@ func (r *Reservation) enter(off, size uint64) error {
 	if !r.usable() {
 		return errNoReservation
 	}
-	if !r.l.enter() {
-		return ErrClosed
+	if err := r.l.enter(); err != nil {
+		return err
 	}
 	if off > r.size || size > r.size-off {
 		r.l.exit()
@@ -99,6 +100,14 @@ func (r *Reservation) enter(off, size uint64) error {
 }
 
 func rangeArgs(addr cu.DevicePtr, size uint64) string { return addr.String() + "+" + units.Size(size) }
+
+// rangeErr is err, unless nil, naming op and the range it worked on.
+func rangeErr(err error, op string, addr cu.DevicePtr, size uint64) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Op: op, Args: rangeArgs(addr, size), Err: err}
+}
 
 // Map maps the whole of a at offset off of the reservation (the driver maps whole
 // allocations only).
@@ -141,15 +150,7 @@ func (r *Reservation) mapHandle(addr cu.DevicePtr, h cu.MemHandle, size uint64, 
 	return mp, nil
 }
 
-func byAddr(mp *Mapping, addr cu.DevicePtr) int {
-	switch {
-	case mp.addr < addr:
-		return -1
-	case mp.addr > addr:
-		return 1
-	}
-	return 0
-}
+func byAddr(mp *Mapping, addr cu.DevicePtr) int { return cmp.Compare(mp.addr, addr) }
 
 // SetAccess sets the access of each descriptor's location to the size bytes at offset off,
 // in one driver call: the range must start and end with whole mappings and may span
@@ -157,7 +158,7 @@ func byAddr(mp *Mapping, addr cu.DevicePtr) int {
 func (r *Reservation) SetAccess(off, size uint64, desc ...cu.MemAccessDesc) error {
 	addr := r.Base() + cu.DevicePtr(off)
 	if err := r.enter(off, size); err != nil {
-		return &Error{Op: "set access", Args: rangeArgs(addr, size), Err: err}
+		return rangeErr(err, "set access", addr, size)
 	}
 	defer r.l.exit()
 	if err := r.m.b.SetAccess(addr, size, desc); err != nil {
@@ -171,7 +172,7 @@ func (r *Reservation) SetAccess(off, size uint64, desc ...cu.MemAccessDesc) erro
 func (r *Reservation) Unmap(off, size uint64) error {
 	addr := r.Base() + cu.DevicePtr(off)
 	if err := r.enter(off, size); err != nil {
-		return &Error{Op: "unmap", Args: rangeArgs(addr, size), Err: err}
+		return rangeErr(err, "unmap", addr, size)
 	}
 	defer r.l.exit()
 	r.ranges.Lock()
@@ -186,12 +187,9 @@ func (r *Reservation) Unmap(off, size uint64) error {
 	victims := slices.Clone(r.maps[lo:hi])
 	r.mu.Unlock()
 	if split {
-		return &Error{Op: "unmap", Args: rangeArgs(addr, size), Err: invalid("the range splits a mapping")}
+		return rangeErr(invalid("the range splits a mapping"), "unmap", addr, size)
 	}
-	if err := r.unmapAll(addr, size, victims); err != nil {
-		return opErr(err, "unmap", "%s", rangeArgs(addr, size))
-	}
-	return nil
+	return rangeErr(r.unmapAll(addr, size, victims), "unmap", addr, size)
 }
 
 // splits reports whether [addr, addr+size), whose mappings are r.maps[lo:hi], cuts through
@@ -266,19 +264,16 @@ func (r *Reservation) forgetOne(mp *Mapping) {
 // it, once the operations in flight on it have finished. It is idempotent.
 func (r *Reservation) Close() error {
 	if !r.usable() {
-		return opErr(errNoReservation, "free", "%s", rangeArgs(r.Base(), r.Size()))
+		return rangeErr(errNoReservation, "free", r.Base(), r.Size())
 	}
 	return r.l.close(func() error {
 		r.mu.Lock()
 		open := slices.Clone(r.maps)
 		r.mu.Unlock()
 		if err := r.unmapAll(r.base, r.size, open); err != nil {
-			return opErr(err, "unmap", "%s", rangeArgs(r.base, r.size))
+			return rangeErr(err, "unmap", r.base, r.size)
 		}
-		if err := r.m.b.Free(r.base, r.size); err != nil {
-			return opErr(err, "free", "%s", rangeArgs(r.base, r.size))
-		}
-		return nil
+		return rangeErr(r.m.b.Free(r.base, r.size), "free", r.base, r.size)
 	})
 }
 
@@ -317,17 +312,14 @@ func (mp *Mapping) enter() error {
 	if mp == nil || !mp.r.usable() {
 		return errNoMapping
 	}
-	if !mp.l.enter() {
-		return ErrClosed
-	}
-	return nil
+	return mp.l.enter()
 }
 
 // SetAccess sets the access of each descriptor's location to the whole mapping, in one
 // driver call (see ReadWrite, ReadOnly, NoAccess).
 func (mp *Mapping) SetAccess(desc ...cu.MemAccessDesc) error {
 	if err := mp.enter(); err != nil {
-		return opErr(err, "set access", "%s", rangeArgs(mp.Addr(), mp.Size()))
+		return rangeErr(err, "set access", mp.Addr(), mp.Size())
 	}
 	defer mp.l.exit()
 	if err := mp.r.m.b.SetAccess(mp.addr, mp.size, desc); err != nil {
@@ -353,17 +345,14 @@ func (mp *Mapping) Access(dev int) (cu.MemAccessFlags, error) {
 // idempotent.
 func (mp *Mapping) Close() error {
 	if mp == nil || !mp.r.usable() {
-		return opErr(errNoMapping, "unmap", "%s", rangeArgs(mp.Addr(), mp.Size()))
+		return rangeErr(errNoMapping, "unmap", mp.Addr(), mp.Size())
 	}
 	// Held shared, as Map holds it, so that a dma-buf export of the reservation does not
 	// see the mapping before its driver call and miss that it is gone by then.
 	mp.r.ranges.RLock()
 	defer mp.r.ranges.RUnlock()
 	err := mp.l.close(func() error {
-		if err := mp.r.m.b.Unmap(mp.addr, mp.size); err != nil {
-			return opErr(err, "unmap", "%s", rangeArgs(mp.addr, mp.size))
-		}
-		return nil
+		return rangeErr(mp.r.m.b.Unmap(mp.addr, mp.size), "unmap", mp.addr, mp.size)
 	})
 	if err == nil {
 		mp.r.forgetOne(mp)

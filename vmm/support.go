@@ -9,13 +9,7 @@ import (
 // ErrUnsupported: a request asks for something the device says it lacks (GPUDirect RDMA
 // with VMM, compression, host or host-NUMA memory, a shareable handle type), caught before
 // any memory is made. It also matches cu.ERROR_NOT_SUPPORTED.
-var ErrUnsupported error = unsupportedError{}
-
-type unsupportedError struct{}
-
-func (unsupportedError) Error() string { return "not supported by the device" }
-
-func (unsupportedError) Is(target error) bool { return target == cu.ERROR_NOT_SUPPORTED }
+var ErrUnsupported error = &matching{"not supported by the device", []error{cu.ERROR_NOT_SUPPORTED}}
 
 // features are the properties CheckProps asks about: what Props requests, and the
 // attribute in which the device answers whether it can.

@@ -60,28 +60,28 @@ func (m *Manager) Begin(pending *Pending) *Tx {
 // Create is Manager.Create; undone by closing the allocation.
 func (t *Tx) Create(size uint64, p Props) (*Allocation, error) {
 	a, err := t.m.Create(size, p)
-	if err == nil {
-		t.undo = append(t.undo, undoStep{what: "release", undo: a})
-	}
-	return a, err
+	return made(t, "release", a, err)
 }
 
 // Reserve is Manager.Reserve; undone by closing the reservation.
 func (t *Tx) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
 	r, err := t.m.Reserve(size, opts...)
-	if err == nil {
-		t.undo = append(t.undo, undoStep{what: "free", undo: r})
-	}
-	return r, err
+	return made(t, "free", r, err)
 }
 
 // Map maps the whole of a at offset off of r; undone by unmapping it.
 func (t *Tx) Map(r *Reservation, off uint64, a *Allocation) (*Mapping, error) {
 	mp, err := r.Map(off, a)
+	return made(t, "unmap", mp, err)
+}
+
+// made records closing c as the undo of the step that made it, when that step succeeded
+// (err is nil), and returns c and err.
+func made[C io.Closer](t *Tx, what string, c C, err error) (C, error) {
 	if err == nil {
-		t.undo = append(t.undo, undoStep{what: "unmap", undo: mp})
+		t.undo = append(t.undo, undoStep{what: what, undo: c})
 	}
-	return mp, err
+	return c, err
 }
 
 // MapAll maps each allocation of allocs whole, one after another from offset off of r,
