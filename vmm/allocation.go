@@ -23,12 +23,11 @@ type Allocation struct {
 
 // Create allocates size bytes (a multiple of the granularity) of physical memory.
 func (m *Manager) Create(size uint64, p Props) (*Allocation, error) {
-	if !m.usable() {
-		return nil, opErr(errNoBackend, "create", "%s on %v", units.Size(size), p.Location)
-	}
-	_ = m.orphans.Retry() // what is refused again stays listed; Pending says it
 	d := p.Driver()
-	h, err := m.b.Create(size, &d, 0)
+	h, err := call(m, func(b Backend) (cu.MemHandle, error) {
+		_ = m.orphans.Retry() // what is refused again stays listed; Pending says it
+		return b.Create(size, &d, 0)
+	})
 	if err != nil {
 		return nil, opErr(err, "create", "%s on %v", units.Size(size), p.Location)
 	}
@@ -48,10 +47,7 @@ func (m *Manager) releaseRetained(h cu.MemHandle) error {
 
 // Retain returns a new reference to the memory mapped at addr.
 func (m *Manager) Retain(addr cu.DevicePtr) (*Allocation, error) {
-	if !m.usable() {
-		return nil, opErr(errNoBackend, "retain", "%v", addr)
-	}
-	h, err := m.b.Retain(addr)
+	h, err := call(m, func(b Backend) (cu.MemHandle, error) { return b.Retain(addr) })
 	if err != nil {
 		return nil, opErr(err, "retain", "%v", addr)
 	}
@@ -68,10 +64,7 @@ func (m *Manager) Retain(addr cu.DevicePtr) (*Allocation, error) {
 // descriptor. The descriptor stays the caller's to close; the import does not need it
 // afterwards. size is the allocation's size, as the exporter says it (the driver does not).
 func (m *Manager) ImportFD(fd int, size uint64) (*Allocation, error) {
-	if !m.usable() {
-		return nil, opErr(errNoBackend, "import", "fd %d", fd)
-	}
-	h, err := m.b.ImportFD(fd)
+	h, err := call(m, func(b Backend) (cu.MemHandle, error) { return b.ImportFD(fd) })
 	if err != nil {
 		return nil, opErr(err, "import", "fd %d", fd)
 	}
@@ -80,10 +73,7 @@ func (m *Manager) ImportFD(fd int, size uint64) (*Allocation, error) {
 
 // ImportFabric imports memory from a fabric handle.
 func (m *Manager) ImportFabric(fh cu.MemFabricHandle, size uint64) (*Allocation, error) {
-	if !m.usable() {
-		return nil, opErr(errNoBackend, "import", "fabric handle")
-	}
-	h, err := m.b.ImportFabric(fh)
+	h, err := call(m, func(b Backend) (cu.MemHandle, error) { return b.ImportFabric(fh) })
 	if err != nil {
 		return nil, opErr(err, "import", "fabric handle")
 	}

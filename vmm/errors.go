@@ -30,6 +30,10 @@ var (
 	// ErrAsleep: the memory sleeps (package sleep) with nothing mapped at its addresses,
 	// or a region with sleeping chunks was asked to change; Wake first.
 	ErrAsleep = errors.New("asleep: the memory is not mapped until Wake")
+	// ErrUnsupported: a request asks for something the device says it lacks (GPUDirect RDMA
+	// with VMM, compression, host or host-NUMA memory, a shareable handle type), caught before
+	// any memory is made. It also matches cu.ERROR_NOT_SUPPORTED.
+	ErrUnsupported error = &matching{"not supported by the device", []error{cu.ERROR_NOT_SUPPORTED}}
 )
 
 // matching is a condition that also matches the errors in is: the result a driver that

@@ -53,8 +53,24 @@ func (m *Manager) Pending() *Pending {
 	return &m.orphans
 }
 
-// usable reports whether m has a backend to call.
 func (m *Manager) usable() bool { return m != nil && m.b != nil }
+
+// call is f's result on m's backend, or errNoBackend for a Manager without one.
+func call[T any](m *Manager, f func(Backend) (T, error)) (T, error) {
+	if !m.usable() {
+		var zero T
+		return zero, errNoBackend
+	}
+	return f(m.b)
+}
+
+// do is call for a backend call that returns only an error.
+func (m *Manager) do(f func(Backend) error) error {
+	if !m.usable() {
+		return errNoBackend
+	}
+	return f(m.b)
+}
 
 var errNoBackend = invalid("a Manager without a backend (use vmm.New)")
 
@@ -114,15 +130,12 @@ func (p Props) Driver() cu.MemAllocationProp {
 // Granularity returns the minimum (or recommended) size and alignment of allocations with
 // props p.
 func (m *Manager) Granularity(p Props, recommended bool) (uint64, error) {
-	if !m.usable() {
-		return 0, opErr(errNoBackend, "granularity", "%v recommended=%v", p.Location, recommended)
-	}
 	opt := cu.MEM_ALLOC_GRANULARITY_MINIMUM
 	if recommended {
 		opt = cu.MEM_ALLOC_GRANULARITY_RECOMMENDED
 	}
 	d := p.Driver()
-	g, err := m.b.Granularity(&d, opt)
+	g, err := call(m, func(b Backend) (uint64, error) { return b.Granularity(&d, opt) })
 	if err != nil {
 		return g, opErr(err, "granularity", "%v recommended=%v", p.Location, recommended)
 	}

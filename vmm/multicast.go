@@ -32,7 +32,7 @@ type Multicast struct {
 	mu    sync.Mutex
 	binds []binding // what Close must unbind
 
-	// binds13 says which bind calls the backend has: 0 not known yet (see v2).
+	// binds13 says which bind calls the backend has: 0 not known yet (see Multicast.v2).
 	binds13 atomic.Int32
 }
 
@@ -59,38 +59,37 @@ func (p MulticastProps) driver() cu.MulticastObjectProp {
 	return cu.MulticastObjectProp{NumDevices: n, Size: p.Size, HandleTypes: uint64(p.HandleTypes)}
 }
 
+func (p MulticastProps) args() string {
+	return units.Size(p.Size) + " over " + strconv.Itoa(p.Devices) + " devices"
+}
+
 // MulticastGranularity returns the minimum (or recommended) size and alignment of
 // multicast objects with props p.
 func (m *Manager) MulticastGranularity(p MulticastProps, recommended bool) (uint64, error) {
-	args := func() string { return units.Size(p.Size) + " over " + strconv.Itoa(p.Devices) + " devices" }
-	if !m.usable() {
-		return 0, &Error{Op: "multicast granularity", Args: args(), Err: errNoBackend}
-	}
 	opt := cu.MULTICAST_GRANULARITY_MINIMUM
 	if recommended {
 		opt = cu.MULTICAST_GRANULARITY_RECOMMENDED
 	}
 	d := p.driver()
-	g, err := m.b.MulticastGranularity(&d, opt)
+	g, err := call(m, func(b Backend) (uint64, error) { return b.MulticastGranularity(&d, opt) })
 	if err != nil {
-		return g, &Error{Op: "multicast granularity", Args: args(), Err: err}
+		return g, &Error{Op: "multicast granularity", Args: p.args(), Err: err}
 	}
 	return g, nil
 }
 
 // CreateMulticast creates a multicast object.
 func (m *Manager) CreateMulticast(p MulticastProps) (*Multicast, error) {
-	args := func() string { return units.Size(p.Size) + " over " + strconv.Itoa(p.Devices) + " devices" }
 	if !m.usable() {
-		return nil, &Error{Op: "create multicast", Args: args(), Err: errNoBackend}
+		return nil, &Error{Op: "create multicast", Args: p.args(), Err: errNoBackend}
 	}
 	if p.Devices <= 0 || p.Devices > 1<<16 {
-		return nil, &Error{Op: "create multicast", Args: args(), Err: invalid("device count out of range")}
+		return nil, &Error{Op: "create multicast", Args: p.args(), Err: invalid("device count out of range")}
 	}
 	d := p.driver()
 	h, err := m.b.MulticastCreate(&d)
 	if err != nil {
-		return nil, &Error{Op: "create multicast", Args: args(), Err: err}
+		return nil, &Error{Op: "create multicast", Args: p.args(), Err: err}
 	}
 	return &Multicast{m: m, h: h, size: p.Size}, nil
 }

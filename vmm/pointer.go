@@ -97,14 +97,11 @@ const (
 	ShareFabric
 )
 
+var shareMethods = [...]string{ShareNone: "none", ShareFD: "posix-fd", ShareFabric: "fabric"}
+
 func (s ShareMethod) String() string {
-	switch s {
-	case ShareNone:
-		return "none"
-	case ShareFD:
-		return "posix-fd"
-	case ShareFabric:
-		return "fabric"
+	if s >= 0 && int(s) < len(shareMethods) {
+		return shareMethods[s]
 	}
 	return "ShareMethod(" + strconv.Itoa(int(s)) + ")"
 }

@@ -136,9 +136,10 @@ func (g *Region) Used() uint64 {
 	return g.used
 }
 
-// sleeping says why the region may not change while a chunk of it sleeps, or nil; the
-// caller holds g.mu.
+// sleeping says why the region may not change while a chunk of it sleeps, or nil.
 func (g *Region) sleeping() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.asleep == 0 {
 		return nil
 	}
@@ -214,10 +215,7 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 	}
 	g.change.Lock()
 	defer g.change.Unlock()
-	g.mu.Lock()
-	err := g.sleeping()
-	g.mu.Unlock()
-	if err != nil {
+	if err := g.sleeping(); err != nil {
 		return rangeErr(err, "map", g.Base()+cu.DevicePtr(off), 0)
 	}
 	start := off
@@ -285,8 +283,8 @@ func (t *Tx) Remove(g *Region, off, size uint64) ([]Chunk, error) {
 	}
 	g.change.Lock()
 	defer g.change.Unlock()
-	g.mu.Lock()
 	err := g.sleeping()
+	g.mu.Lock()
 	g.each(off, size, func(n *treap.Node[Chunk]) {
 		if err == nil && (n.Key < off || n.Val.End() > off+size) {
 			err = invalid("the range splits a chunk")
