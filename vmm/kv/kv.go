@@ -317,7 +317,9 @@ func (c *Cache) commitLocked(slot, n int, step bool) error {
 	if err == nil {
 		s.mapped.Add(int64(n))
 	} else {
-		s.leftover = true // unmaps the rollback was refused, which Pending may be refused again
+		// The rollback's refused unmaps are in c.pending, whose retry may be refused again:
+		// the next commit also unmaps the tail itself.
+		s.leftover = true
 	}
 	s.busy.Store(false)
 	c.cond.Broadcast()
