@@ -37,7 +37,7 @@ awk -v machine="$(cat "$work/machine.txt")" '
   FILENAME ~ /c.txt$/ && $1 == "c" { c[$2] = $3 }
   FILENAME ~ /cgo.txt$/ && /^BenchmarkCgo/ { name = $1; sub(/^BenchmarkCgo/, "cu", name); sub(/-[0-9]+$/, "", name); cgo[name, ++ncgo[name]] = $3 }
   FILENAME ~ /go.txt$/ && /^BenchmarkGPU/ { name = $1; sub(/^BenchmarkGPU/, "cu", name); sub(/-[0-9]+$/, "", name); g[name, ++ng[name]] = $3; al[name] = $7 }
-  FILENAME ~ /ab.txt$/ && $1 == "ab" { k = $2 " " $3; abmed[k, $4] = $8; abrm[k, $4] = $10; abmpr[k, $4] = $12; abn[k] = $14 }
+  FILENAME ~ /ab.txt$/ && $1 == "ab" { k = $2 " " $3; abmed[k, $4] = $8; abrm[k, $4] = $10; abmpr[k, $4] = $12; abn[k] = $14; abd[k, $4] = $16 }
   END {
     printf "machine: %s\n\n", machine
     printf "%-34s %10s %10s %10s %9s %9s %7s\n", "per call (ns)", "C", "cgo", "cuvmm", "cuvmm/C", "cuvmm/cgo", "allocs"
@@ -47,13 +47,14 @@ awk -v machine="$(cat "$work/machine.txt")" '
       for (i = 1; i <= ng[n]; i++) b[i] = g[n, i]; gg = med(b, ng[n])
       printf "%-34s %10.1f %10.1f %10.1f %9.2f %9.2f %7s\n", n, c[n], cg, gg, gg / c[n], gg / cg, al[n] }
     printf "\nper VMM operation, interleaved in one process (bench/cgo BenchmarkOpsAB): median ns, and the median of\n"
-    printf "per-iteration ratios over C (mean ratio in brackets); driver = the call alone, timed in C, made from Go\n"
-    printf "%-22s %10s %10s %10s %10s %16s %16s %8s\n", "operation", "C", "cgo", "cuvmm", "driver", "cuvmm/C", "cgo/C", "driver/C"
+    printf "per-iteration ratios over C (mean ratio in brackets); driver = the call alone, timed in C, made from Go;\n"
+    printf "over cgo = the median of per-iteration differences cuvmm - cgo (ns)\n"
+    printf "%-22s %10s %10s %10s %10s %16s %16s %8s %9s\n", "operation", "C", "cgo", "cuvmm", "driver", "cuvmm/C", "cgo/C", "driver/C", "over cgo"
     split("cycle/2MiB cycle/64MiB cycle/1024MiB batch/2MiB batch/64MiB batch/1024MiB", cs, " ")
     split("create map setaccess unmap release", o, " ")
     for (j = 1; j <= 6; j++) for (q = 1; q <= 5; q++) { k = cs[j] " " o[q]; if (!(k in abn)) continue
-      printf "%-22s %10.0f %10.0f %10.0f %10.0f %8.3f [%5.3f] %8.3f [%5.3f] %8.3f\n", cs[j] " " o[q], abmed[k, "c"], abmed[k, "cgo"], abmed[k, "cuvmm"], abmed[k, "cgo-ctimed"],
-        abmpr[k, "cuvmm"], abrm[k, "cuvmm"], abmpr[k, "cgo"], abrm[k, "cgo"], abmpr[k, "cgo-ctimed"] }
+      printf "%-22s %10.0f %10.0f %10.0f %10.0f %8.3f [%5.3f] %8.3f [%5.3f] %8.3f %+9.0f\n", cs[j] " " o[q], abmed[k, "c"], abmed[k, "cgo"], abmed[k, "cuvmm"], abmed[k, "cgo-ctimed"],
+        abmpr[k, "cuvmm"], abrm[k, "cuvmm"], abmpr[k, "cgo"], abrm[k, "cgo"], abmpr[k, "cgo-ctimed"], abd[k, "cuvmm"] }
   }' "$work/c.txt" "$work/cgo.txt" "$work/go.txt" "$work/ab.txt" | tee "$out/table.txt"
 
 # The concurrency tables: thousands of driver operations per second (median of the

@@ -30,10 +30,12 @@ import (
 // bench/run.sh runs it and tabulates the result. Besides the usual benchmark line it prints
 // one line per phase and way:
 //
-//	ab <mode>/<size> <phase> <way> mean <ns> median <ns> ratio-of-means <x> median-paired-ratio <x>
+//	ab <mode>/<size> <phase> <way> mean <ns> median <ns> ratio-of-means <x> median-paired-ratio <x> n <iterations> over-cgo-paired <ns>
 //
 // where the ratios are over c, and the paired ratio is taken per iteration before the
-// median, so that it compares calls made moments apart.
+// median, so that it compares calls made moments apart; over-cgo-paired is the median of
+// the per-iteration differences to cgo, in ns (issue 30's "map within cgo + 400 ns"), which
+// the driver's drift between iterations moves far less than a difference of medians.
 func BenchmarkOpsAB(b *testing.B) {
 	load(b)
 	if err := ABLoad(); err != nil {
@@ -85,12 +87,13 @@ func BenchmarkOpsAB(b *testing.B) {
 			for p, phase := range Phases {
 				for w, name := range names {
 					s := samples[w][p]
-					ratios := make([]float64, len(s))
+					ratios, overCgo := make([]float64, len(s)), make([]float64, len(s))
 					for n := range s {
 						ratios[n] = s[n] / samples[0][p][n]
+						overCgo[n] = s[n] - samples[1][p][n]
 					}
-					fmt.Printf("ab %s/%dMiB %s %s mean %.0f median %.0f ratio-of-means %.4f median-paired-ratio %.4f n %d\n",
-						c.mode, c.size>>20, phase, name, mean(s), median(s), mean(s)/mean(samples[0][p]), median(ratios), len(s))
+					fmt.Printf("ab %s/%dMiB %s %s mean %.0f median %.0f ratio-of-means %.4f median-paired-ratio %.4f n %d over-cgo-paired %.0f\n",
+						c.mode, c.size>>20, phase, name, mean(s), median(s), mean(s)/mean(samples[0][p]), median(ratios), len(s), median(overCgo))
 				}
 			}
 		})
