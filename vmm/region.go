@@ -3,6 +3,7 @@ package vmm
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 
@@ -155,11 +156,15 @@ func (g *Region) sleeping() error {
 // each calls f with the chunks that overlap [off, off+size), in address order; the caller
 // holds g.mu, and f does not change the tree.
 func (g *Region) each(off, size uint64, f func(*treap.Node[Chunk])) {
+	end := off + size
+	if end < off {
+		end = math.MaxUint64
+	}
 	n := g.chunks.Floor(off)
 	if n == nil || n.Key+n.Span <= off {
 		n = g.chunks.Ceil(off)
 	}
-	for ; n != nil && n.Key < off+size; n = g.chunks.Ceil(n.Key + 1) {
+	for ; n != nil && n.Key < end; n = g.chunks.Ceil(n.Key + 1) {
 		f(n)
 	}
 }
@@ -210,13 +215,17 @@ func (g *Region) From(dev int) View { return g.res().From(dev) }
 // by unmapping them, which gives them back to the transaction's caller: an allocation the
 // transaction created is then released by the Create's own undo.
 func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Allocation) error {
+	var size uint64
+	for _, a := range allocs {
+		size += a.Size()
+	}
 	if !g.usable() {
-		return rangeErr(errNoRegion, "map", g.Base()+cu.DevicePtr(off), 0)
+		return rangeErr(errNoRegion, "map", g.Base()+cu.DevicePtr(off), size)
 	}
 	g.change.Lock()
 	defer g.change.Unlock()
 	if err := g.sleeping(); err != nil {
-		return rangeErr(err, "map", g.Base()+cu.DevicePtr(off), 0)
+		return rangeErr(err, "map", g.Base()+cu.DevicePtr(off), size)
 	}
 	start := off
 	if _, err := t.MapAll(g.r, off, access, allocs...); err != nil {
@@ -317,9 +326,9 @@ func (g *Region) putBack(chunks []Chunk) error {
 			allocs[k] = chunks[i+k].Alloc
 		}
 		if err := tx.Add(g, chunks[i].Off, chunks[i].Access, allocs...); err != nil {
-			err = tx.Rollback(err)
+			err = tx.Rollback(err) // which forgets the runs put back before this one too
 			g.mu.Lock()
-			for _, c := range chunks[i:] {
+			for _, c := range chunks {
 				g.insert(c)
 			}
 			g.mu.Unlock()

@@ -3,6 +3,7 @@ package vmm_test
 import (
 	"bytes"
 	"errors"
+	"math"
 	"sync/atomic"
 	"testing"
 
@@ -45,6 +46,7 @@ func TestRegionAddRemoveClose(t *testing.T) {
 		require.Equal(t, want, cs[i].Off)
 	}
 	require.Len(t, g.Chunks(5*mib, 4*mib), 2, "a range that touches two chunks lists both")
+	require.Len(t, g.Chunks(3*mib, math.MaxUint64), 4, "a range to the end of the address space")
 
 	want := bytes.Repeat([]byte{7}, int(6*mib))
 	_, err = g.WriteAt(want, 0)
@@ -109,23 +111,27 @@ func TestRegionAddFaults(t *testing.T) {
 }
 
 // TestRegionRemoveRestoreFails: when mapping removed chunks back fails, the rollback
-// reports ErrBroken.
+// reports ErrBroken, and the region keeps every removed chunk for its Close, those of the
+// runs put back before the failure too.
 func TestRegionRemoveRestoreFails(t *testing.T) {
-	s := newSim(t)
-	m := vmm.New(s)
-	g, err := m.NewRegion(8*mib, 0)
-	require.NoError(t, err)
-	require.NoError(t, addRun(m, g, 0, 2))
-	var p vmm.Pending
-	tx := m.Begin(&p)
-	_, err = tx.Remove(g, 0, 4*mib)
-	require.NoError(t, err)
-	require.NoError(t, s.FailNth(sim.OpMap, 1, cu.ERROR_OUT_OF_MEMORY))
-	require.ErrorIs(t, tx.Rollback(errors.New("undo")), vmm.ErrBroken)
-	require.ErrorIs(t, p.Broken(), vmm.ErrBroken)
-	require.Len(t, g.Chunks(0, g.Size()), 2, "the region keeps what it could not map back, for Close")
-	require.NoError(t, g.Close())
-	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+	for nth := 1; nth <= 3; nth++ { // two runs, of two chunks and one: the put-back maps 3
+		s := newSim(t)
+		m := vmm.New(s)
+		g, err := m.NewRegion(16*mib, 0)
+		require.NoError(t, err)
+		require.NoError(t, addRun(m, g, 0, 2))
+		require.NoError(t, addRun(m, g, 8*mib, 1))
+		var p vmm.Pending
+		tx := m.Begin(&p)
+		_, err = tx.Remove(g, 0, 16*mib)
+		require.NoError(t, err)
+		require.NoError(t, s.FailNth(sim.OpMap, nth, cu.ERROR_OUT_OF_MEMORY))
+		require.ErrorIs(t, tx.Rollback(errors.New("undo")), vmm.ErrBroken, "map #%d", nth)
+		require.ErrorIs(t, p.Broken(), vmm.ErrBroken)
+		require.Len(t, g.Chunks(0, g.Size()), 3, "map #%d: the region keeps what it could not map back, for Close", nth)
+		require.NoError(t, g.Close())
+		require.True(t, s.Stats().Clean(), "map #%d: %+v", nth, s.Stats())
+	}
 }
 
 func TestRegionNilAndZero(t *testing.T) {
