@@ -13,14 +13,18 @@ type cudaBackend struct {
 	devs sync.Map // ordinal -> cu.Device
 }
 
-// CUDA returns the real driver as a Backend. It loads and initializes the driver; the
-// error matches loader.ErrNoDriver when there is none.
+// CUDA returns the real driver as a Backend, the same one on every call: the process has
+// one driver, and the allocations of one Manager over it may be mapped through another's
+// reservations. It loads and initializes the driver; the error matches loader.ErrNoDriver
+// when there is none.
 func CUDA() (Backend, error) {
 	if err := cu.Init(); err != nil {
 		return nil, err
 	}
-	return &cudaBackend{}, nil
+	return theDriver, nil
 }
+
+var theDriver = &cudaBackend{}
 
 func (*cudaBackend) Name() string { return "cuda" }
 

@@ -64,6 +64,25 @@ func TestNilAndZeroValues(t *testing.T) {
 		}
 		calls[name+" Reservation.Close"] = r.Close
 	}
+	other, err := vmm.New(newSim(t)).Create(2<<20, vmm.DeviceProps(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	// Its handle names another allocation, or none, in m's backend.
+	calls["Reservation.Map of another backend's Allocation"] = func() error { _, err := res.Map(0, other); return err }
+	var nilTx *vmm.Tx
+	region, err := m.NewRegion(2<<20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls["nil Tx.Create"] = func() error { _, err := nilTx.Create(2<<20, vmm.DeviceProps(0)); return err }
+	calls["nil Tx.Reserve"] = func() error { _, err := nilTx.Reserve(2 << 20); return err }
+	calls["nil Tx.NewRegion"] = func() error { _, err := nilTx.NewRegion(2<<20, 0); return err }
+	calls["nil Tx.Map"] = func() error { _, err := nilTx.Map(res, 0, other); return err }
+	calls["nil Tx.MapAll"] = func() error { _, err := nilTx.MapAll(res, 0, nil, other); return err }
+	calls["nil Tx.Add"] = func() error { return nilTx.Add(region, 0, nil) }
+	calls["nil Tx.Remove"] = func() error { _, err := nilTx.Remove(region, 0, 2<<20); return err }
 	for name, mp := range map[string]*vmm.Mapping{"nil": nilMapping, "zero": zeroMapping} {
 		calls[name+" Mapping.SetAccess"] = func() error { return mp.SetAccess(vmm.ReadWrite(0)...) }
 		calls[name+" Mapping.Access"] = func() error { _, err := mp.Access(0); return err }
@@ -89,12 +108,19 @@ func TestNilAndZeroValues(t *testing.T) {
 			}
 		})
 	}
+	// A nil Tx has nothing to end or undo.
+	nilTx.OnRollback("release", func() error { return nil })
+	nilTx.Restore("restore", func() error { return nil })
+	nilTx.Commit()
+	if cause := errors.New("cause"); nilTx.Rollback(cause) != cause {
+		t.Fatal("a nil Tx's Rollback does not return its cause")
+	}
 	// Accessors of nil values answer zero rather than panic.
 	if nilAlloc.Size() != 0 || nilAlloc.Handle() != 0 || nilResv.Base() != 0 || nilResv.Size() != 0 ||
 		nilMapping.Addr() != 0 || nilMapping.Size() != 0 || nilManager.Backend() != nil {
 		t.Fatal("accessors of nil values answer non-zero")
 	}
-	if err := res.Close(); err != nil {
+	if err := errors.Join(res.Close(), region.Close()); err != nil {
 		t.Fatal(err)
 	}
 	if st := s.Stats(); !st.Clean() {

@@ -71,6 +71,9 @@ func (m *Manager) NewRegion(size uint64, dev int, opts ...ReserveOption) (*Regio
 
 // NewRegion is Manager.NewRegion; undone by closing the region.
 func (t *Tx) NewRegion(size uint64, dev int, opts ...ReserveOption) (*Region, error) {
+	if t == nil {
+		return nil, opErr(errNoTx, "reserve", "%s", units.Size(size))
+	}
 	g, err := t.m.NewRegion(size, dev, opts...)
 	return made(t, "free", g, err)
 }
@@ -219,7 +222,10 @@ func (t *Tx) Add(g *Region, off uint64, access []cu.MemAccessDesc, allocs ...*Al
 	for _, a := range allocs {
 		size += a.Size()
 	}
-	if !g.usable() {
+	switch {
+	case t == nil:
+		return rangeErr(errNoTx, "map", g.Base()+cu.DevicePtr(off), size)
+	case !g.usable():
 		return rangeErr(errNoRegion, "map", g.Base()+cu.DevicePtr(off), size)
 	}
 	g.change.Lock()
@@ -287,7 +293,10 @@ func (g *Region) forget(off, size uint64) []Chunk {
 // again elsewhere). The range must not split a chunk. It is undone by mapping the chunks
 // back with their access, a Restore: if that fails the transaction reports ErrBroken.
 func (t *Tx) Remove(g *Region, off, size uint64) ([]Chunk, error) {
-	if !g.usable() {
+	switch {
+	case t == nil:
+		return nil, rangeErr(errNoTx, "unmap", g.Base()+cu.DevicePtr(off), size)
+	case !g.usable():
 		return nil, rangeErr(errNoRegion, "unmap", g.Base()+cu.DevicePtr(off), size)
 	}
 	g.change.Lock()

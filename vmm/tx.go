@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cuvmm/cuvmm/cu"
+	"github.com/cuvmm/cuvmm/internal/units"
 )
 
 // Tx is one all-or-nothing operation made of typed steps: each step that succeeds records
@@ -30,7 +31,9 @@ import (
 //	}
 //	tx.Commit()
 //
-// A Tx is used by one goroutine at a time.
+// A Tx is used by one goroutine at a time. A nil Tx makes nothing: its steps fail with
+// ErrInvalid before any driver call, Commit and Rollback have nothing to end, and
+// OnRollback and Restore on it record nothing.
 type Tx struct {
 	m       *Manager
 	pending *Pending
@@ -59,20 +62,31 @@ func (m *Manager) Begin(pending *Pending) *Tx {
 	return &Tx{m: m, pending: pending, own: true}
 }
 
+var errNoTx = invalid("a nil Tx (make one with Manager.Begin)")
+
 // Create is Manager.Create; undone by closing the allocation.
 func (t *Tx) Create(size uint64, p Props) (*Allocation, error) {
+	if t == nil {
+		return nil, opErr(errNoTx, "create", "%s on %v", units.Size(size), p.Location)
+	}
 	a, err := t.m.Create(size, p)
 	return made(t, "release", a, err)
 }
 
 // Reserve is Manager.Reserve; undone by closing the reservation.
 func (t *Tx) Reserve(size uint64, opts ...ReserveOption) (*Reservation, error) {
+	if t == nil {
+		return nil, opErr(errNoTx, "reserve", "%s", units.Size(size))
+	}
 	r, err := t.m.Reserve(size, opts...)
 	return made(t, "free", r, err)
 }
 
 // Map maps the whole of a at offset off of r; undone by unmapping it.
 func (t *Tx) Map(r *Reservation, off uint64, a *Allocation) (*Mapping, error) {
+	if t == nil {
+		return nil, rangeErr(errNoTx, "map", r.Base()+cu.DevicePtr(off), a.Size())
+	}
 	mp, err := r.Map(off, a)
 	return made(t, "unmap", mp, err)
 }
@@ -113,6 +127,9 @@ func (t *Tx) MapAll(r *Reservation, off uint64, access []cu.MemAccessDesc, alloc
 // OnRollback records a release of something the transaction made, run by Rollback; if it
 // fails it goes to the Pending list.
 func (t *Tx) OnRollback(what string, release func() error) {
+	if t == nil {
+		return
+	}
 	t.undo = append(t.undo, undoStep{what: what, undo: closeFunc(release)})
 }
 
@@ -120,11 +137,18 @@ func (t *Tx) OnRollback(what string, release func() error) {
 // from a buffer, say), run by Rollback; if it fails, Rollback reports ErrBroken and the
 // Pending given to Begin is broken.
 func (t *Tx) Restore(what string, restore func() error) {
+	if t == nil {
+		return
+	}
 	t.undo = append(t.undo, undoStep{what: what, undo: closeFunc(restore), restore: true})
 }
 
 // Commit ends the transaction, keeping what it made.
-func (t *Tx) Commit() { t.undo = nil }
+func (t *Tx) Commit() {
+	if t != nil {
+		t.undo = nil
+	}
+}
 
 // Rollback undoes every recorded step, last first, and returns cause. A release that fails
 // is kept in the Pending list given to Begin, or the Manager's; a restore that fails joins
@@ -132,6 +156,9 @@ func (t *Tx) Commit() { t.undo = nil }
 // longer holds what it held before, and marks the Pending given to Begin broken
 // (Pending.Broken).
 func (t *Tx) Rollback(cause error) error {
+	if t == nil {
+		return cause
+	}
 	errs := []error{cause}
 	for i := len(t.undo) - 1; i >= 0; i-- {
 		u := t.undo[i]

@@ -3,6 +3,7 @@ package kv
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -99,6 +100,11 @@ type slot struct {
 	leftover bool
 }
 
+var errNoCache = fmt.Errorf("%w: a nil or zero Cache (make one with New)", vmm.ErrInvalid)
+
+// usable reports whether c was made by New.
+func (c *Cache) usable() bool { return c != nil && c.cond != nil }
+
 func fail(op, args string, err error) error {
 	if err == nil {
 		return nil
@@ -123,17 +129,27 @@ func New(m *vmm.Manager, g Geometry, opts Options) (*Cache, error) {
 	if page%gran != 0 {
 		return nil, fail("new", args, fmt.Errorf("%w: page %s is not a multiple of the granularity %s", vmm.ErrInvalid, units.Size(page), units.Size(gran)))
 	}
-	pages := (uint64(g.MaxTokens)*g.BytesPerToken + page - 1) / page
-	c := &Cache{m: m, g: g, ahead: opts.Ahead, limit: opts.Limit, page: page, slotSz: pages * page,
-		access: vmm.ReadWrite(g.Device), slots: make([]slot, g.Slots), wake: make(chan struct{}, 1), done: make(chan struct{})}
-	c.cond = sync.NewCond(&c.mu)
+	// A slot's tensor, whole pages, and a plane of every slot's: none may wrap.
+	hi, bytes := bits.Mul64(uint64(g.MaxTokens), g.BytesPerToken)
+	pages := bytes/page + min(bytes%page, 1)
+	hi2, slotSz := bits.Mul64(pages, page)
+	hi3, plane := bits.Mul64(slotSz, uint64(g.Slots))
+	if hi|hi2|hi3 != 0 {
+		return nil, fail("new", args, vmm.ErrTooLarge)
+	}
+	c := &Cache{m: m, g: g, ahead: opts.Ahead, limit: opts.Limit, page: page, slotSz: slotSz,
+		access: vmm.ReadWrite(g.Device), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	for range g.Planes {
-		r, err := m.Reserve(c.slotSz * uint64(g.Slots))
+		r, err := m.Reserve(plane)
 		if err != nil {
 			return nil, fail("new", args, errors.Join(err, c.freePlanes()))
 		}
 		c.planes = append(c.planes, r)
 	}
+	// Once the planes are reserved: the driver, not the Go heap, refuses a count of slots
+	// no address space holds.
+	c.slots = make([]slot, g.Slots)
+	c.cond = sync.NewCond(&c.mu)
 	if c.ahead > 0 {
 		go c.committer()
 	} else {
@@ -143,20 +159,38 @@ func New(m *vmm.Manager, g Geometry, opts Options) (*Cache, error) {
 }
 
 // Plane is the first address of plane i: slot s's tensor in it starts at
-// Plane(i) + s*SlotBytes().
-func (c *Cache) Plane(i int) cu.DevicePtr { return c.planes[i].Base() }
+// Plane(i) + s*SlotBytes(). It is 0 for an i out of range.
+func (c *Cache) Plane(i int) cu.DevicePtr {
+	if !c.usable() || i < 0 || i >= len(c.planes) {
+		return 0
+	}
+	return c.planes[i].Base()
+}
 
 // SlotBytes is the size of one slot's tensor in one plane.
-func (c *Cache) SlotBytes() uint64 { return c.slotSz }
+func (c *Cache) SlotBytes() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.slotSz
+}
 
 // PageSize is the size of a page.
-func (c *Cache) PageSize() uint64 { return c.page }
+func (c *Cache) PageSize() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.page
+}
 
 // Ensure makes every page that the first tokens tokens of slot touch resident in every
 // plane, and marks the slot active. In steady state with a committer the pages are already
 // there and Ensure makes no driver call; otherwise it waits for the committer, or commits
 // them itself (Stats counts both).
 func (c *Cache) Ensure(slot, tokens int) error {
+	if !c.usable() {
+		return fail("ensure", ensureArgs(slot, tokens), errNoCache)
+	}
 	if slot < 0 || slot >= c.g.Slots || tokens < 0 || tokens > c.g.MaxTokens {
 		return fail("ensure", ensureArgs(slot, tokens), vmm.ErrOutOfRange)
 	}
@@ -225,6 +259,9 @@ func ensureArgs(slot, tokens int) string { return fmt.Sprintf("slot %d, %d token
 // Release ends slot's request. Its pages stay mapped for the next request of the slot
 // (deferred reclamation: no unmap and map between requests); Trim gives them back.
 func (c *Cache) Release(slot int) error {
+	if !c.usable() {
+		return fail("release", fmt.Sprintf("slot %d", slot), errNoCache)
+	}
 	if slot < 0 || slot >= len(c.slots) {
 		return fail("release", fmt.Sprintf("slot %d", slot), vmm.ErrOutOfRange)
 	}
@@ -430,6 +467,9 @@ func (c *Cache) trimFreeLocked() {
 // limit), as a server does before its first step, or returns why its last commit failed;
 // without a committer it returns at once.
 func (c *Cache) Ready() error {
+	if !c.usable() {
+		return fail("ready", "", errNoCache)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.ahead > 0 && !c.closed.Load() {
@@ -461,6 +501,9 @@ func (c *Cache) anyBusy() bool {
 // the committer keeps ahead), and all of a free slot's. The committer then maps the pages
 // it keeps ahead again (Options.Limit is what caps the memory held).
 func (c *Cache) Trim() error {
+	if !c.usable() {
+		return fail("trim", "", errNoCache)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed.Load() {
@@ -518,19 +561,21 @@ func (c *Cache) trimSlotLocked(i, want int) error {
 
 // Stats reports what the cache holds and did.
 func (c *Cache) Stats() Stats {
+	if !c.usable() {
+		return Stats{}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.stats
 }
 
 // Close stops the committer, waits for it, and releases every page and the planes. It is
-// idempotent.
+// idempotent; after a Close the driver refused in part, a later Close retries what failed.
 func (c *Cache) Close() error {
-	c.mu.Lock()
-	if c.closed.Load() {
-		c.mu.Unlock()
-		return nil
+	if !c.usable() {
+		return fail("close", "", errNoCache)
 	}
+	c.mu.Lock()
 	c.closed.Store(true)
 	c.cond.Broadcast()
 	c.mu.Unlock()
@@ -546,7 +591,9 @@ func (c *Cache) Close() error {
 	}
 	err := c.trimLocked(-1)
 	for _, r := range c.planes { // what partial trims left (no driver call where nothing is)
-		err = errors.Join(err, r.Unmap(0, r.Size()))
+		if e := r.Unmap(0, r.Size()); !errors.Is(e, vmm.ErrClosed) { // closed: by an earlier Close
+			err = errors.Join(err, e)
+		}
 	}
 	return fail("close", "", errors.Join(err, c.freePlanes(), c.pending.Retry()))
 }

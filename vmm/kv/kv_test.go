@@ -175,12 +175,56 @@ func TestBadArguments(t *testing.T) {
 		_, err := kv.New(m, g, kv.Options{})
 		require.ErrorIs(t, err, vmm.ErrInvalid, "%+v", g)
 	}
+	// Geometries whose slot or plane would not fit in 64 bits, and one whose slot array
+	// would not fit in memory: refused before anything is reserved or allocated.
+	for _, g := range []kv.Geometry{
+		{Planes: 1, BytesPerToken: 1<<62 + 1<<21, Slots: 1, MaxTokens: 4},
+		{Planes: 1, BytesPerToken: 1<<64 - 1, Slots: 1, MaxTokens: 1},
+		{Planes: 1, BytesPerToken: 2 * mib, Slots: 1<<18 + 1, MaxTokens: 1 << 25},
+		{Planes: 1, BytesPerToken: 2048, Slots: 1 << 42, MaxTokens: 1024},
+	} {
+		_, err := kv.New(m, g, kv.Options{})
+		require.Error(t, err, "%+v", g)
+		require.Contains(t, err.Error(), "kv: new", "%+v", g)
+	}
 	c, err := kv.New(m, geometry, kv.Options{})
 	require.NoError(t, err)
 	require.ErrorIs(t, c.Ensure(4, 1), vmm.ErrOutOfRange)
 	require.ErrorIs(t, c.Ensure(0, 4097), vmm.ErrOutOfRange)
+	require.Zero(t, c.Plane(-1))
+	require.Zero(t, c.Plane(geometry.Planes))
 	require.NoError(t, c.Close())
 	assert.True(t, s.Stats().Clean())
+}
+
+// A nil or zero Cache fails every call with ErrInvalid, and answers zero.
+func TestNilAndZeroCache(t *testing.T) {
+	for name, c := range map[string]*kv.Cache{"nil": nil, "zero": {}} {
+		for op, err := range map[string]error{
+			"ensure": c.Ensure(0, 1), "release": c.Release(0), "ready": c.Ready(), "trim": c.Trim(), "close": c.Close(),
+		} {
+			require.ErrorIs(t, err, vmm.ErrInvalid, "%s %s", name, op)
+			require.Contains(t, err.Error(), "kv: "+op, "%s %s", name, op)
+		}
+		require.Zero(t, c.Plane(0), name)
+		require.Zero(t, c.SlotBytes(), name)
+		require.Zero(t, c.PageSize(), name)
+		require.Zero(t, c.Stats(), name)
+	}
+}
+
+// A Close the driver refused in part is retried by the next one.
+func TestCloseRetries(t *testing.T) {
+	for _, op := range []sim.Op{sim.OpFree, sim.OpUnmap} {
+		s, m, c := newCache(t, kv.Options{})
+		require.NoError(t, c.Ensure(0, 2000))
+		require.NoError(t, s.FailNth(op, 1, cu.ERROR_UNKNOWN))
+		require.ErrorIs(t, c.Close(), cu.ERROR_UNKNOWN, "%s", op)
+		s.ClearFaults()
+		require.NoError(t, c.Close(), "%s", op)
+		require.NoError(t, m.Pending().Retry())
+		require.True(t, s.Stats().Clean(), "%s: %+v", op, s.Stats())
+	}
 }
 
 // BenchmarkEnsureResident is the step path's cost when the pages are there: one Ensure of
