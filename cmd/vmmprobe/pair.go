@@ -32,8 +32,12 @@ const (
 	minPairSecret  = 16
 	maxPairSecret  = 4096
 	defaultTimeout = 10 * time.Second
-	pairWrite      = 4096     // the importer's bytes, read back by the exporter
-	maxPairSize    = 64 << 20 // the most an importer maps and reads of an offer
+	// handshakeTimeout bounds the exporter's handshake with one connection: the importer
+	// speaks at once, and a connection that says nothing must not keep the exporter from
+	// the importer waiting behind it.
+	handshakeTimeout = 2 * time.Second
+	pairWrite        = 4096     // the importer's bytes, read back by the exporter
+	maxPairSize      = 64 << 20 // the most an importer maps and reads of an offer
 )
 
 // Causes of a failed pair, as the JSON and the peer's messages name them.
@@ -497,7 +501,9 @@ func (r *pairRun) importFailed(err error) {
 }
 
 // peerView is a diagnosis of this side as the peer prints it.
-func peerView(diagnosis string) string { return strings.ReplaceAll(diagnosis, " (this process)", "") }
+func peerView(diagnosis string) string {
+	return oneLine(strings.ReplaceAll(diagnosis, " (this process)", ""))
+}
 
 // dial connects to addr, retrying until the deadline: the exporter may start later.
 func (r *pairRun) dial(addr string) error {
@@ -531,9 +537,14 @@ func (r *pairRun) authenticate(role string) error {
 	default:
 	}
 	r.conns <- r.conn
-	_ = r.conn.SetDeadline(r.deadline)
+	deadline := r.deadline
+	if soon := time.Now().Add(handshakeTimeout); role == roleExporter && soon.Before(deadline) {
+		deadline = soon
+	}
+	_ = r.conn.SetDeadline(deadline)
 	var err error
 	r.sess, err = timed(&r.rep.Steps, "auth", func() (*pairSession, error) { return handshake(r.conn, r.secret, role) })
+	_ = r.conn.SetDeadline(r.deadline)
 	return err
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 )
@@ -27,6 +29,7 @@ func FuzzPairWire(f *testing.F) {
 	f.Add([]byte("VMPR\x01\x01\xff\xff"))
 	f.Add([]byte(`{"node":{"host":"h","channel":true,"daemon":false},"handle":"cuvmm-fabric-v1:2097152:AAAA","seed":3,"steps_us":{"import":12}}`))
 	f.Add([]byte(`{"node":{},"cause":"no-such-cause"}`))
+	f.Add([]byte(`{"node":{"clique":"a\u001b[2J"},"detail":"x\nok"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		for _, role := range []string{roleExporter, roleImporter} {
 			s, err := handshake(peerStream{bytes.NewReader(b)}, []byte(testSecret), role)
@@ -50,5 +53,6 @@ func FuzzPairWire(f *testing.F) {
 		}
 		require.NoError(t, m.valid())
 		require.True(t, m.Cause == "" || knownCause(m.Cause))
+		require.False(t, strings.ContainsFunc(m.Detail+m.Node.Host+m.Node.Clique, unicode.IsControl), "a peer's text with control characters")
 	})
 }

@@ -377,7 +377,10 @@ func TestPairExporterOutlastsStrangers(t *testing.T) {
 	addr, done := startExporter(t, "--preset", "mnnvl", "--secret-file", sec, "-o", "json")
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
-	c.Close() // a port scan
+	c.Close()                          // a port scan
+	idle, err := net.Dial("tcp", addr) // a connection that says nothing, held open
+	require.NoError(t, err)
+	defer idle.Close()
 	c, err = net.Dial("tcp", addr)
 	require.NoError(t, err)
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))

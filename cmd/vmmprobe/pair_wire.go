@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
+	"unicode"
 )
 
 // The wire of vmmprobe pair, over one TCP connection. Every message is a frame: "VMPR", the
@@ -243,6 +245,10 @@ type pairNode struct {
 func (m *pairMsg) valid() error {
 	if len(m.Handle) > 256 || len(m.Detail) > 1024 || len(m.Cause) > 64 || len(m.Node.Host) > 64 || len(m.Node.Clique) > 64 || len(m.Steps) > 16 {
 		return errors.New("a field over its limit")
+	}
+	// The peer's words reach this side's terminal: no line breaks or escape sequences.
+	if strings.ContainsFunc(m.Detail+m.Node.Host+m.Node.Clique, unicode.IsControl) {
+		return errors.New("a control character in a text field")
 	}
 	if m.Cause != "" && !knownCause(m.Cause) {
 		return fmt.Errorf("unknown cause %q", m.Cause)
