@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"time"
 
@@ -89,6 +90,9 @@ func (e *Error) Error() string {
 	if e.Known {
 		s += " (" + e.State.String() + ")"
 	}
+	if e.Err == nil {
+		return s
+	}
 	return s + ": " + e.Err.Error()
 }
 
@@ -106,17 +110,31 @@ func New(d Driver, pid int) (*Process, error) { return NewIn(os.DirFS("/"), d, p
 
 // NewIn is New for a machine whose root file system (whose /proc Lock reads) is root.
 func NewIn(root fs.FS, d Driver, pid int) (*Process, error) {
-	if d == nil || pid <= 0 || root == nil {
-		return nil, &Error{Pid: pid, Op: "new", Err: fmt.Errorf("%w: a driver, a root file system and a process id above 0", vmm.ErrInvalid)}
+	if d == nil || pid <= 0 || pid > math.MaxInt32 || root == nil {
+		return nil, &Error{Pid: pid, Op: "new", Err: fmt.Errorf("%w: a driver, a root file system and a process id from 1 to 2^31-1", vmm.ErrInvalid)}
 	}
 	return &Process{pid: pid, d: d, root: root}, nil
 }
 
-// Pid is the process id.
-func (p *Process) Pid() int { return p.pid }
+// errNoProcess is the error of every call on a nil or zero Process.
+var errNoProcess = fmt.Errorf("%w: a nil or zero Process (make one with New)", vmm.ErrInvalid)
+
+// usable reports whether p was made by New.
+func (p *Process) usable() bool { return p != nil && p.d != nil && p.root != nil }
+
+// Pid is the process id (0 for a nil Process).
+func (p *Process) Pid() int {
+	if p == nil {
+		return 0
+	}
+	return p.pid
+}
 
 // State is the process's state as the driver reports it.
 func (p *Process) State() (cu.ProcessState, error) {
+	if !p.usable() {
+		return 0, &Error{Pid: p.Pid(), Op: "state", Err: errNoProcess}
+	}
 	s, err := p.d.State(p.pid)
 	if err != nil {
 		return 0, &Error{Pid: p.pid, Op: "state", Err: err}
@@ -126,6 +144,9 @@ func (p *Process) State() (cu.ProcessState, error) {
 
 // step runs one transition: from the state want, through call, to the state after.
 func (p *Process) step(op string, want, after cu.ProcessState, call func() error) error {
+	if !p.usable() {
+		return &Error{Pid: p.Pid(), Op: op, Err: errNoProcess}
+	}
 	s, err := p.d.State(p.pid)
 	if err != nil {
 		return &Error{Pid: p.pid, Op: op, Err: err}
@@ -150,6 +171,9 @@ func (p *Process) step(op string, want, after cu.ProcessState, call func() error
 // flight (0: no limit); it must be running, and stays running after a timeout. A stopped
 // process is refused with ErrStopped, since the driver would never return.
 func (p *Process) Lock(timeout time.Duration) error {
+	if !p.usable() {
+		return &Error{Pid: p.Pid(), Op: "lock", Err: errNoProcess}
+	}
 	if stopped(p.root, p.pid) { // (a stop between here and the driver's call still hangs it)
 		return &Error{Pid: p.pid, Op: "lock", Err: fmt.Errorf("%w (SIGSTOP or a tracer): the driver's lock would not return, whatever its timeout; continue it first", ErrStopped)}
 	}

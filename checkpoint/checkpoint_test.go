@@ -85,6 +85,25 @@ func TestNoSuchProcess(t *testing.T) {
 	assert.Equal(t, "checkpoint: lock pid 8388608: cu: cuCheckpointProcessGetState: CUDA_ERROR_OPERATING_SYSTEM: an OS call failed", err.Error())
 }
 
+// A nil or zero Process fails every call with ErrInvalid, and a pid the driver's int cannot
+// hold (1234 + 2^32 would be 1234 there) is refused.
+func TestNilAndZeroProcess(t *testing.T) {
+	for name, p := range map[string]*checkpoint.Process{"nil": nil, "zero": {}} {
+		_, err := p.State()
+		require.ErrorIs(t, err, vmm.ErrInvalid, name)
+		for op, err := range map[string]error{"lock": p.Lock(time.Second), "checkpoint": p.Checkpoint(), "restore": p.Restore(), "unlock": p.Unlock()} {
+			require.ErrorIs(t, err, vmm.ErrInvalid, "%s %s", name, op)
+			require.ErrorContains(t, err, "checkpoint: "+op+" pid 0", "%s %s", name, op)
+		}
+	}
+	require.Zero(t, (*checkpoint.Process)(nil).Pid())
+	require.Equal(t, "checkpoint: lock pid 1", (&checkpoint.Error{Op: "lock", Pid: 1}).Error(), "an Error without a cause")
+	for _, pid := range []int{0, -1, 1234 + 1<<32} {
+		_, err := newProc(&fake{}, pid)
+		require.ErrorIs(t, err, vmm.ErrInvalid, "pid %d", pid)
+	}
+}
+
 func TestCycle(t *testing.T) {
 	f := &fake{}
 	p, err := newProc(f, 4242)

@@ -1,6 +1,7 @@
 package cu
 
 import (
+	"math"
 	"runtime"
 	"time"
 	"unsafe"
@@ -49,23 +50,34 @@ type checkpointRestoreArgs struct {
 // (CUcheckpointGpuPair; the same chip, with enough memory).
 type GPUPair struct{ Old, New UUID }
 
+// checkpointPID is pid as the driver takes it (an int), or an error naming op: a pid that
+// does not fit would name another process.
+func checkpointPID(op string, pid int) (int32, error) {
+	if pid <= 0 || pid > math.MaxInt32 {
+		return 0, wrap(invalidArg("not a process id"), op, "pid %d", pid)
+	}
+	return int32(pid), Init()
+}
+
 // CheckpointProcessState returns the state of CUDA process pid
 // (cuCheckpointProcessGetState).
 func CheckpointProcessState(pid int) (ProcessState, error) {
-	if err := Init(); err != nil {
+	p, err := checkpointPID("cuCheckpointProcessGetState", pid)
+	if err != nil {
 		return 0, err
 	}
-	s, err := cuCheckpointProcessGetState(int32(pid))
+	s, err := cuCheckpointProcessGetState(p)
 	return s, wrap(err, "cuCheckpointProcessGetState", "pid %d", pid)
 }
 
 // CheckpointProcessRestoreThreadID returns the thread of pid that restores it
 // (cuCheckpointProcessGetRestoreThreadId).
 func CheckpointProcessRestoreThreadID(pid int) (int, error) {
-	if err := Init(); err != nil {
+	p, err := checkpointPID("cuCheckpointProcessGetRestoreThreadId", pid)
+	if err != nil {
 		return 0, err
 	}
-	tid, err := cuCheckpointProcessGetRestoreThreadId(int32(pid))
+	tid, err := cuCheckpointProcessGetRestoreThreadId(p)
 	return int(tid), wrap(err, "cuCheckpointProcessGetRestoreThreadId", "pid %d", pid)
 }
 
@@ -73,38 +85,41 @@ func CheckpointProcessRestoreThreadID(pid int) (int, error) {
 // limit, rounded up to milliseconds) for those in flight (cuCheckpointProcessLock). The
 // process must be running; on a timeout it stays running.
 func CheckpointProcessLock(pid int, timeout time.Duration) error {
-	if err := Init(); err != nil {
+	p, err := checkpointPID("cuCheckpointProcessLock", pid)
+	if err != nil {
 		return err
 	}
 	ms := (timeout + time.Millisecond - 1) / time.Millisecond
 	if timeout < 0 || ms > 1<<32-1 {
 		return wrap(ERROR_INVALID_VALUE, "cuCheckpointProcessLock", "pid %d, timeout %v", pid, timeout)
 	}
-	err := cuCheckpointProcessLock(int32(pid), &checkpointLockArgs{timeoutMs: uint32(ms)})
+	err = cuCheckpointProcessLock(p, &checkpointLockArgs{timeoutMs: uint32(ms)})
 	return wrap(err, "cuCheckpointProcessLock", "pid %d, timeout %v", pid, timeout)
 }
 
 // CheckpointProcessCheckpoint copies locked process pid's GPU memory into host memory and
 // releases its GPU resources (cuCheckpointProcessCheckpoint).
 func CheckpointProcessCheckpoint(pid int) error {
-	if err := Init(); err != nil {
+	p, err := checkpointPID("cuCheckpointProcessCheckpoint", pid)
+	if err != nil {
 		return err
 	}
-	return wrap(cuCheckpointProcessCheckpoint(int32(pid), &checkpointArgs{}), "cuCheckpointProcessCheckpoint", "pid %d", pid)
+	return wrap(cuCheckpointProcessCheckpoint(p, &checkpointArgs{}), "cuCheckpointProcessCheckpoint", "pid %d", pid)
 }
 
 // CheckpointProcessRestore brings checkpointed process pid's GPU memory back, onto other
 // GPUs where pairs say so (every checkpointed GPU then, cuCheckpointProcessRestore); the
 // process is locked afterwards.
 func CheckpointProcessRestore(pid int, pairs []GPUPair) error {
-	if err := Init(); err != nil {
+	p, err := checkpointPID("cuCheckpointProcessRestore", pid)
+	if err != nil {
 		return err
 	}
 	args := &checkpointRestoreArgs{gpuPairsCount: uint32(len(pairs))}
 	if len(pairs) > 0 {
 		args.gpuPairs = uintptr(unsafe.Pointer(&pairs[0]))
 	}
-	err := cuCheckpointProcessRestore(int32(pid), args)
+	err = cuCheckpointProcessRestore(p, args)
 	runtime.KeepAlive(pairs)
 	return wrap(err, "cuCheckpointProcessRestore", "pid %d, %d GPU pairs", pid, len(pairs))
 }
@@ -112,8 +127,9 @@ func CheckpointProcessRestore(pid int, pairs []GPUPair) error {
 // CheckpointProcessUnlock lets locked process pid make CUDA calls again
 // (cuCheckpointProcessUnlock).
 func CheckpointProcessUnlock(pid int) error {
-	if err := Init(); err != nil {
+	p, err := checkpointPID("cuCheckpointProcessUnlock", pid)
+	if err != nil {
 		return err
 	}
-	return wrap(cuCheckpointProcessUnlock(int32(pid), &checkpointArgs{}), "cuCheckpointProcessUnlock", "pid %d", pid)
+	return wrap(cuCheckpointProcessUnlock(p, &checkpointArgs{}), "cuCheckpointProcessUnlock", "pid %d", pid)
 }

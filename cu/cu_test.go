@@ -3,8 +3,10 @@ package cu
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cuvmm/cuvmm/loader"
 	"github.com/stretchr/testify/require"
@@ -82,6 +84,19 @@ func TestArgumentErrors(t *testing.T) {
 	require.NoError(t, new(Context).Release(), "the zero Context holds nothing to release")
 	require.NoError(t, nilCtx.Release())
 	require.EqualValues(t, -1, nilCtx.Device())
+
+	// A pid the driver's int cannot hold would name another process (1234 + 2^32 is 1234).
+	for _, pid := range []int{0, -1, 1234 + 1<<32, math.MaxInt32 + 1} {
+		_, err := CheckpointProcessState(pid)
+		require.ErrorIs(t, err, ERROR_INVALID_VALUE, "pid %d", pid)
+		require.ErrorContains(t, err, fmt.Sprintf("cuCheckpointProcessGetState(pid %d)", pid))
+		require.ErrorIs(t, CheckpointProcessLock(pid, time.Second), ERROR_INVALID_VALUE, "pid %d", pid)
+		require.ErrorIs(t, CheckpointProcessRestore(pid, nil), ERROR_INVALID_VALUE, "pid %d", pid)
+		require.ErrorIs(t, CheckpointProcessUnlock(pid), ERROR_INVALID_VALUE, "pid %d", pid)
+		require.ErrorIs(t, CheckpointProcessCheckpoint(pid), ERROR_INVALID_VALUE, "pid %d", pid)
+		_, err = CheckpointProcessRestoreThreadID(pid)
+		require.ErrorIs(t, err, ERROR_INVALID_VALUE, "pid %d", pid)
+	}
 }
 
 func TestErrorFormat(t *testing.T) {

@@ -49,7 +49,11 @@ func (e *LoadError) Error() string {
 		if i > 0 {
 			b.WriteString(";")
 		}
-		fmt.Fprintf(&b, " %s: %s", p, e.Reasons[i])
+		reason := "?"
+		if i < len(e.Reasons) {
+			reason = e.Reasons[i]
+		}
+		fmt.Fprintf(&b, " %s: %s", p, reason)
 	}
 	return b.String()
 }

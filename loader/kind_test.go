@@ -61,6 +61,8 @@ func TestPlainLookupLibraryAbsent(t *testing.T) {
 
 	require.Equal(t, "loader: no NVML library on this platform (darwin/arm64)",
 		(&LoadError{Library: "NVML library", Platform: "darwin/arm64"}).Error())
+	require.Equal(t, "loader: cannot load the CUDA driver: libcuda.so.1: ?",
+		(&LoadError{Tried: []string{"libcuda.so.1"}}).Error(), "a library tried without its reason")
 }
 
 // The override of each library is its own environment variable, and an override that is one

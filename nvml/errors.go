@@ -19,10 +19,14 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Args == "" {
-		return "nvml: " + e.Op + ": " + e.Err.Error()
+	s := "nvml: " + e.Op
+	if e.Args != "" {
+		s += "(" + e.Args + ")"
 	}
-	return "nvml: " + e.Op + "(" + e.Args + "): " + e.Err.Error()
+	if e.Err == nil {
+		return s
+	}
+	return s + ": " + e.Err.Error()
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -34,6 +34,7 @@ func TestReturn(t *testing.T) {
 	require.Equal(t, ERROR_GPU_IS_LOST, r)
 	_, ok = ReturnOf(errors.New("other"))
 	require.False(t, ok)
+	require.Equal(t, "nvml: nvmlInit_v2", (&Error{Op: "nvmlInit_v2"}).Error(), "an Error without a cause")
 }
 
 // A library or entry point that is missing matches both the loader's error and the result

@@ -57,6 +57,10 @@ func TestCheckpointUsage(t *testing.T) {
 		{[]string{"checkpoint"}, "checkpoint needs the process id"},
 		{[]string{"checkpoint", "abc"}, `checkpoint "abc": not a process id`},
 		{[]string{"restore", "0"}, `restore "0": not a process id`},
+		{[]string{"restore", "4294967796", "--force"}, `restore "4294967796": not a process id`}, // 500 in the driver's int
+		{[]string{"checkpoint", "1", "--timeout", "0s"}, "--timeout 0s: more than 0s"},
+		{[]string{"checkpoint", "1", "--timeout", "-1s"}, "--timeout -1s: more than 0s"},
+		{[]string{"checkpoint", "1", "--timeout", "2000h"}, "at most 1193h"},
 		{[]string{"checkpoint-check", "1", "2"}, `unexpected argument "2"`},
 		{[]string{"restore", "1", "--timeout", "1s"}, "--timeout applies to pair and checkpoint"},
 		{[]string{"checkpoint", "1", "-o", "labels"}, `-o "labels": checkpoint writes table, json`},

@@ -54,6 +54,8 @@ const (
 	defaultOnceTTL = 24 * time.Hour
 	daemonTTLs     = 3
 	minLabelTTL    = time.Minute
+	maxInterval    = 24 * time.Hour
+	maxLabelTTL    = 366 * 24 * time.Hour
 )
 
 // options are the parsed command line.
@@ -159,11 +161,11 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 			if fs.NArg() == 0 {
 				return usage("%s needs the process id: vmmprobe %s PID", opts.command, opts.command)
 			}
-			pid, err := strconv.Atoi(fs.Arg(0))
+			pid, err := strconv.ParseInt(fs.Arg(0), 10, 32) // the driver's pid is an int
 			if err != nil || pid <= 0 {
 				return usage("%s %q: not a process id", opts.command, fs.Arg(0))
 			}
-			opts.pid = pid
+			opts.pid = int(pid)
 			if _, code := parse(fs.Args()[1:]); code >= 0 { // flags after the pid
 				return opts, code
 			}
@@ -223,6 +225,8 @@ func validateOptions(opts options, set map[string]bool, require string, usage fu
 		return usage("--interval needs --output-file: the daemon keeps a file up to date")
 	case opts.interval > 0 && opts.interval < time.Second:
 		return usage("--interval %v: at least 1s", opts.interval)
+	case opts.interval > maxInterval:
+		return usage("--interval %v: at most %v", opts.interval, maxInterval)
 	}
 	if set["label-nvidia-clique"] && opts.format != formatLabels {
 		return usage("--label-nvidia-clique applies to -o labels")
@@ -242,6 +246,8 @@ func validateOptions(opts options, set map[string]bool, require string, usage fu
 	switch {
 	case opts.labelTTL < 0:
 		return usage("--label-ttl %v: must not be negative", opts.labelTTL)
+	case opts.labelTTL > maxLabelTTL:
+		return usage("--label-ttl %v: at most %v (or 0s, no expiry)", opts.labelTTL, maxLabelTTL)
 	case set["label-ttl"] && opts.labelTTL > 0 && opts.labelTTL < minLabelTTL:
 		return usage("--label-ttl %v: at least %v (or 0s, no expiry): the labels would expire before node-feature-discovery reads them", opts.labelTTL, minLabelTTL)
 	case set["label-ttl"] && opts.labelTTL > 0 && opts.labelTTL < opts.interval:

@@ -240,6 +240,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"env", "--interval=5m", "--output-file=x"}, "--interval applies to report and check"},
 		{[]string{"--interval=-1s", "--output-file=x"}, "must be positive"},
 		{[]string{"--interval=1ms", "--output-file=x"}, "at least 1s"},
+		{[]string{"--interval=900000h", "--output-file=x"}, "at most 24h0m0s"},
+		{[]string{"-o", "labels", "--label-ttl=900000h"}, "at most 8784h0m0s"},
 		{[]string{"--interval=often", "--output-file=x"}, `invalid value "often" for flag -interval`},
 		{[]string{"-o", "json", "--label-ttl=1h"}, "--label-ttl applies to -o labels"},
 		{[]string{"-o", "labels", "--label-ttl=-1h"}, "must not be negative"},

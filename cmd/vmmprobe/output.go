@@ -73,7 +73,10 @@ func danglingTarget(path string) (string, error) {
 			return "", err
 		}
 		if !filepath.IsAbs(dest) {
-			dest = filepath.Join(filepath.Dir(path), dest)
+			// Not filepath.Join, which would take "dir/link/.." away as text: the kernel
+			// resolves ".." from where a link in the path leads.
+			dir, _ := filepath.Split(path)
+			dest = dir + dest
 		}
 		path = dest
 	}

@@ -86,6 +86,24 @@ func TestOutputFileNeverReplacesWhatThePathNames(t *testing.T) {
 		assert.Equal(t, fs.ModeSymlink, fi.Mode().Type())
 	})
 
+	t.Run("dangling link with .. reached through a link", func(t *testing.T) {
+		// alias -> real/sub; real/sub/out -> ../want/out: the kernel resolves ".." from
+		// real/sub, so real/want/out is what the path names.
+		dir := t.TempDir()
+		sub := filepath.Join(dir, "real", "sub")
+		require.NoError(t, os.MkdirAll(sub, 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "real", "want"), 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "want"), 0o755))
+		require.NoError(t, os.Symlink(sub, filepath.Join(dir, "alias")))
+		require.NoError(t, os.Symlink("../want/out", filepath.Join(sub, "out")))
+		r := write(filepath.Join(dir, "alias", "out"))
+		require.Equal(t, exitOK, r.code, r.stderr)
+		got, err := os.ReadFile(filepath.Join(dir, "real", "want", "out"))
+		require.NoError(t, err)
+		assert.Equal(t, want, string(got))
+		assert.NoFileExists(t, filepath.Join(dir, "want", "out"))
+	})
+
 	t.Run("pipe without reader", func(t *testing.T) {
 		fifo := filepath.Join(t.TempDir(), "fifo")
 		require.NoError(t, unix.Mkfifo(fifo, 0o600))

@@ -36,6 +36,7 @@ const (
 	// speaks at once, and a connection that says nothing must not keep the exporter from
 	// the importer waiting behind it.
 	handshakeTimeout = 2 * time.Second
+	maxLockTimeout   = (1<<32 - 1) * time.Millisecond
 	pairWrite        = 4096     // the importer's bytes, read back by the exporter
 	maxPairSize      = 64 << 20 // the most an importer maps and reads of an offer
 )
@@ -88,6 +89,9 @@ func (p *pairOptions) register(fs *flag.FlagSet) {
 
 // check validates the pair flags against the command.
 func (p *pairOptions) check(command string) error {
+	if command == cmdCheckpoint && (p.timeout <= 0 || p.timeout > maxLockTimeout) {
+		return fmt.Errorf("--timeout %v: more than 0s and at most %v (the driver's lock takes milliseconds in 32 bits)", p.timeout, maxLockTimeout)
+	}
 	if command != cmdPair {
 		return nil
 	}
