@@ -95,12 +95,12 @@ func parseArgs(args []string, stdout, stderr io.Writer) (opts options, code int)
 		"devices. UNSAFE ON SHARED MACHINES: it takes NVSwitch multicast resources other\n"+
 		"tenants may be using. Without it multicast is judged from NVML's fabric state and\n"+
 		"the device attributes and marked as not exercised.")
-	fs.DurationVar(&opts.interval, "interval", 0, "run as a daemon, rewriting --output-file every `duration` (5m, say) until\n"+
-		"SIGTERM or SIGINT, then removing it; one log line at start, per refresh and at exit")
+	fs.DurationVar(&opts.interval, "interval", 0, "run as a daemon, rewriting --output-file every `duration` (5m, say; 1s to 24h)\n"+
+		"until SIGTERM or SIGINT, then removing it; one log line at start, per refresh and at exit")
 	fs.BoolVar(&opts.quiet, "quiet", false, "with --interval: no log lines, only warnings and errors")
 	fs.DurationVar(&opts.labelTTL, "label-ttl", 0, "-o labels: the `duration` after which node-feature-discovery (v0.14 or later)\n"+
 		"ignores the labels (# +expiry-time); default 24h, or 3 intervals with --interval;\n"+
-		"0s: no expiry; otherwise at least 1m, and at least the interval")
+		"0s: no expiry; otherwise at least 1m and the interval, and at most 8784h")
 	fs.StringVar(&require, "require", defaultRequire, "the comma-separated `requirements` to meet: "+strings.Join(requirementNames(), ", "))
 	fs.BoolVar(&opts.showVersion, "version", false, "print vmmprobe's version and exit")
 	fs.BoolVar(&opts.gfdClique, "label-nvidia-clique", false, "-o labels: also write nvidia.com/gpu.clique (the value of cuvmm.io/gpu.clique),\n"+
