@@ -201,3 +201,12 @@ func (l *life) closed() bool { return !l.g.Open() }
 
 // retired reports whether the object's close has finished (not only begun).
 func (l *life) retired() bool { return l.g.Retired() }
+
+// sameBackend reports whether x and y are one backend, whose handles name the same
+// allocations. Backends of a type that cannot be compared (a struct holding a map, say) are
+// never the same: the allocations of one Manager over such a backend map only into its own
+// reservations.
+func sameBackend(x, y Backend) bool {
+	t := reflect.TypeOf(x)
+	return t == reflect.TypeOf(y) && t != nil && t.Comparable() && x == y
+}

@@ -266,3 +266,49 @@ func TestMappingCloseRacingMapAtItsAddress(t *testing.T) {
 	require.NoError(t, r.Close())
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
+
+// uncomparable is a backend of a type == cannot compare.
+type uncomparable struct {
+	*sim.Sim
+	notes map[string]string
+}
+
+// An allocation maps into the reservations of any Manager over the same backend, and into
+// no other backend's: there its handle names another allocation, or none.
+func TestMapAcrossManagers(t *testing.T) {
+	s := newSim(t)
+	m1, m2, other := vmm.New(s), vmm.New(s), vmm.New(newSim(t))
+	a, err := m1.Create(2<<20, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	defer a.Close()
+	r, err := m2.Reserve(2 << 20)
+	require.NoError(t, err)
+	defer r.Close()
+	mp, err := r.Map(0, a)
+	require.NoError(t, err, "two Managers over one backend")
+	require.NoError(t, mp.Close())
+	ro, err := other.Reserve(2 << 20)
+	require.NoError(t, err)
+	defer ro.Close()
+	_, err = ro.Map(0, a)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.ErrorContains(t, err, "another backend")
+
+	// Over a backend that cannot be compared, only the Manager's own reservations.
+	u := uncomparable{s, map[string]string{}}
+	mu1, mu2 := vmm.New(u), vmm.New(u)
+	b, err := mu1.Create(2<<20, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	defer b.Close()
+	ru1, err := mu1.Reserve(2 << 20)
+	require.NoError(t, err)
+	defer ru1.Close()
+	ru2, err := mu2.Reserve(2 << 20)
+	require.NoError(t, err)
+	defer ru2.Close()
+	_, err = ru2.Map(0, b)
+	require.ErrorIs(t, err, vmm.ErrInvalid, "and no panic comparing them")
+	mp, err = ru1.Map(0, b)
+	require.NoError(t, err)
+	require.NoError(t, mp.Close())
+}
