@@ -137,7 +137,7 @@ func exchange(r *run.Report, m *vmm.Manager, b *buffer.Buffer, f run.Flags, d de
 		return false
 	}
 	sendErr := ipc.Send(conn, e)
-	r.Check(sendErr, "parent: sent a %d-byte header and %d descriptors", 24+8*len(sizes), len(sizes))
+	r.Check(sendErr, "parent: sent a %d-byte header and %d descriptors", 32+8*len(sizes), len(sizes))
 	waitErr := cmd.Wait()
 	for _, line := range bytes.Split(bytes.TrimRight(out.Bytes(), "\n"), []byte("\n")) {
 		if len(line) > 0 {
