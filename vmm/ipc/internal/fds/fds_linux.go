@@ -2,6 +2,7 @@ package fds
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -67,22 +68,15 @@ const simDmaBufSeals = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | unix.F_SEAL_WRITE
 // whole number of pages and holding no data (sim's describe the range; they are never
 // written).
 func DmaBuf(fd int) error {
-	// What /proc/self/fd says fd is open on ("/memfd:NAME (deleted)", "/dmabuf:NAME"); reading
-	// it asks no file system.
+	if kernelDmaBuf(fd) {
+		return nil
+	}
+	// What /proc/self/fd says fd is open on ("/memfd:NAME (deleted)"); reading it asks no
+	// file system.
 	var link string
 	buf := make([]byte, 512)
 	if n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf); err == nil {
 		link = string(buf[:n])
-	}
-	if strings.HasPrefix(link, "/dmabuf:") || strings.HasPrefix(link, "anon_inode:dmabuf") {
-		var fs unix.Statfs_t
-		if err := unix.Fstatfs(fd, &fs); err != nil {
-			return fmt.Errorf("fstatfs of the descriptor: %w", err)
-		}
-		if fs.Type == unix.DMA_BUF_MAGIC {
-			return nil
-		}
-		return fmt.Errorf("%w: the descriptor is not a dma-buf", ErrProtocol)
 	}
 	st, err := Stat(fd)
 	if err != nil {
@@ -98,6 +92,21 @@ func DmaBuf(fd int) error {
 		return fmt.Errorf("%w: the descriptor is not a dma-buf", ErrProtocol)
 	}
 	return nil
+}
+
+// kernelDmaBuf says whether fd is a dma-buf of the kernel's: its /proc/self/fdinfo, which
+// the kernel writes from the open file without asking its file system, has the exporter's
+// name (dma_buf_show_fdinfo). /proc/self/fd's link, "/dmabuf:NAME", would not do: a file
+// so named on a detached mount has it too. The read is bounded: the dma-buf's lines come
+// after the locks any process placed on the file, which a peer could make many.
+func kernelDmaBuf(fd int) bool {
+	f, err := os.Open("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	return strings.Contains(string(b), "\nexp_name:")
 }
 
 func closeFD(fd int) error { return unix.Close(fd) }

@@ -2,6 +2,8 @@ package fds
 
 import (
 	"errors"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -44,4 +46,19 @@ func TestFUSEDescriptorsDoNotHang(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
+}
+
+// A FUSE file named like a dma-buf, on a detached mount (so that /proc/self/fd shows it as
+// "/dmabuf:x", as a dma-buf's), is refused as a dma-buf without asking its file system.
+func TestDmaBufNamedFUSEFile(t *testing.T) {
+	fs := fusetest.Mount(t)
+	f := fs.Open(t, "dmabuf:x")
+	fs.Detach(t)
+	fs.Stall(false)
+	link, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	require.NoError(t, err)
+	require.Equal(t, "/dmabuf:x", link, "the link a dma-buf has")
+	err = within(t, "DmaBuf", func() error { return DmaBuf(int(f.Fd())) })
+	require.ErrorIs(t, err, ErrProtocol)
+	require.ErrorContains(t, err, "not a dma-buf")
 }
