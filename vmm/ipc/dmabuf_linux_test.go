@@ -111,7 +111,7 @@ func TestDmaBufSendReceive(t *testing.T) {
 			require.NoError(t, a.Close())
 			require.NoError(t, z.Close())
 			require.True(t, s.Stats().Clean())
-			require.Equal(t, before, openFDs(t), "descriptors leaked")
+			requireOpenFDs(t, before, "descriptors leaked")
 		})
 	}
 }
@@ -131,7 +131,7 @@ func TestDmaBufCrossProcess(t *testing.T) {
 // reply.
 func dmaBufCrossProcess(t *testing.T, b *buffer.Buffer, kind string) string {
 	before := openFDs(t)
-	defer func() { require.Equal(t, before, openFDs(t), "descriptors leaked") }()
+	defer func() { requireOpenFDs(t, before, "descriptors leaked") }()
 	d, err := b.ExportDmaBuf()
 	require.NoError(t, err)
 	defer d.Close()
@@ -247,7 +247,7 @@ func TestDmaBufReceiveRejects(t *testing.T) {
 			assert.True(t, strings.HasPrefix(err.Error(), "ipc: receive dma-buf "), err.Error())
 			require.NoError(t, a.Close())
 			require.NoError(t, z.Close())
-			require.Equal(t, before, openFDs(t), "descriptors left open")
+			requireOpenFDs(t, before, "descriptors left open")
 		})
 	}
 
@@ -259,7 +259,7 @@ func TestDmaBufReceiveRejects(t *testing.T) {
 	require.ErrorIs(t, err, ipc.ErrProtocol)
 	require.NoError(t, a.Close())
 	require.NoError(t, z.Close())
-	require.Equal(t, before, openFDs(t))
+	requireOpenFDs(t, before)
 
 	_, err = ipc.ReceiveDmaBuf(nil)
 	require.ErrorIs(t, err, vmm.ErrInvalid)

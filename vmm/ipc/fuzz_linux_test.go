@@ -65,7 +65,7 @@ func receiverAgrees(t *testing.T, b []byte, h ipc.Header, decodeErr error) {
 			require.NoError(t, r.Close())
 		}
 		require.NoError(t, z.Close())
-		require.Equal(t, before, openFDs(t), "%s: descriptors left open", typeName(typ))
+		requireOpenFDs(t, before, "%s: descriptors left open", typeName(typ))
 	}
 }
 
@@ -145,7 +145,7 @@ func FuzzReceive(f *testing.F) {
 			require.NoError(t, r.Close())
 		}
 		require.NoError(t, z.Close())
-		require.Equal(t, before, openFDs(t), "descriptors left open")
+		requireOpenFDs(t, before, "descriptors left open")
 	})
 }
 
@@ -228,7 +228,7 @@ func FuzzImportClaims(f *testing.F) {
 		}
 		require.NoError(t, z.Close())
 		fx.close(t)
-		require.Equal(t, before, openFDs(t), "descriptors left open")
+		requireOpenFDs(t, before, "descriptors left open")
 	})
 }
 
@@ -303,6 +303,6 @@ func FuzzDmaBufReceive(f *testing.F) {
 			require.Equal(t, "receive dma-buf", ie.Op)
 		}
 		require.NoError(t, z.Close())
-		require.Equal(t, before, openFDs(t), "descriptors left open")
+		requireOpenFDs(t, before, "descriptors left open")
 	})
 }

@@ -593,7 +593,7 @@ func TestReceiveHostilePeer(t *testing.T) {
 					failed := t.Failed()
 					fx.close(t)
 					if !failed {
-						require.Equal(t, before, openFDs(t), "descriptors left open")
+						requireOpenFDs(t, before, "descriptors left open")
 					}
 				})
 				e := &env{typ: typ, fx: fx, peer: a, z: z}
@@ -656,7 +656,7 @@ func TestReceiveStopsAtExcessDescriptors(t *testing.T) {
 			res := <-done
 			require.ErrorIs(t, res.err, ipc.ErrProtocol, "the header is not complete: only an excess check fails the receive now")
 			require.Nil(t, res.r)
-			require.Equal(t, before, openFDs(t), "every descriptor received is closed")
+			requireOpenFDs(t, before, "every descriptor received is closed")
 		})
 	}
 }
@@ -697,7 +697,7 @@ func TestImportUsesOwnGranularity(t *testing.T) {
 			require.NoError(t, x.Close())
 			require.NoError(t, z.Close())
 			require.True(t, s.Stats().Clean())
-			require.Equal(t, before, openFDs(t))
+			requireOpenFDs(t, before)
 		})
 	}
 }

@@ -261,14 +261,16 @@ func (r *Received) FDs() []int {
 	return append([]int(nil), r.fds...)
 }
 
-// Close closes the descriptors. It is idempotent.
+// Close closes the descriptors. It is idempotent. It does not wait on another process's
+// file system: a descriptor that is neither a memory file nor a dma-buf (one of a FUSE file
+// system, say, whose close waits for its server) is closed on a goroutine of its own.
 func (r *Received) Close() error {
 	if r == nil {
 		return opError("close", "received descriptors", invalid("a nil Received"))
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := fds.Close(r.fds)
+	err := fds.CloseForeign(r.fds)
 	r.fds = nil
 	return opError("close", "received descriptors", err)
 }

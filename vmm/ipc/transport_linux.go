@@ -114,7 +114,7 @@ func Receive(conn *net.UnixConn) (*Received, error) {
 		err = fds.Memory(r.fds[i], i)
 	}
 	if err != nil {
-		return nil, opError("receive", r.args, errors.Join(err, fds.Close(r.fds)))
+		return nil, opError("receive", r.args, errors.Join(err, fds.CloseForeign(r.fds)))
 	}
 	return &Received{Header: h, fds: r.fds}, nil
 }
@@ -150,7 +150,7 @@ func ReceiveDmaBuf(conn *net.UnixConn) (*vmm.DmaBuf, error) {
 		}
 	}
 	if err != nil {
-		return nil, opError("receive dma-buf", r.args, errors.Join(err, fds.Close(r.fds)))
+		return nil, opError("receive dma-buf", r.args, errors.Join(err, fds.CloseForeign(r.fds)))
 	}
 	d := vmm.NewDmaBuf(r.fds[0], h.Addr, h.Size)
 	d.Device, d.Chunks, d.PCIe, d.Generation = h.Device, h.Chunks, h.PCIe, h.Generation
@@ -343,6 +343,7 @@ func (r *receiver) take(oob []byte) error {
 		case level == unix.SOL_SOCKET && typ == unix.SCM_RIGHTS:
 			r.fds = append(r.fds, ints(data)...)
 		case level == unix.SOL_SOCKET && typ == unix.SCM_PIDFD:
+			// The kernel made them for this read: pidfds, whose close waits on nothing.
 			bad = errors.Join(bad, fds.Close(ints(data)))
 		case level == unix.SOL_SOCKET && typ == unix.SCM_CREDENTIALS:
 			// The kernel vouches for them, and the caller asked for them (SO_PASSCRED).

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/sim"
@@ -46,6 +47,18 @@ func openFDs(t *testing.T) int {
 	ents, err := os.ReadDir("/proc/self/fd")
 	require.NoError(t, err)
 	return len(ents)
+}
+
+// requireOpenFDs waits, 5 s at most, until n descriptors are open: a peer's descriptor that
+// is neither memory nor a dma-buf (/dev/null, a pipe) is closed on a goroutine of its own
+// (fds.CloseForeign), which may not have run yet.
+func requireOpenFDs(t *testing.T, n int, msgAndArgs ...any) {
+	t.Helper()
+	got := openFDs(t)
+	for end := time.Now().Add(5 * time.Second); got != n && time.Now().Before(end); got = openFDs(t) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, n, got, msgAndArgs...)
 }
 
 func socketpair(t *testing.T, typ int) (*net.UnixConn, *net.UnixConn) {

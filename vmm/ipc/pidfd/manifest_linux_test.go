@@ -128,7 +128,7 @@ func TestFetchHostileManifest(t *testing.T) {
 			require.Nil(t, imp)
 			require.ErrorIs(t, err, c.is)
 			require.ErrorContains(t, err, c.says)
-			require.Equal(t, before, countFDs(t), "every descriptor fetched is closed")
+			requireOpenFDs(t, before, "every descriptor fetched is closed")
 			after := x.s.Stats()
 			require.Equal(t, [3]int{held.Handles, held.Reservations, held.Mappings}, [3]int{after.Handles, after.Reservations, after.Mappings})
 			t.Log(err)
@@ -141,7 +141,7 @@ func TestFetchHostileManifest(t *testing.T) {
 	_, err := FetchAndImport(tk, x.m, nil, AllowSelf())
 	require.ErrorIs(t, err, ipc.ErrProtocol)
 	require.ErrorContains(t, err, fmt.Sprintf("the manifest bears the ticket's secret but process %d did not make it", os.Getpid()))
-	require.Equal(t, before, countFDs(t))
+	requireOpenFDs(t, before)
 	unix.Close(tk.Manifest)
 	// The same manifest, made here: the memory it lists comes.
 	tk = plant(t, rawManifest(testSecret, gran, sizes, x.files), manifestSeals)
@@ -204,6 +204,6 @@ func FuzzFetch(f *testing.F) {
 		}
 		x.close(t)
 		unix.Close(tk.Manifest)
-		require.Equal(t, before, countFDs(t), "descriptors left open")
+		requireOpenFDs(t, before, "descriptors left open")
 	})
 }

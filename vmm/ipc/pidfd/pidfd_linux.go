@@ -281,7 +281,7 @@ func fetch(t Ticket, o fetchOpts) (h ipc.Header, taken []int, err error) {
 	if err != nil {
 		return ipc.Header{}, nil, err
 	}
-	defer unix.Close(mfd)
+	defer fds.CloseForeign([]int{mfd})
 	m, file, err := readManifest(mfd, &t)
 	if err != nil {
 		return ipc.Header{}, nil, err
@@ -291,7 +291,7 @@ func fetch(t Ticket, o fetchOpts) (h ipc.Header, taken []int, err error) {
 	}
 	defer func() {
 		if err != nil {
-			err = errors.Join(err, fds.Close(taken))
+			err = errors.Join(err, fds.CloseForeign(taken))
 			taken = nil
 		}
 	}()
@@ -318,7 +318,7 @@ func fetch(t Ticket, o fetchOpts) (h ipc.Header, taken []int, err error) {
 	again, err := take(t.Manifest, fmt.Sprintf("the manifest (descriptor %d)", t.Manifest))
 	if err == nil {
 		err = sameFile(mfd, again)
-		unix.Close(again)
+		fds.CloseForeign([]int{again})
 	}
 	if err != nil {
 		return ipc.Header{}, taken, fmt.Errorf("%w: the exporter withdrew the ticket while its descriptors were taken: %w", errProtocol, err)

@@ -255,7 +255,7 @@ func pidfdCrossProcess(t *testing.T, backend string, be vmm.Backend) {
 		require.NoError(t, stdin.Close())
 		require.NoError(t, wait(), "child: %s", stderr.String())
 	}()
-	require.Equal(t, before, openFDs(t), "descriptors leaked")
+	requireOpenFDs(t, before, "descriptors leaked")
 }
 
 func TestFetchCrossProcess(t *testing.T) {
@@ -340,7 +340,7 @@ func TestFetchInProcess(t *testing.T) {
 
 	require.NoError(t, b.Close())
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
-	require.Equal(t, before, openFDs(t), "descriptors leaked")
+	requireOpenFDs(t, before, "descriptors leaked")
 
 	_, err = pidfd.Publish(nil)
 	require.ErrorIs(t, err, vmm.ErrInvalid)
@@ -416,7 +416,7 @@ func ticketGrantsOnlyItsExport(t *testing.T, be vmm.Backend, held func() [4]int)
 		for _, secret := range []string{secretOf(t, mine), secretOf(t, theirs)} {
 			require.NotContains(t, err.Error(), secret[:8])
 		}
-		require.Equal(t, mid, openFDs(t), "every descriptor fetched is closed")
+		requireOpenFDs(t, mid, "every descriptor fetched is closed")
 		require.Equal(t, before, held(), "nothing imported")
 	}
 	// Another export's manifest: the secret does not match.
@@ -563,7 +563,7 @@ func TestFetchHostileTicket(t *testing.T) {
 				failed := t.Failed()
 				fx.close(t)
 				if !failed {
-					require.Equal(t, before, openFDs(t), "descriptors left open")
+					requireOpenFDs(t, before, "descriptors left open")
 				}
 			})
 			tk, err := pidfd.Publish(fx.e)
@@ -592,7 +592,7 @@ func TestFetchHostileTicket(t *testing.T) {
 			require.ErrorAs(t, err, &ie)
 			require.Equal(t, "pidfd", ie.Pkg)
 			require.Equal(t, "fetch", ie.Op)
-			require.Equal(t, mid, openFDs(t), "every descriptor fetched is closed")
+			requireOpenFDs(t, mid, "every descriptor fetched is closed")
 			require.Equal(t, live(held), live(fx.s.Stats()), "a failed fetch leaves nothing behind")
 		})
 	}
@@ -622,7 +622,7 @@ func TestFetchMaxDescriptors(t *testing.T) {
 	require.NoError(t, imp.Close())
 	require.NoError(t, e.Close())
 	fx.close(t)
-	require.Equal(t, before, openFDs(t))
+	requireOpenFDs(t, before)
 }
 
 // The kernel's own refusal: a child running as another user (nobody) may not take this

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/vmm"
@@ -19,6 +20,18 @@ func countFDs(t *testing.T) int {
 	ents, err := os.ReadDir("/proc/self/fd")
 	require.NoError(t, err)
 	return len(ents)
+}
+
+// requireOpenFDs waits, 5 s at most, until n descriptors are open: a descriptor fetched
+// that is neither memory nor a dma-buf (/dev/null) is closed on a goroutine of its own
+// (fds.CloseForeign), which may not have run yet.
+func requireOpenFDs(t *testing.T, n int, msgAndArgs ...any) {
+	t.Helper()
+	got := countFDs(t)
+	for end := time.Now().Add(5 * time.Second); got != n && time.Now().Before(end); got = countFDs(t) {
+		time.Sleep(time.Millisecond)
+	}
+	require.Equal(t, n, got, msgAndArgs...)
 }
 
 // injected makes the n-th pidfd_getfd of the test (from 1) fail with errno, and pidfd_open
@@ -131,7 +144,7 @@ func TestFetchRefusals(t *testing.T) {
 			require.ErrorAs(t, err, &ie)
 			require.Equal(t, "pidfd", ie.Pkg)
 			require.Equal(t, "fetch", ie.Op)
-			require.Equal(t, before, countFDs(t), "the descriptors fetched before the refusal are closed")
+			requireOpenFDs(t, before, "the descriptors fetched before the refusal are closed")
 			t.Log(err)
 		})
 	}

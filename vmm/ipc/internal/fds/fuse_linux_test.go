@@ -9,6 +9,7 @@ import (
 
 	"github.com/cuvmm/cuvmm/internal/fusetest"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // within runs call and fails t if it has not returned after 10 s.
@@ -61,4 +62,19 @@ func TestDmaBufNamedFUSEFile(t *testing.T) {
 	err = within(t, "DmaBuf", func() error { return DmaBuf(int(f.Fd())) })
 	require.ErrorIs(t, err, ErrProtocol)
 	require.ErrorContains(t, err, "not a dma-buf")
+}
+
+// CloseForeign closes a memory file at once, and a FUSE file whose server answers no FLUSH
+// without waiting for it.
+func TestCloseForeign(t *testing.T) {
+	fs := fusetest.Mount(t)
+	f := fs.Open(t, "file")
+	fs.Stall(true)
+	fuse, err := unix.Dup(int(f.Fd()))
+	require.NoError(t, err)
+	memfd, err := unix.MemfdCreate("cuvmm-test", unix.MFD_CLOEXEC)
+	require.NoError(t, err)
+	require.NoError(t, within(t, "CloseForeign", func() error { return CloseForeign([]int{fuse, memfd}) }))
+	_, err = unix.FcntlInt(uintptr(memfd), unix.F_GETFD, 0)
+	require.ErrorIs(t, err, unix.EBADF, "the memory file is closed when CloseForeign returns")
 }
