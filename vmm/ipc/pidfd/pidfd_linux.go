@@ -317,7 +317,7 @@ func fetch(t Ticket, o fetchOpts) (h ipc.Header, taken []int, err error) {
 	// says that those just taken are the ones it listed.
 	again, err := take(t.Manifest, fmt.Sprintf("the manifest (descriptor %d)", t.Manifest))
 	if err == nil {
-		err = sameFile(mfd, again)
+		err = sameFile(again, file)
 		fds.CloseForeign([]int{again})
 	}
 	if err != nil {
@@ -379,14 +379,20 @@ func madeBy(pid int, file unix.Stat_t) error {
 		"a sealed memory file that another process left there", errProtocol, pid)
 }
 
-// sameFile says whether descriptors a and b are open on one file.
-func sameFile(a, b int) error {
-	var sa, sb unix.Stat_t
-	if err := errors.Join(unix.Fstat(a, &sa), unix.Fstat(b, &sb)); err != nil {
-		return err
+// sameFile says whether descriptor fd is open on file, the manifest: a sealed memory file
+// (asked first, as readManifest does, which no other file system is asked to answer) of
+// its device and inode (from the kernel's cached attributes).
+func sameFile(fd int, file unix.Stat_t) error {
+	moved := errors.New("another file stands at the manifest's descriptor")
+	if s, err := fds.Seals(fd); err != nil || s&manifestSeals != manifestSeals {
+		return moved
 	}
-	if sa.Dev != sb.Dev || sa.Ino != sb.Ino {
-		return errors.New("another file stands at the manifest's descriptor")
+	st, err := fds.Stat(fd)
+	if err != nil {
+		return fmt.Errorf("statx of the manifest: %w", err)
+	}
+	if unix.Mkdev(st.Dev_major, st.Dev_minor) != uint64(file.Dev) || st.Ino != uint64(file.Ino) {
+		return moved
 	}
 	return nil
 }
