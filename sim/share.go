@@ -274,6 +274,9 @@ func (s *Sim) importFD(fd int) (cu.MemHandle, *failure) {
 	if fd < 0 {
 		return 0, argFail("negative file descriptor")
 	}
+	if notMemfd(fd) {
+		return 0, fail(resBadFD, "descriptor is not an exported allocation") // recorded: vmmtest share/import-non-cuda-fd
+	}
 	file, err := fileFromFD(fd)
 	if err != nil {
 		return 0, fail(resBadFD, "bad descriptor: "+err.Error()) // recorded: vmmtest share/import-closed-fd

@@ -43,6 +43,14 @@ func memfdName(fd int) (string, bool) {
 	return strings.TrimSuffix(name, " (deleted)"), true
 }
 
+// notMemfd says whether fd, open, is not a memfd, as every descriptor sim exports is here.
+// F_GET_SEALS answers for a memfd only and asks no file system, where an fstat or close of
+// a FUSE file waits for its server, under sim's lock.
+func notMemfd(fd int) bool {
+	_, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
+	return err != nil && err != unix.EBADF
+}
+
 // describeFile takes f, a descriptor another process (or another Sim) exported, as the
 // store of the allocation it holds, and says its size and device: an allocation in an
 // arena, or the memfd of an allocation also shareable as a fabric handle, named as sim

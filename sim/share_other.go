@@ -37,6 +37,9 @@ func newShareFile(name string, size uint64, fabric bool) (*os.File, string, erro
 	return f, remove, nil
 }
 
+// notMemfd is false: without memfd, sim exports files of its own.
+func notMemfd(int) bool { return false }
+
 // describeFile reports no descriptor as another process's allocation: descriptors cross
 // processes only on Linux (SCM_RIGHTS), and a file here carries nothing that proves it is
 // one. Files this process exported are found by identity before this is asked.
