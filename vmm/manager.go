@@ -202,11 +202,17 @@ func (l *life) closed() bool { return !l.g.Open() }
 // retired reports whether the object's close has finished (not only begun).
 func (l *life) retired() bool { return l.g.Retired() }
 
-// sameBackend reports whether x and y are one backend, whose handles name the same
-// allocations. Backends of a type that cannot be compared (a struct holding a map, say) are
-// never the same: the allocations of one Manager over such a backend map only into its own
-// reservations.
-func sameBackend(x, y Backend) bool {
-	t := reflect.TypeOf(x)
-	return t == reflect.TypeOf(y) && t != nil && t.Comparable() && x == y
+// errForeign is the error of an object of one backend handed to another, where its handle
+// names another object, or none.
+var errForeign = invalid("an object of another backend")
+
+// foreign reports whether the objects of Manager o are of another backend than m's. Backends
+// that cannot be compared (a struct holding a map, or wrapping one) are never the same: the
+// objects of a Manager over such a backend go only with its own.
+func (m *Manager) foreign(o *Manager) bool {
+	if m == o {
+		return false
+	}
+	x, y := reflect.ValueOf(m.b), reflect.ValueOf(o.b)
+	return !x.IsValid() || !y.IsValid() || x.Type() != y.Type() || !x.Comparable() || !y.Comparable() || m.b != o.b
 }

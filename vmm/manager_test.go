@@ -311,4 +311,45 @@ func TestMapAcrossManagers(t *testing.T) {
 	mp, err = ru1.Map(0, b)
 	require.NoError(t, err)
 	require.NoError(t, mp.Close())
+	// A comparable wrapper of one that is not: no panic either.
+	mw1, mw2 := vmm.New(wrapped{u}), vmm.New(wrapped{u})
+	c, err := mw1.Create(2<<20, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	defer c.Close()
+	rw2, err := mw2.Reserve(2 << 20)
+	require.NoError(t, err)
+	defer rw2.Close()
+	_, err = rw2.Map(0, c)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+}
+
+// wrapped is a comparable struct around a backend, which may not be.
+type wrapped struct{ vmm.Backend }
+
+// A multicast object binds and maps only with objects of its own backend.
+func TestMulticastAcrossBackends(t *testing.T) {
+	s1, err := sim.New(sim.PresetHGX8())
+	require.NoError(t, err)
+	s2, err := sim.New(sim.PresetHGX8())
+	require.NoError(t, err)
+	m1, m2 := vmm.New(s1), vmm.New(s2)
+	props := vmm.MulticastProps{Devices: 1}
+	props.Size, err = m1.MulticastGranularity(props, true)
+	require.NoError(t, err)
+	mc, err := m1.CreateMulticast(props)
+	require.NoError(t, err)
+	defer mc.Close()
+	require.NoError(t, mc.AddDevice(0))
+	theirs, err := m2.Create(props.Size, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	defer theirs.Close()
+	err = mc.Bind(0, theirs, 0, props.Size)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.ErrorContains(t, err, "another backend")
+	r2, err := m2.Reserve(props.Size)
+	require.NoError(t, err)
+	defer r2.Close()
+	_, err = r2.MapMulticast(0, mc)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.ErrorContains(t, err, "another backend")
 }

@@ -166,6 +166,9 @@ func (mc *Multicast) bind(dev int, off uint64, a *Allocation, memOffset, size ui
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
 	}
 	defer a.l.exit()
+	if mc.m.foreign(a.m) {
+		return &Error{Op: "multicast bind", Args: args(), Err: errForeign}
+	}
 	p, err := mc.m.b.Properties(a.h)
 	if err != nil {
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
@@ -246,6 +249,9 @@ func (r *Reservation) MapMulticast(off uint64, mc *Multicast) (*Mapping, error) 
 		return nil, &Error{Op: "map", Args: args(), Err: err}
 	}
 	defer mc.l.exit()
+	if r.m.foreign(mc.m) {
+		return nil, &Error{Op: "map", Args: args(), Err: errForeign}
+	}
 	return r.mapHandle(addr, mc.h, mc.size, args)
 }
 

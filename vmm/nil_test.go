@@ -81,6 +81,7 @@ func TestNilAndZeroValues(t *testing.T) {
 	calls["nil Tx.NewRegion"] = func() error { _, err := nilTx.NewRegion(2<<20, 0); return err }
 	calls["nil Tx.Map"] = func() error { _, err := nilTx.Map(res, 0, other); return err }
 	calls["nil Tx.MapAll"] = func() error { _, err := nilTx.MapAll(res, 0, nil, other); return err }
+	calls["nil Tx.MapAll of nothing"] = func() error { _, err := nilTx.MapAll(res, 0, nil); return err }
 	calls["nil Tx.Add"] = func() error { return nilTx.Add(region, 0, nil) }
 	calls["nil Tx.Remove"] = func() error { _, err := nilTx.Remove(region, 0, 2<<20); return err }
 	for name, mp := range map[string]*vmm.Mapping{"nil": nilMapping, "zero": zeroMapping} {

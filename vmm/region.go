@@ -159,10 +159,7 @@ func (g *Region) sleeping() error {
 // each calls f with the chunks that overlap [off, off+size), in address order; the caller
 // holds g.mu, and f does not change the tree.
 func (g *Region) each(off, size uint64, f func(*treap.Node[Chunk])) {
-	end := off + size
-	if end < off {
-		end = math.MaxUint64
-	}
+	end := endOf(off, size)
 	n := g.chunks.Floor(off)
 	if n == nil || n.Key+n.Span <= off {
 		n = g.chunks.Ceil(off)
@@ -170,6 +167,14 @@ func (g *Region) each(off, size uint64, f func(*treap.Node[Chunk])) {
 	for ; n != nil && n.Key < end; n = g.chunks.Ceil(n.Key + 1) {
 		f(n)
 	}
+}
+
+// endOf is the end of the size bytes at off, or the end of the address space.
+func endOf(off, size uint64) uint64 {
+	if off+size < off {
+		return math.MaxUint64
+	}
+	return off + size
 }
 
 // insert records c; the caller holds g.mu.
@@ -304,7 +309,7 @@ func (t *Tx) Remove(g *Region, off, size uint64) ([]Chunk, error) {
 	err := g.sleeping()
 	g.mu.Lock()
 	g.each(off, size, func(n *treap.Node[Chunk]) {
-		if err == nil && (n.Key < off || n.Val.End() > off+size) {
+		if err == nil && (n.Key < off || n.Val.End() > endOf(off, size)) {
 			err = invalid("the range splits a chunk")
 		}
 	})

@@ -55,6 +55,8 @@ func TestRegionAddRemoveClose(t *testing.T) {
 	// Removing splits nothing; a range cutting a chunk is refused before the driver.
 	_, err = m.Begin(nil).Remove(g, mib, 2*mib)
 	require.ErrorIs(t, err, vmm.ErrInvalid)
+	_, err = m.Begin(nil).Remove(g, 2*mib, math.MaxUint64)
+	require.ErrorIs(t, err, vmm.ErrOutOfRange, "a range past the region, whose end wraps")
 	tx := m.Begin(nil)
 	gone, err := tx.Remove(g, 2*mib, 6*mib)
 	require.NoError(t, err)

@@ -128,9 +128,8 @@ func (r *Reservation) Map(off uint64, a *Allocation) (*Mapping, error) {
 	if size == 0 {
 		return nil, &Error{Op: "map", Args: args(), Err: invalid("an allocation of unknown size")}
 	}
-	if a.m != r.m && !sameBackend(a.m.b, r.m.b) {
-		// Its handle names nothing, or another allocation, in this reservation's backend.
-		return nil, &Error{Op: "map", Args: args(), Err: invalid("an allocation of another backend")}
+	if r.m.foreign(a.m) {
+		return nil, &Error{Op: "map", Args: args(), Err: errForeign}
 	}
 	mp, err := r.mapHandle(addr, a.h, size, args)
 	if mp != nil {

@@ -106,6 +106,9 @@ func made[C io.Closer](t *Tx, what string, c C, err error) (C, error) {
 // memory out. Each mapping is undone by unmapping it. Tx.Add does the same and records the
 // allocations as a Region's chunks.
 func (t *Tx) MapAll(r *Reservation, off uint64, access []cu.MemAccessDesc, allocs ...*Allocation) ([]*Mapping, error) {
+	if t == nil {
+		return nil, rangeErr(errNoTx, "map", r.Base()+cu.DevicePtr(off), 0)
+	}
 	start := off
 	mps := make([]*Mapping, 0, len(allocs))
 	for _, a := range allocs {

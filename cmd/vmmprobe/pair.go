@@ -83,7 +83,7 @@ func (p *pairOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.connect, "connect", "", "pair: import from the exporter at `address` (host:port), retrying until it listens")
 	fs.StringVar(&p.secretFile, "secret-file", "", "pair: read the shared secret (at least 16 bytes) from `path`; default $"+envPairSecret)
 	fs.DurationVar(&p.timeout, "timeout", defaultTimeout, "pair: the `duration` no step may outlive, from start to verdict; checkpoint: how\n"+
-		"long the lock waits for the process's CUDA calls in flight")
+		"long the lock waits for the process's CUDA calls in flight (more than 0s)")
 	fs.IntVar(&p.device, "device", 0, "pair: the CUDA device `index` whose memory is exported, or that maps the import")
 }
 

@@ -262,8 +262,9 @@ func (r *Received) FDs() []int {
 }
 
 // Close closes the descriptors. It is idempotent. It does not wait on another process's
-// file system: a descriptor that is neither a memory file nor a dma-buf (one of a FUSE file
-// system, say, whose close waits for its server) is closed on a goroutine of its own.
+// file system: a descriptor that is neither a memory file, a dma-buf nor one of the NVIDIA
+// driver's devices (one of a FUSE file system, say, whose close waits for its server) is
+// closed on a goroutine of its own.
 func (r *Received) Close() error {
 	if r == nil {
 		return opError("close", "received descriptors", invalid("a nil Received"))

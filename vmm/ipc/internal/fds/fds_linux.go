@@ -94,12 +94,19 @@ func DmaBuf(fd int) error {
 	return nil
 }
 
-// kernelDmaBuf says whether fd is a dma-buf of the kernel's: its /proc/self/fdinfo, which
-// the kernel writes from the open file without asking its file system, has the exporter's
-// name (dma_buf_show_fdinfo). /proc/self/fd's link, "/dmabuf:NAME", would not do: a file
-// so named on a detached mount has it too. The read is bounded: the dma-buf's lines come
+// kernelDmaBuf says whether fd is a dma-buf of the kernel's: /proc/self/fd's link names one
+// ("/dmabuf:NAME", or "anon_inode:dmabuf" on older kernels) and its /proc/self/fdinfo has
+// the exporter's name (dma_buf_show_fdinfo). Neither alone will do: a file so named on a
+// detached mount has the link, and older kernels print the names of the files an io_uring
+// registered, unescaped, in the io_uring's fdinfo. Both are written by the kernel from the
+// open file without asking its file system. The read is bounded: the dma-buf's lines come
 // after the locks any process placed on the file, which a peer could make many.
 func kernelDmaBuf(fd int) bool {
+	buf := make([]byte, 512)
+	n, err := unix.Readlink("/proc/self/fd/"+strconv.Itoa(fd), buf)
+	if link := string(buf[:max(n, 0)]); err != nil || !strings.HasPrefix(link, "/dmabuf:") && !strings.HasPrefix(link, "anon_inode:dmabuf") {
+		return false
+	}
 	f, err := os.Open("/proc/self/fdinfo/" + strconv.Itoa(fd))
 	if err != nil {
 		return false
