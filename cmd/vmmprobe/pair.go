@@ -36,6 +36,7 @@ const (
 	// speaks at once, and a connection that says nothing must not keep the exporter from
 	// the importer waiting behind it.
 	handshakeTimeout = 2 * time.Second
+	maxHandshakes    = 16
 	maxLockTimeout   = (1<<32 - 1) * time.Millisecond
 	pairWrite        = 4096     // the importer's bytes, read back by the exporter
 	maxPairSize      = 64 << 20 // the most an importer maps and reads of an offer
@@ -280,25 +281,14 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	}
 	defer ln.Close()
 	warn("pair: listening on " + ln.Addr().String())
-	// Connections that do not prove the secret (a port scan, a stray client, a wrong
-	// secret) are closed and the exporter waits on for the importer, until the deadline.
 	_ = ln.(*net.TCPListener).SetDeadline(r.deadline)
-	var last error
-	for r.sess == nil {
-		c, err := timed(&r.rep.Steps, "connect", ln.Accept)
-		if err != nil {
-			if last != nil {
-				r.wireFail("no importer proved the secret; the last connection", last)
-				return
-			}
-			r.fail(causeTimeout, "no importer connected", "start vmmprobe pair --connect on the other side within --timeout", err)
+	if last, err := r.accept(ln); err != nil {
+		if last != nil {
+			r.wireFail("no importer proved the secret; the last connection", last)
 			return
 		}
-		r.conn = c
-		if last = r.authenticate(roleExporter); last != nil {
-			c.Close()
-			r.conn = nil
-		}
+		r.fail(causeTimeout, "no importer connected", "start vmmprobe pair --connect on the other side within --timeout", err)
+		return
 	}
 	// The memory: created, mapped, filled (and read back), exported.
 	p := vmm.DeviceProps(dev)
@@ -373,7 +363,7 @@ func (r *pairRun) importFrom(addr string, dev int) {
 		}
 		return
 	}
-	if err := r.authenticate(roleImporter); err != nil {
+	if err := r.authenticate(); err != nil {
 		r.wireFail("the handshake with "+addr, err)
 		return
 	}
@@ -533,23 +523,96 @@ func (r *pairRun) dial(addr string) error {
 	}
 }
 
-// authenticate runs the handshake under the deadline; the session is set when the peer
-// proved the secret.
-func (r *pairRun) authenticate(role string) error {
-	select { // only the latest connection is runPair's to close
+// authenticate runs the importer's handshake under the deadline; the session is set when
+// the exporter proved the secret.
+func (r *pairRun) authenticate() error {
+	r.adopt(r.conn)
+	_ = r.conn.SetDeadline(r.deadline)
+	var err error
+	r.sess, err = timed(&r.rep.Steps, "auth", func() (*pairSession, error) { return handshake(r.conn, r.secret, roleImporter) })
+	return err
+}
+
+// adopt makes c the run's connection, the one runPair closes when the deadline passes.
+func (r *pairRun) adopt(c net.Conn) {
+	select {
 	case <-r.conns:
 	default:
 	}
-	r.conns <- r.conn
-	deadline := r.deadline
-	if soon := time.Now().Add(handshakeTimeout); role == roleExporter && soon.Before(deadline) {
-		deadline = soon
+	r.conn = c
+	r.conns <- c
+}
+
+// handshook is a connection the exporter accepted, and how its handshake went.
+type handshook struct {
+	c    net.Conn
+	s    *pairSession
+	err  error         // of the handshake; of Accept when c is nil
+	at   time.Time     // accepted
+	took time.Duration // the handshake
+}
+
+// accept waits for the importer until the deadline. Connections that do not prove the
+// secret (a port scan, a health check that says nothing, a wrong secret) are closed, and
+// each has handshakeTimeout to do it, maxHandshakes at a time, so that strangers hold up
+// the importer behind them by that much at most. It returns nil once the session is set,
+// or Accept's error and the last handshake's.
+func (r *pairRun) accept(ln net.Listener) (last, err error) {
+	t0 := time.Now()
+	results, stop, slots := make(chan handshook), make(chan struct{}), make(chan struct{}, maxHandshakes)
+	defer close(stop)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			at := time.Now()
+			if err != nil {
+				select {
+				case results <- handshook{err: err}:
+				case <-stop:
+				}
+				return
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-stop:
+				c.Close()
+				return
+			}
+			go func() {
+				defer func() { <-slots }()
+				deadline := time.Now().Add(handshakeTimeout)
+				if r.deadline.Before(deadline) {
+					deadline = r.deadline
+				}
+				_ = c.SetDeadline(deadline)
+				t := time.Now()
+				s, err := handshake(c, r.secret, roleExporter)
+				select {
+				case results <- handshook{c, s, err, at, time.Since(t)}:
+				case <-stop:
+					c.Close()
+				}
+			}()
+		}
+	}()
+	for {
+		h := <-results
+		switch {
+		case h.c == nil:
+			r.rep.Steps = append(r.rep.Steps, pairStep{"connect", time.Since(t0).Microseconds()})
+			return last, h.err
+		case h.err != nil:
+			h.c.Close()
+			last = h.err
+		default:
+			ln.Close() // no more strangers to answer
+			_ = h.c.SetDeadline(r.deadline)
+			r.adopt(h.c)
+			r.sess = h.s
+			r.rep.Steps = append(r.rep.Steps, pairStep{"connect", h.at.Sub(t0).Microseconds()}, pairStep{"auth", h.took.Microseconds()})
+			return nil, nil
+		}
 	}
-	_ = r.conn.SetDeadline(deadline)
-	var err error
-	r.sess, err = timed(&r.rep.Steps, "auth", func() (*pairSession, error) { return handshake(r.conn, r.secret, role) })
-	_ = r.conn.SetDeadline(r.deadline)
-	return err
 }
 
 // peer records what the authenticated peer says of its node.

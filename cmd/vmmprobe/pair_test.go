@@ -378,9 +378,11 @@ func TestPairExporterOutlastsStrangers(t *testing.T) {
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	c.Close()                          // a port scan
-	idle, err := net.Dial("tcp", addr) // a connection that says nothing, held open
-	require.NoError(t, err)
-	defer idle.Close()
+	for range 2 * maxHandshakes { // connections that say nothing, held open: more than answer at once
+		idle, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer idle.Close()
+	}
 	c, err = net.Dial("tcp", addr)
 	require.NoError(t, err)
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
