@@ -377,7 +377,7 @@ func TestPairExporterOutlastsStrangers(t *testing.T) {
 	addr, done := startExporter(t, "--preset", "mnnvl", "--secret-file", sec, "-o", "json")
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
-	c.Close()                          // a port scan
+	c.Close()                     // a port scan
 	for range 2 * maxHandshakes { // connections that say nothing, held open: more than answer at once
 		idle, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
