@@ -202,6 +202,10 @@ func (l *life) closed() bool { return !l.g.Open() }
 // retired reports whether the object's close has finished (not only begun).
 func (l *life) retired() bool { return l.g.Retired() }
 
+// SameBackend reports whether the objects of o (allocations, reservations, regions) may be
+// used with m's: both Managers are over one backend.
+func (m *Manager) SameBackend(o *Manager) bool { return !m.foreign(o) }
+
 // errForeign is the error of an object of one backend handed to another, where its handle
 // names another object, or none.
 var errForeign = invalid("an object of another backend")
@@ -212,6 +216,9 @@ var errForeign = invalid("an object of another backend")
 func (m *Manager) foreign(o *Manager) bool {
 	if m == o {
 		return false
+	}
+	if m == nil || o == nil {
+		return true
 	}
 	x, y := reflect.ValueOf(m.b), reflect.ValueOf(o.b)
 	return !x.IsValid() || !y.IsValid() || x.Type() != y.Type() || !x.Comparable() || !y.Comparable() || m.b != o.b

@@ -78,6 +78,14 @@ func (t *Tx) NewRegion(size uint64, dev int, opts ...ReserveOption) (*Region, er
 	return made(t, "free", g, err)
 }
 
+// Manager is the Manager g was made with (nil for a nil or zero Region).
+func (g *Region) Manager() *Manager {
+	if r := g.res(); r != nil {
+		return r.m
+	}
+	return nil
+}
+
 // res is g's reservation: nil for a nil Region, whose methods then answer as a nil
 // Reservation's do.
 func (g *Region) res() *Reservation {
@@ -419,6 +427,9 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	}
 	c := n.Val
 	g.mu.Unlock()
+	if a != nil && g.r.m.foreign(a.m) { // before anything is unmapped
+		return nil, rangeErr(errForeign, "swap", g.Base()+cu.DevicePtr(off), a.Size())
+	}
 	// The node stays while the change lock is held: no Add, Remove or Close runs.
 	record := func(a *Allocation) {
 		g.mu.Lock()

@@ -199,3 +199,26 @@ func TestRegionSwapAlongsideAdd(t *testing.T) {
 	require.NoError(t, g.Close())
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
+
+// Swap refuses another backend's allocation before it unmaps anything.
+func TestRegionSwapRefusesAnotherBackend(t *testing.T) {
+	s := newSim(t)
+	m, other := vmm.New(s), vmm.New(newSim(t))
+	g, err := m.NewRegion(2*mib, 0)
+	require.NoError(t, err)
+	defer g.Close()
+	require.NoError(t, addRun(m, g, 0, 1))
+	_, err = g.WriteAt([]byte("hello"), 0)
+	require.NoError(t, err)
+	f, err := other.Create(2*mib, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	defer f.Close()
+	old, err := g.Swap(0, f, false)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.Nil(t, old)
+	got := make([]byte, 5)
+	_, err = g.ReadAt(got, 0)
+	require.NoError(t, err)
+	require.Equal(t, "hello", string(got), "the chunk stays mapped")
+	require.True(t, g.Manager().SameBackend(m) && !g.Manager().SameBackend(other))
+}

@@ -120,6 +120,9 @@ func (p *Pool) sync(tag string, t *tagging) ([]*Region, error) {
 	regs := make(map[*vmm.Region]*Region, len(gs))
 	out := make([]*Region, 0, len(gs))
 	for _, g := range gs {
+		if !p.m.SameBackend(g.Manager()) {
+			return nil, fmt.Errorf("%w: the region at %v is of another backend than the pool's", vmm.ErrInvalid, g.Base())
+		}
 		r := t.regs[g]
 		if r == nil {
 			r = &Region{p: p, tag: tag, dev: g.Device(), size: g.Size(), g: g}

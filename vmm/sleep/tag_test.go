@@ -230,3 +230,27 @@ func TestTagWakeKeepsProps(t *testing.T) {
 	require.NoError(t, g.Close())
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
+
+// A pool takes no memory of another backend: its copies and releases would work on what
+// its own backend has at those addresses, and the memory's bytes would be lost.
+func TestTagRefusesAnotherBackend(t *testing.T) {
+	s1, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	s2, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	m2 := vmm.New(s2)
+	g, err := m2.NewRegion(2<<20, 0)
+	require.NoError(t, err)
+	defer g.Close()
+	a, err := m2.Create(2<<20, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	tx := m2.Begin(nil)
+	require.NoError(t, tx.Add(g, 0, vmm.ReadWrite(0), a))
+	tx.Commit()
+	p := sleep.New(vmm.New(s1), sleep.Options{})
+	defer p.Close()
+	err = p.Tag("w", g)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.ErrorContains(t, err, "another backend")
+	require.ErrorIs(t, p.Sleep(context.Background(), "w", sleep.Offload), vmm.ErrInvalid, "nothing is tagged")
+}
