@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -549,22 +551,24 @@ type handshook struct {
 	s    *pairSession
 	err  error         // of the handshake; of Accept when c is nil
 	at   time.Time     // accepted
-	took time.Duration // the handshake
+	took time.Duration // from then to the end of the handshake
 }
 
-// accept waits for the importer until the deadline. Connections that do not prove the
-// secret (a port scan, a health check that says nothing, a wrong secret) are closed, and
-// each has handshakeTimeout to do it, maxHandshakes at a time, so that strangers hold up
-// the importer behind them by that much at most. It returns nil once the session is set,
-// or Accept's error and the last handshake's.
+// accept waits for the importer until the deadline. Each connection is taken from the
+// backlog at once and has handshakeTimeout to prove the secret; those that do not (a port
+// scan, a health check that says nothing, a wrong secret) are closed. At most maxHandshakes
+// run at a time: a new connection closes the oldest still in its handshake, so that
+// strangers keep the importer out only by opening more than that within its one round
+// trip. It returns nil once the session is set, or Accept's error and the last handshake's.
 func (r *pairRun) accept(ln net.Listener) (last, err error) {
 	t0 := time.Now()
-	results, stop, slots := make(chan handshook), make(chan struct{}), make(chan struct{}, maxHandshakes)
+	results, stop := make(chan handshook), make(chan struct{})
 	defer close(stop)
+	var mu sync.Mutex
+	var inflight []net.Conn // oldest first
 	go func() {
 		for {
 			c, err := ln.Accept()
-			at := time.Now()
 			if err != nil {
 				select {
 				case results <- handshook{err: err}:
@@ -572,23 +576,30 @@ func (r *pairRun) accept(ln net.Listener) (last, err error) {
 				}
 				return
 			}
-			select {
-			case slots <- struct{}{}:
-			case <-stop:
-				c.Close()
-				return
+			at := time.Now()
+			mu.Lock()
+			if len(inflight) == maxHandshakes {
+				inflight[0].Close() // its handshake fails at once
+				inflight = inflight[1:]
 			}
+			inflight = append(inflight, c)
+			mu.Unlock()
 			go func() {
-				defer func() { <-slots }()
-				deadline := time.Now().Add(handshakeTimeout)
+				deadline := at.Add(handshakeTimeout)
 				if r.deadline.Before(deadline) {
 					deadline = r.deadline
 				}
 				_ = c.SetDeadline(deadline)
-				t := time.Now()
 				s, err := handshake(c, r.secret, roleExporter)
+				mu.Lock()
+				if i := slices.Index(inflight, c); i >= 0 {
+					inflight = slices.Delete(inflight, i, i+1)
+				} else if err == nil {
+					err = net.ErrClosed // closed for a newer connection as it finished
+				}
+				mu.Unlock()
 				select {
-				case results <- handshook{c, s, err, at, time.Since(t)}:
+				case results <- handshook{c, s, err, at, time.Since(at)}:
 				case <-stop:
 					c.Close()
 				}

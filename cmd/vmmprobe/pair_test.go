@@ -378,7 +378,7 @@ func TestPairExporterOutlastsStrangers(t *testing.T) {
 	c, err := net.Dial("tcp", addr)
 	require.NoError(t, err)
 	c.Close()                     // a port scan
-	for range 2 * maxHandshakes { // connections that say nothing, held open: more than answer at once
+	for range 6 * maxHandshakes { // connections that say nothing, held open: at 2 s a batch, past --timeout
 		idle, err := net.Dial("tcp", addr)
 		require.NoError(t, err)
 		defer idle.Close()
