@@ -229,6 +229,9 @@ func TestChanges(t *testing.T) {
 	p1 := []byte("# HELP x\ncuvmm_x{gpu=\"0\"} 1\n")
 	p2 := []byte("# HELP x\ncuvmm_x{gpu=\"0\"} 0\n")
 	assert.Equal(t, "changed=2 keys=cuvmm_x", changes(p1, p2))
+	t1 := []byte("# HELP x\ncuvmm_probe_timestamp_seconds 1.7e+09\ncuvmm_x{gpu=\"0\"} 1\n")
+	t2 := []byte("# HELP x\ncuvmm_probe_timestamp_seconds 1.8e+09\ncuvmm_x{gpu=\"0\"} 1\n")
+	assert.Equal(t, "changed=0", changes(t1, t2), "the timestamp gauge changes every time")
 }
 
 // TestDaemonWhenTheDriverRefuses: cuInit's failure is sticky, so the daemon writes what it

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -29,7 +30,19 @@ import (
 // It logs one line at start, one per refresh (how long it took, what changed in the
 // output) and one at exit, each "vmmprobe: daemon EVENT key=value ..."; --quiet leaves
 // only warnings and errors.
-func runDaemon(sel *opened, opts options, d deps, warn func(string)) int {
+func runDaemon(sel *opened, opts options, d deps, warnOut func(string)) int {
+	// One writer at a time, the refresh's goroutine included, and none once the daemon
+	// has returned (a refresh it stopped without may still be under way).
+	var mu sync.Mutex
+	returned := false
+	defer func() { mu.Lock(); returned = true; mu.Unlock() }()
+	warn := func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !returned {
+			warnOut(msg)
+		}
+	}
 	logf := func(format string, a ...any) {
 		if !opts.quiet {
 			warn("daemon " + fmt.Sprintf(format, a...))
@@ -41,41 +54,87 @@ func runDaemon(sel *opened, opts options, d deps, warn func(string)) int {
 	defer stopTick()
 	logf("start output=%s format=%s interval=%v backend=%s", opts.outputFile, opts.format, opts.interval, sel.info.Name)
 	var last []byte
+	logRefresh := func(n int, t0 time.Time, r refreshed) {
+		if r.err != nil {
+			warn(r.err.Error())
+		} else if r.out != nil {
+			logf("refresh n=%d took=%v exit=%d %s", n, time.Since(t0).Round(time.Millisecond), r.code, changes(last, r.out))
+			last = r.out
+		}
+	}
 	for n := 1; ; n++ {
 		t0 := time.Now()
-		doc, code := probe(sel, opts, d, warn)
-		if doc != nil {
-			out, err := render(doc, opts, d)
-			if err == nil {
-				err = writeOutput(opts.outputFile, out)
+		// On its own goroutine, so that a stop is obeyed even while a refresh does not
+		// return: a driver or NVML call that hangs, a named pipe whose reader stopped
+		// reading.
+		done := make(chan refreshed, 1)
+		go func() { done <- refresh(sel, opts, d, warn) }()
+		var r refreshed
+		select {
+		case r = <-done:
+		case <-stop:
+			select { // a refresh about to finish may, so that nothing it writes outlives the removal
+			case r = <-done:
+				logRefresh(n, t0, r)
+			case <-time.After(stopGrace):
+				warn(fmt.Sprintf("daemon refresh n=%d still under way after %v: stopping without it", n, time.Since(t0).Round(time.Millisecond)))
 			}
-			if err != nil {
-				warn(err.Error())
-			} else {
-				logf("refresh n=%d took=%v exit=%d %s", n, time.Since(t0).Round(time.Millisecond), code, changes(last, out))
-				last = out
-			}
+			return stopDaemon(opts.outputFile, warn, logf)
 		}
-		if code == exitNoDriver || code == exitNoDevice {
-			logf("exit code=%d reason=%q", code, "the driver did not initialize, which lasts for the process: restart to try again")
-			return code
+		logRefresh(n, t0, r)
+		if r.code == exitNoDriver || r.code == exitNoDevice {
+			logf("exit code=%d reason=%q", r.code, "the driver did not initialize, which lasts for the process: restart to try again")
+			return r.code
 		}
 		select {
 		case <-stop:
-			if err := removeOutput(opts.outputFile); err != nil {
-				warn(err.Error())
-				return exitFailure
-			}
-			logf("exit code=0 reason=signal removed=%s", opts.outputFile)
-			return exitOK
+			return stopDaemon(opts.outputFile, warn, logf)
 		case <-tick:
 		}
 	}
 }
 
+// stopGrace is how long a stop waits for a refresh under way.
+const stopGrace = 2 * time.Second
+
+// refreshed is what one refresh made: the output written (nil when there was none), the
+// probe's exit code, and why the output could not be made or written.
+type refreshed struct {
+	out  []byte
+	code int
+	err  error
+}
+
+// refresh probes, renders and writes the output once.
+func refresh(sel *opened, opts options, d deps, warn func(string)) refreshed {
+	doc, code := probe(sel, opts, d, warn)
+	if doc == nil {
+		return refreshed{code: code}
+	}
+	out, err := render(doc, opts, d)
+	if err == nil {
+		err = writeOutput(opts.outputFile, out)
+	}
+	if err != nil {
+		return refreshed{code: code, err: err}
+	}
+	return refreshed{out: out, code: code}
+}
+
+// stopDaemon removes the output and says so.
+func stopDaemon(path string, warn func(string), logf func(string, ...any)) int {
+	if err := removeOutput(path); err != nil {
+		warn(err.Error())
+		return exitFailure
+	}
+	logf("exit code=0 reason=signal removed=%s", path)
+	return exitOK
+}
+
 // changes says what differs between two outputs, line by line, leaving out the lines that
-// change every time (comments, the generation time): "changed=0", or "changed=N keys=a,b"
-// with the keys (the text before '=', '{', ':' or ' ') of up to five changed lines.
+// change every time (comments, the generation time, Prometheus's timestamp gauge):
+// "changed=0", or "changed=N keys=a,b" with the keys (the text before '=', '{', ':' or ' ')
+// of up to five changed lines.
 func changes(before, after []byte) string {
 	if before == nil {
 		return "changed=all (first)"
@@ -83,7 +142,7 @@ func changes(before, after []byte) string {
 	count := func(b []byte) map[string]int {
 		m := map[string]int{}
 		for _, l := range strings.Split(string(b), "\n") {
-			if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") && !strings.Contains(t, "generated_at") {
+			if t := strings.TrimSpace(l); t != "" && !strings.HasPrefix(t, "#") && !strings.Contains(t, "generated_at") && !strings.HasPrefix(t, "cuvmm_probe_timestamp_seconds") {
 				m[l]++
 			}
 		}
@@ -116,8 +175,8 @@ func changes(before, after []byte) string {
 }
 
 // removeOutput removes what writeOutput wrote at path: the regular file it names (through
-// symbolic links, which stay). A device or pipe is left alone, and a file already gone is
-// no error.
+// symbolic links, which stay). A device, a pipe or this process's standard output or error
+// is left alone, and a file already gone is no error.
 func removeOutput(path string) error {
 	target, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -127,7 +186,7 @@ func removeOutput(path string) error {
 		return fmt.Errorf("output file %s: %w", path, err)
 	}
 	fi, err := os.Lstat(target)
-	if err != nil || !fi.Mode().IsRegular() {
+	if err != nil || !fi.Mode().IsRegular() || stdio(fi) != nil {
 		return nil
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {

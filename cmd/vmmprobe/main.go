@@ -17,7 +17,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cuvmm/cuvmm/checkpoint"
@@ -85,6 +87,9 @@ func main() {
 	if code, ok := runChildIfRequested(backend.Opener{}); ok {
 		os.Exit(code)
 	}
+	// Standard output closed under us (vmmprobe ... | head) is a write error, exit 1, not
+	// death by SIGPIPE; notified rather than ignored, so that children start with the default.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, defaultDeps()))
 }
 

@@ -17,7 +17,9 @@ import (
 //     reader (node-feature-discovery scanning its directory, say) sees the old content or
 //     the new one, never a part;
 //   - a symbolic link is followed, and what it points to is written as above (the link
-//     stays a link): --output-file /dev/stdout works;
+//     stays a link);
+//   - this process's standard output or error is written through its descriptor, whatever
+//     it is: --output-file /dev/stdout works;
 //   - anything else (a character device such as /dev/null, a named pipe) is written to in
 //     place, opened without creating or truncating it and, for a pipe, without waiting for
 //     a reader: /dev/null stays a device, and /dev/full reports that it is full;
@@ -30,6 +32,12 @@ func writeOutput(path string, data []byte) (err error) {
 			err = fmt.Errorf("output file %s: %w", path, err)
 		}
 	}()
+	if fi, err := os.Stat(path); err == nil && stdio(fi) != nil {
+		// Not resolved: /dev/stdout leads to "pipe:[N]" for a pipe, and a file it leads to
+		// must not be replaced under the redirection (> log) that opened it.
+		_, err = stdio(fi).Write(data)
+		return err
+	}
 	target, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A path that does not exist, or a link to one: create what the link names.
@@ -127,4 +135,14 @@ func writeInPlace(path string, data []byte) error {
 		err = cerr
 	}
 	return err
+}
+
+// stdio returns this process's standard output or error when fi is the file it writes to.
+func stdio(fi fs.FileInfo) *os.File {
+	for _, f := range []*os.File{os.Stdout, os.Stderr} {
+		if sfi, err := f.Stat(); err == nil && os.SameFile(fi, sfi) {
+			return f
+		}
+	}
+	return nil
 }
