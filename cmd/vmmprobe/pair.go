@@ -40,6 +40,7 @@ const (
 	handshakeTimeout = 2 * time.Second
 	maxHandshakes    = 16
 	maxLockTimeout   = (1<<32 - 1) * time.Millisecond
+	maxPairTimeout   = 24 * time.Hour
 	pairWrite        = 4096     // the importer's bytes, read back by the exporter
 	maxPairSize      = 64 << 20 // the most an importer maps and reads of an offer
 )
@@ -101,8 +102,8 @@ func (p *pairOptions) check(command string) error {
 	switch {
 	case (p.listen == "") == (p.connect == ""):
 		return errors.New("pair needs one of --listen ADDR (the exporter) and --connect ADDR (the importer)")
-	case p.timeout <= 0:
-		return fmt.Errorf("--timeout %v: must be positive", p.timeout)
+	case p.timeout <= 0 || p.timeout > maxPairTimeout:
+		return fmt.Errorf("--timeout %v: more than 0s and at most %v", p.timeout, maxPairTimeout)
 	case p.device < 0:
 		return fmt.Errorf("--device %d: must not be negative", p.device)
 	}
@@ -163,7 +164,7 @@ type pairReport struct {
 	// peer proved the secret.
 	SameHost *bool     `json:"same_host,omitempty"`
 	Steps    steps     `json:"steps"`
-	Local    pairNode  `json:"local"`
+	Local    *pairNode `json:"local,omitempty"` // absent when it was not read before the deadline
 	Remote   *pairNode `json:"remote,omitempty"`
 }
 
@@ -220,10 +221,12 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 	// included, outlives the deadline: when it passes, the verdict is a timeout, the
 	// connection is closed under the run, and what is left of it ends with the process.
 	r := &pairRun{deadline: deadline, m: vmm.New(sel.b), secret: secret, rep: base, conns: make(chan net.Conn, 1)}
-	done := make(chan struct{})
+	done, local := make(chan struct{}), make(chan pairNode, 1)
 	go func() {
 		defer close(done)
-		r.rep.Local = localPairNode(sel, d.system(sel), d)
+		n := localPairNode(sel, d.system(sel), d)
+		local <- n
+		r.rep.Local = &n
 		if r.rep.Role == roleExporter {
 			r.export(opts.pair.listen, opts.pair.device, warn)
 		} else {
@@ -242,6 +245,11 @@ func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(stri
 		case c := <-r.conns:
 			c.Close()
 		default:
+		}
+		select {
+		case n := <-local:
+			rep.Local = &n
+		default: // what was not read is not said
 		}
 		rep.Cause, rep.Diagnosis = causeTimeout, "a step did not finish within the deadline (--timeout): the driver, NVML or the peer did not answer"
 		rep.Remedy = "raise --timeout, or see what hangs on this node (vmmprobe check)"
@@ -279,6 +287,9 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	if err != nil {
 		r.fail(causeFailed, "cannot listen on "+addr, "choose a free port this process may bind", err)
 		r.code = exitFailure
+		if errors.As(err, new(*net.AddrError)) {
+			r.code = exitUsage
+		}
 		return
 	}
 	defer ln.Close()
@@ -309,7 +320,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 		defer t.close()
 		fh, err = timed(&r.rep.Steps, "export", func() (ipc.FabricHandle, error) { return ipc.ExportFabric(t.mem) })
 	}
-	offer := &pairMsg{Node: r.rep.Local, Seed: seed}
+	offer := &pairMsg{Node: *r.rep.Local, Seed: seed}
 	if err != nil {
 		if r.rep.Local.Channel {
 			r.fail(causeFailed, fmt.Sprintf("the exporter (this process) cannot create and export fabric memory on device %d", dev), "", err)
@@ -343,7 +354,7 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 		return
 	}
 	got := make([]byte, pairWrite)
-	verdict := &pairMsg{Node: r.rep.Local}
+	verdict := &pairMsg{Node: *r.rep.Local}
 	if err := r.m.ReadAt(dev, got, t.mp.Addr()); err != nil {
 		r.fail(causeFailed, "the exporter (this process) could not read the importer's write back", "", err)
 	} else if err := compare(got, pattern.Bytes(seed+1, pairWrite)); err != nil {
@@ -379,7 +390,7 @@ func (r *pairRun) importFrom(addr string, dev int) {
 		r.fail(offer.Cause, offer.Detail, causeRemedies[offer.Cause], nil)
 		return
 	}
-	res := &pairMsg{Node: r.rep.Local, Steps: map[string]uint32{}}
+	res := &pairMsg{Node: *r.rep.Local, Steps: map[string]uint32{}}
 	if err := r.use(offer, dev, res); err != nil {
 		res.Cause, res.Detail = r.rep.Cause, peerView(r.rep.Diagnosis)
 	}
@@ -472,7 +483,7 @@ func (r *pairRun) use(offer *pairMsg, dev int, res *pairMsg) error {
 // resolve) is the IMEX setup's; anything else (out of memory, a size that is not the
 // allocation's) is a failure of its own.
 func (r *pairRun) importFailed(err error) {
-	l, p := r.rep.Local, *r.rep.Remote
+	l, p := *r.rep.Local, *r.rep.Remote
 	refused := errors.Is(err, cu.ERROR_NOT_SUPPORTED) || errors.Is(err, cu.ERROR_NOT_PERMITTED)
 	switch {
 	case !refused:
@@ -661,7 +672,11 @@ func renderPair(r *pairReport) string {
 		}
 		kvLine(&b, 0, "peer", peer+nodeText(*r.Remote))
 	}
-	kvLine(&b, 0, "this node", strings.TrimPrefix(nodeText(r.Local), ": "))
+	if r.Local != nil {
+		kvLine(&b, 0, "this node", strings.TrimPrefix(nodeText(*r.Local), ": "))
+	} else {
+		kvLine(&b, 0, "this node", "not read before the deadline")
+	}
 	kvLine(&b, 0, "steps", r.Steps.String())
 	return b.String()
 }

@@ -16,6 +16,9 @@ import (
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/internal/backend"
+	"github.com/cuvmm/cuvmm/nvml"
+	"github.com/cuvmm/cuvmm/sim"
+	"github.com/cuvmm/cuvmm/vmm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -268,12 +271,12 @@ func TestPairVerdicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := &pairRun{deadline: time.Now().Add(time.Minute)}
-			r.rep.Local = tc.local
+			r.rep.Local = &tc.local
 			r.peer(tc.remote)
 			r.importFailed(&cu.Error{Op: "cuMemImportFromShareableHandle", Err: cu.ERROR_OUT_OF_MEMORY})
 			assert.Equal(t, causeFailed, r.rep.Cause, "out of memory is no IMEX problem")
 			r = &pairRun{deadline: time.Now().Add(time.Minute)}
-			r.rep.Local = tc.local
+			r.rep.Local = &tc.local
 			r.peer(tc.remote)
 			r.importFailed(&cu.Error{Op: "cuMemImportFromShareableHandle", Err: cu.ERROR_NOT_SUPPORTED})
 			assert.Equal(t, tc.cause, r.rep.Cause)
@@ -292,7 +295,8 @@ func TestPairUsage(t *testing.T) {
 	}{
 		{[]string{"pair", "--backend=sim"}, "pair needs one of --listen ADDR"},
 		{[]string{"pair", "--backend=sim", "--listen", ":0", "--connect", "x:1"}, "pair needs one of --listen ADDR"},
-		{[]string{"pair", "--backend=sim", "--connect", "x:1", "--timeout", "0s"}, "--timeout 0s: must be positive"},
+		{[]string{"pair", "--backend=sim", "--connect", "x:1", "--timeout", "0s"}, "--timeout 0s: more than 0s and at most 24h0m0s"},
+		{[]string{"pair", "--backend=sim", "--listen", ":0", "--timeout", "2562047h47m16s"}, "at most 24h0m0s"},
 		{[]string{"pair", "--backend=sim", "--connect", "x:1", "--secret-file="}, "--secret-file: empty value"},
 		{[]string{"check", "--backend=sim", "--listen", ":0"}, "--listen applies to pair only"},
 		{[]string{"pair", "--backend=sim", "--connect", "x:1", "-o", "labels"}, `-o "labels": pair writes table, json`},
@@ -303,6 +307,11 @@ func TestPairUsage(t *testing.T) {
 		assert.Equal(t, exitUsage, r.code, "%v: %s", tc.args, r.stderr)
 		assert.Contains(t, r.stderr, tc.want, "%v", tc.args)
 		assert.Empty(t, r.stdout, "%v", tc.args)
+	}
+	t.Setenv(envPairSecret, testSecret)
+	for _, role := range []string{"--listen", "--connect"} {
+		r := runWith(t, noDriver, "pair", "--backend=sim", role, "no-port-here")
+		assert.Equal(t, exitUsage, r.code, "%s no-port-here: %s", role, r.stderr)
 	}
 	t.Setenv(envPairSecret, "")
 	r := runWith(t, noDriver, "pair", "--backend=sim", "--connect", "127.0.0.1:1")
@@ -412,4 +421,35 @@ func TestPairExporterOutlastsStrangers(t *testing.T) {
 	}()
 	o := runWith(t, backend.Opener{}, "pair", "--backend=sim", "--preset", "mnnvl", "--connect", ln.Addr().String(), "--secret-file", sec, "-o", "json", "--timeout", "2s")
 	assert.Equal(t, causeProtocol, pairJSON(t, o).Cause)
+}
+
+// slowNVML is a node whose NVML answers after d (a wedged driver).
+type slowNVML struct {
+	system
+	d time.Duration
+}
+
+func (s slowNVML) NVML() nvml.Node { time.Sleep(s.d); return s.system.NVML() }
+
+// TestPairTimeoutSaysOnlyWhatItRead: when the deadline passes while this side still reads
+// its node, the report leaves the node out rather than stating the zero value's "no IMEX
+// channel, no daemon" of a node that has both.
+func TestPairTimeoutSaysOnlyWhatItRead(t *testing.T) {
+	t.Setenv(envPairSecret, testSecret)
+	cfg := sim.PresetMNNVL()
+	d := testDeps(backend.Opener{CUDA: func() (vmm.Backend, error) { return sim.New(cfg) }})
+	d.host = func() system { return slowNVML{simSystem(cfg), 3 * time.Second} }
+	for _, format := range []string{"json", "table"} {
+		var out, errb bytes.Buffer
+		code := run([]string{"pair", "--backend=cuda", "--listen", "127.0.0.1:0", "--timeout", "1s", "-o", format}, &out, &errb, d)
+		assert.Equal(t, exitCheckFailed, code, errb.String())
+		if format == "table" {
+			assert.Contains(t, out.String(), "not read before the deadline")
+			continue
+		}
+		var rep pairReport
+		require.NoError(t, json.Unmarshal(out.Bytes(), &rep), out.String())
+		assert.Equal(t, causeTimeout, rep.Cause)
+		assert.Nil(t, rep.Local, "%s", out.String())
+	}
 }
