@@ -19,6 +19,8 @@ var (
 
 	// errZeroLibrary is the load of a Library that no constructor made.
 	errZeroLibrary = errors.New("loader: a zero Library knows no library to load (use Default, NVML or New)")
+	// errZeroProc is the resolution of a Proc that no Library declared.
+	errZeroProc = errors.New("a zero Proc belongs to no library (use Library.NewProc)")
 )
 
 // LoadError says why a library could not be opened: every path tried and the reason for

@@ -91,6 +91,9 @@ func (p *Proc) Find() error {
 //
 //go:noinline
 func (p *Proc) resolve() (uintptr, error) {
+	if p.lib == nil {
+		return 0, &SymbolError{Name: p.sym.Name, Version: p.sym.Version, Status: DriverNotLoaded, Err: errZeroProc}
+	}
 	if p.done.Load() {
 		return 0, p.err
 	}

@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -192,5 +193,15 @@ func TestZeroLibrary(t *testing.T) {
 	}
 	if _, err := l.NewProc(Symbol{Name: "cuInit", Version: 2000}).Addr(); err == nil {
 		t.Fatal("a zero Library's Proc resolved")
+	}
+}
+
+// A zero Proc belongs to no library: it fails to resolve, saying so.
+func TestZeroProc(t *testing.T) {
+	var p Proc
+	_, err := p.Addr()
+	var se *SymbolError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "zero Proc") || p.Find() == nil {
+		t.Fatalf("Addr = %v, want a *SymbolError for the zero Proc", err)
 	}
 }
