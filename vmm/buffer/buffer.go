@@ -476,8 +476,9 @@ func (b *Buffer) grow(n uint64) error {
 		c = need
 	}
 	err := b.growBy(c)
-	// A geometric chunk may not fit where the exact one would: try that before failing.
-	if err != nil && c > need && errors.Is(err, cu.ERROR_OUT_OF_MEMORY) {
+	// A geometric chunk may not fit where the exact one would: try that before failing,
+	// unless the failure broke the buffer (an undo failed too), which must be reported.
+	if err != nil && c > need && errors.Is(err, cu.ERROR_OUT_OF_MEMORY) && !errors.Is(err, vmm.ErrBroken) {
 		// The failed chunk's undo may have left a release for later (an unmap the driver
 		// refused): it must be done before the smaller chunk goes where the larger one was.
 		if rerr := b.pending.Retry(); rerr != nil {

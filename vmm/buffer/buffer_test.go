@@ -626,3 +626,30 @@ func TestGrowFallbackRetriesTheUndoFirst(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 }
+
+// TestGrowReportsABreak: a geometric Grow whose chunk fails for memory while its undo fails
+// too (a span not mapped back) breaks the buffer; Grow reports that, rather than falling
+// back to the exact chunk and returning nil for a buffer that refuses all that follows.
+func TestGrowReportsABreak(t *testing.T) {
+	broken := 0
+	for unmap := 1; unmap <= 6; unmap++ {
+		for mapN := 1; mapN <= 12; mapN++ {
+			s, m := newSim(t)
+			b, err := buffer.New(m, 2*mib, buffer.Options{Reserve: 2 * mib}) // geometric
+			require.NoError(t, err)
+			require.NoError(t, b.Grow(4*mib)) // extended in place: two spans
+			block(t, s, b)
+			_ = s.FailNth(sim.OpUnmap, unmap, cu.ERROR_OUT_OF_MEMORY)
+			_ = s.FailNth(sim.OpMap, mapN, cu.ERROR_UNKNOWN)
+			err = b.Grow(5 * mib)
+			s.ClearFaults()
+			if errors.Is(err, vmm.ErrBroken) {
+				broken++
+			} else if err == nil {
+				require.NotErrorIs(t, b.Grow(b.Size()+1), vmm.ErrBroken, "unmap %d, map %d: Grow returned nil for a broken buffer", unmap, mapN)
+			}
+			b.Close()
+		}
+	}
+	require.NotZero(t, broken, "no fault pair broke the buffer")
+}

@@ -142,7 +142,13 @@ func New(m *vmm.Manager, g Geometry, opts Options) (*Cache, error) {
 	for range g.Planes {
 		r, err := m.Reserve(plane)
 		if err != nil {
-			return nil, fail("new", args, errors.Join(err, c.freePlanes()))
+			for _, r := range c.planes {
+				if e := r.Close(); e != nil {
+					err = errors.Join(err, e)
+					m.Pending().Add("free of a KV cache plane", r.Close) // no Cache is returned to retry it on
+				}
+			}
+			return nil, fail("new", args, err)
 		}
 		c.planes = append(c.planes, r)
 	}

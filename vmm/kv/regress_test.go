@@ -213,3 +213,22 @@ func TestTrimRefillsAhead(t *testing.T) {
 		"two pages ahead in each of the four free slots again, without a call to wake the committer")
 	require.NoError(t, c.Close())
 }
+
+// A free the driver refuses in a failed New's undo goes to the Manager's Pending list, as
+// no Cache is returned to retry it on; the Manager's next Create retries it.
+func TestNewUndoLeavesNothing(t *testing.T) {
+	s, err := sim.New(sim.PresetH200())
+	require.NoError(t, err)
+	m := vmm.New(s)
+	require.NoError(t, s.FailNth(sim.OpReserve, 2, cu.ERROR_OUT_OF_MEMORY))
+	require.NoError(t, s.FailNth(sim.OpFree, 1, cu.ERROR_UNKNOWN))
+	_, err = kv.New(m, geometry, kv.Options{})
+	s.ClearFaults()
+	require.ErrorIs(t, err, cu.ERROR_OUT_OF_MEMORY)
+	require.ErrorIs(t, err, cu.ERROR_UNKNOWN)
+	require.Equal(t, 1, m.Pending().Len())
+	a, err := m.Create(2<<20, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	require.NoError(t, a.Close())
+	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
+}
