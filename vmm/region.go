@@ -57,6 +57,12 @@ type Chunk struct {
 // End is the offset just past the chunk.
 func (c Chunk) End() uint64 { return c.Off + c.Size }
 
+// copied is c with its own copy of Access: what g records is never the caller's to edit.
+func (c Chunk) copied() Chunk {
+	c.Access = slices.Clone(c.Access)
+	return c
+}
+
 var errNoRegion = invalid("a nil or zero Region (make one with Manager.NewRegion)")
 
 // NewRegion reserves size bytes (a multiple of the granularity) of address space for a
@@ -123,7 +129,7 @@ func (g *Region) Chunks(off, size uint64) []Chunk {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []Chunk
-	g.each(off, size, func(n *treap.Node[Chunk]) { out = append(out, n.Val) })
+	g.each(off, size, func(n *treap.Node[Chunk]) { out = append(out, n.Val.copied()) })
 	return out
 }
 
@@ -330,7 +336,11 @@ func (t *Tx) Remove(g *Region, off, size uint64) ([]Chunk, error) {
 	}
 	gone := g.forget(off, size)
 	t.Restore("map the removed chunks back", func() error { return g.putBack(gone) })
-	return gone, nil
+	out := make([]Chunk, len(gone))
+	for i, c := range gone {
+		out[i] = c.copied()
+	}
+	return out, nil
 }
 
 // putBack maps chunks, removed from g, where they were, with their access, and records
@@ -388,8 +398,8 @@ func (g *Region) Close() error {
 }
 
 // Swap puts a in the place of the chunk at offset off: it unmaps what is mapped there, maps
-// a whole (nil: nothing) with the chunk's access, and marks the chunk asleep or awake (a
-// that is there already is only marked). It returns what was mapped there before, which is
+// a whole (nil: nothing, for a chunk marked asleep only) with the chunk's access, and marks
+// the chunk asleep or awake (a that is there already is only marked). It returns what was mapped there before, which is
 // the caller's from then on. The region holds a until the next Swap gives it back, and
 // releases it on Close. On failure the chunk holds what is mapped there: the old
 // allocation when the unmap failed (and nothing is returned), nothing when the map failed
@@ -427,8 +437,18 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	}
 	c := n.Val
 	g.mu.Unlock()
-	if a != nil && g.r.m.foreign(a.m) { // before anything is unmapped
+	// What makes the map fail for sure is refused before anything is unmapped.
+	switch {
+	case a == nil && !asleep:
+		return nil, rangeErr(invalid("only a sleeping chunk has nothing mapped"), "swap", g.Base()+cu.DevicePtr(off), n.Span)
+	case a == nil:
+	case g.r.m.foreign(a.m):
 		return nil, rangeErr(errForeign, "swap", g.Base()+cu.DevicePtr(off), a.Size())
+	default:
+		if err := a.enter(); err != nil { // held to the map: a stays open until then
+			return nil, rangeErr(err, "swap", g.Base()+cu.DevicePtr(off), a.Size())
+		}
+		defer a.l.exit()
 	}
 	// The node stays while the change lock is held: no Add, Remove or Close runs.
 	record := func(a *Allocation) {

@@ -222,3 +222,47 @@ func TestRegionSwapRefusesAnotherBackend(t *testing.T) {
 	require.Equal(t, "hello", string(got), "the chunk stays mapped")
 	require.True(t, g.Manager().SameBackend(m) && !g.Manager().SameBackend(other))
 }
+
+// What Chunks and Remove return is the caller's to edit: the region's record of the
+// access, which Swap and a Remove's undo map with, stays.
+func TestChunksAreCopies(t *testing.T) {
+	m := vmm.New(newSim(t))
+	g, err := m.NewRegion(4*mib, 0)
+	require.NoError(t, err)
+	defer g.Close()
+	require.NoError(t, addRun(m, g, 0, 2))
+	cs := g.Chunks(0, g.Size())
+	cs[0].Access[0].Flags = cu.MEM_ACCESS_FLAGS_PROT_READ
+	require.Equal(t, cu.MEM_ACCESS_FLAGS_PROT_READWRITE, g.Chunks(0, g.Size())[1].Access[0].Flags)
+	tx := m.Begin(nil)
+	gone, err := tx.Remove(g, 2*mib, 2*mib)
+	require.NoError(t, err)
+	gone[0].Access[0].Flags = cu.MEM_ACCESS_FLAGS_PROT_READ
+	require.NotErrorIs(t, tx.Rollback(errors.New("undo")), vmm.ErrBroken)
+	_, err = g.WriteAt([]byte{1}, 2*mib) // mapped back read-write, as recorded
+	require.NoError(t, err)
+}
+
+// Swap refuses what would leave a chunk awake with nothing mapped, a closed allocation or
+// none, before it unmaps anything.
+func TestSwapRefusesBeforeItUnmaps(t *testing.T) {
+	s := newSim(t)
+	m := vmm.New(s)
+	g, err := m.NewRegion(2*mib, 0)
+	require.NoError(t, err)
+	defer g.Close()
+	require.NoError(t, addRun(m, g, 0, 1))
+	dead, err := m.Create(2*mib, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	require.NoError(t, dead.Close())
+	mappings := s.Stats().Mappings
+	for _, a := range []*vmm.Allocation{dead, nil} {
+		old, err := g.Swap(0, a, false)
+		require.Nil(t, old)
+		require.Error(t, err)
+		require.Equal(t, mappings, s.Stats().Mappings, "unmapped")
+		require.NotNil(t, g.Chunks(0, g.Size())[0].Alloc)
+	}
+	_, err = g.ReadAt(make([]byte, 16), 0)
+	require.NoError(t, err)
+}
