@@ -91,6 +91,11 @@ func (m *Manager) imported(h cu.MemHandle, size uint64) *Allocation {
 // BindAddress is not known here), or imported: another process or device may hold it, so
 // releasing this reference frees nothing, and memory put in its place would not be what
 // the other side sees. Package sleep refuses such memory.
+//
+// It knows what was done through this Allocation, or by an export that names it: a
+// dma-buf of a Reservation's range, of a buffer, or of chunks that list it. It does not
+// know an export by address alone (Manager.ExportDmaBuf) or through another Allocation of
+// the same memory (Manager.Retain): export memory that may sleep through its owner.
 func (a *Allocation) Shared() bool { return a != nil && a.shared.Load() }
 
 // Handle is the backend's handle value, for calls the typed layer does not cover (0 for a

@@ -43,7 +43,10 @@
 // the allocation, so nothing would be freed, and the two sides would stop seeing the same
 // bytes. Tag and Sleep refuse it with ErrShared (vmm.Allocation.Shared says which memory
 // is such; a dma-buf marks the memory it was exported from for good, as a descriptor handed
-// on may live anywhere). A Pool's own memory is never exported. Nothing may read or write an
+// on may live anywhere). Only exports made through the memory's own objects mark it: a
+// dma-buf exported by address alone (vmm.Manager.ExportDmaBuf), or a descriptor of an
+// Allocation retained at its address, is not seen, so export tagged memory through its
+// owner (a buffer's ExportDmaBuf, a Region's chunks). A Pool's own memory is never exported. Nothing may read or write an
 // offloaded or discarded range (ReadAt and WriteAt fail with ErrAsleep; device code would
 // fault), and nothing may touch a tag while it sleeps or wakes.
 package sleep

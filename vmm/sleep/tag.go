@@ -42,7 +42,11 @@ func (p *Pool) Tag(tag string, mem Memory) error {
 	if p.closed {
 		return fail("tag", args, vmm.ErrClosed)
 	}
-	for _, g := range mem.Regions() {
+	regs := mem.Regions()
+	for i, g := range regs {
+		if slices.Contains(regs[:i], g) {
+			return fail("tag", args, fmt.Errorf("%w: the memory lists its region at %v twice", vmm.ErrInvalid, g.Base()))
+		}
 		if other := p.taggedAs(mem, g); other != "" {
 			return fail("tag", args, fmt.Errorf("%w: the memory, or its region at %v, is tagged %q already", vmm.ErrInvalid, g.Base(), other))
 		}

@@ -254,3 +254,23 @@ func TestTagRefusesAnotherBackend(t *testing.T) {
 	require.ErrorContains(t, err, "another backend")
 	require.ErrorIs(t, p.Sleep(context.Background(), "w", sleep.Offload), vmm.ErrInvalid, "nothing is tagged")
 }
+
+// twice is a Memory that lists one region twice.
+type twice struct{ g *vmm.Region }
+
+func (d twice) Regions() []*vmm.Region { return []*vmm.Region{d.g, d.g} }
+
+// Tag refuses a Memory that lists a region twice: Sleep would move each of its chunks
+// twice, at once.
+func TestTagRefusesARegionListedTwice(t *testing.T) {
+	_, m := h200(t)
+	g, err := m.NewRegion(4*mib, 0)
+	require.NoError(t, err)
+	defer g.Close()
+	p := sleep.New(m, sleep.Options{})
+	defer p.Close()
+	err = p.Tag("t", twice{g})
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.ErrorContains(t, err, "twice")
+	require.NoError(t, p.Tag("t", g), "nothing was left tagged")
+}
