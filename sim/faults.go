@@ -114,15 +114,15 @@ func (s *Sim) ClearFaults() {
 }
 
 // SetCapacity caps the physical memory cuMemCreate may allocate on device ordinal (the
-// default is the device's TotalMem). Memory already allocated stays; later creates past the
-// cap fail with CUDA_ERROR_OUT_OF_MEMORY.
+// default is the device's TotalMem) at bytes, 0 included. Memory already allocated stays;
+// later creates past the cap fail with CUDA_ERROR_OUT_OF_MEMORY.
 func (s *Sim) SetCapacity(ordinal int, bytes uint64) error {
 	if ordinal < 0 || ordinal >= len(s.cfg.Devices) {
 		return fmt.Errorf("sim: SetCapacity(%d, %d): no such device", ordinal, bytes)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.devMem[ordinal].limit = bytes
+	s.devMem[ordinal].limit, s.devMem[ordinal].capped = bytes, true
 	return nil
 }
 
@@ -135,6 +135,9 @@ var needVMM = [numOps]bool{OpRetain: true, OpReserve: true, OpFree: true, OpMap:
 // enter counts a call of o and returns the armed fault it triggers, if any, or the refusal
 // of a machine without VMM of an operation of needVMM. The caller holds s.mu.
 func (s *Sim) enter(o Op) *failure {
+	if s.handles == nil {
+		return fail(cu.ERROR_NOT_INITIALIZED, "a zero Sim: make one with New")
+	}
 	s.calls[o]++
 	fs := s.faults[o]
 	var hit *failure

@@ -48,7 +48,13 @@ func memfdName(fd int) (string, bool) {
 // a FUSE file waits for its server, under sim's lock.
 func notMemfd(fd int) bool {
 	_, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0)
-	return err != nil && err != unix.EBADF
+	if err != unix.EBADF {
+		return err != nil
+	}
+	// Closed, for dup to report; or open with O_PATH, which F_GET_SEALS refuses so too and
+	// fstat does not, while F_GETFD answers.
+	_, err = unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	return err == nil
 }
 
 // describeFile takes f, a descriptor another process (or another Sim) exported, as the

@@ -43,8 +43,11 @@ type Sim struct {
 }
 
 // capacity is the physical memory of a device or of the host: what is committed, against a
-// limit (0: none).
-type capacity struct{ committed, limit uint64 }
+// limit (0: none, unless SetCapacity capped it there).
+type capacity struct {
+	committed, limit uint64
+	capped           bool
+}
 
 var _ vmm.Backend = (*Sim)(nil)
 
@@ -111,20 +114,20 @@ func (s *Sim) DeviceCount() (int, error) {
 // FailNth armed before fn runs.
 func locked[T any](s *Sim, o Op, fn func() (T, *failure)) (v T, f *failure) {
 	s.mu.Lock()
+	defer s.mu.Unlock() // a panic must not leave the Sim locked for good
 	if f = s.enter(o); f == nil {
 		v, f = fn()
 	}
-	s.mu.Unlock()
 	return v, f
 }
 
 // do is locked for a call that returns nothing but its failure.
 func (s *Sim) do(o Op, fn func() *failure) (f *failure) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if f = s.enter(o); f == nil {
 		f = fn()
 	}
-	s.mu.Unlock()
 	return f
 }
 

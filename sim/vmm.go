@@ -160,7 +160,7 @@ func (s *Sim) create(size uint64, prop *cu.MemAllocationProp, flags uint64) (cu.
 		return 0, f
 	}
 	c := s.memOf(dev)
-	if n := c.committed + size; n < size || c.limit != 0 && n > c.limit {
+	if n := c.committed + size; n < size || (c.limit != 0 || c.capped) && n > c.limit {
 		if dev >= 0 {
 			return 0, fail(cu.ERROR_OUT_OF_MEMORY, "device memory exhausted") // recorded: vmmtest create/larger-than-device, sweep/create-1TiB
 		}
