@@ -2,6 +2,7 @@ package sim
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -24,15 +25,17 @@ import (
 // What arrives from another process is not trusted. A descriptor is taken only if it is a
 // file this process exported, or, on Linux, an arena's open at a header that describes an
 // allocation, or a memfd named as sim names a fabric allocation's
-// ("cuvmm-sim.f<device>.<secret>"), whose device exists here and whose size is a whole
+// ("cuvmm-sim.f<device>.<digest>"), whose device exists here and whose size is a whole
 // number of that device's granules, no larger than its memory. A fabric
 // token carries a 256-bit secret that only the exporter and the holders of the token know,
-// and the file it leads to must bear that secret and the token's device in its name
-// before anything is opened for reading or writing: a forged token reaches nothing.
+// and the file it leads to must bear the secret's SHA-256 and the token's device in its
+// name before anything is opened for reading or writing: a forged token reaches nothing,
+// and the name, which any process that may look at the exporter's descriptors reads,
+// does not make one.
 
 const (
 	shareName  = "cuvmm-sim.d" // + device: memory shared as a descriptor
-	fabricName = "cuvmm-sim.f" // + device + "." + secret: memory shared as a fabric handle
+	fabricName = "cuvmm-sim.f" // + device + "." + digest: memory shared as a fabric handle
 )
 
 // fabricMagic starts every fabric token sim makes.
@@ -67,30 +70,36 @@ func parseFabric(h cu.MemFabricHandle) (fabricToken, bool) {
 	return fabricToken{secret: [32]byte(h[16:48]), pid: le.Uint32(h[48:]), fd: le.Uint32(h[52:]), dev: le.Uint32(h[56:])}, true
 }
 
-// fileName is the name of the file of an allocation of device dev: with a secret for a
-// fabric allocation.
+// fileName is the name of the file of an allocation of device dev: with the digest of its
+// secret for a fabric allocation.
 func fileName(dev int, secret *[32]byte) string {
 	if secret == nil {
 		return shareName + strconv.Itoa(dev)
 	}
-	return fabricName + strconv.Itoa(dev) + "." + hex.EncodeToString(secret[:])
+	return fabricName + strconv.Itoa(dev) + "." + digest(secret)
 }
 
-// parseFileName reads the device (and, for a fabric allocation, the secret) from a file's
-// name; ok is false for any name sim does not make.
-func parseFileName(name string) (dev int, secret string, ok bool) {
+// digest is what a fabric allocation's file name says of its secret.
+func digest(secret *[32]byte) string {
+	sum := sha256.Sum256(secret[:])
+	return hex.EncodeToString(sum[:])
+}
+
+// parseFileName reads the device (and, for a fabric allocation, its secret's digest) from
+// a file's name; ok is false for any name sim does not make.
+func parseFileName(name string) (dev int, digest string, ok bool) {
 	rest, fabric := strings.CutPrefix(name, fabricName)
 	if fabric {
-		rest, secret, _ = strings.Cut(rest, ".")
+		rest, digest, _ = strings.Cut(rest, ".")
 	} else if rest, ok = strings.CutPrefix(name, shareName); !ok {
 		return 0, "", false
 	}
 	// One spelling of each device: Atoi also takes signs and leading zeros.
 	dev, err := strconv.Atoi(rest)
-	if err != nil || dev < 0 || dev > 9999 || strconv.Itoa(dev) != rest || fabric && len(secret) != 64 {
+	if err != nil || dev < 0 || dev > 9999 || strconv.Itoa(dev) != rest || fabric && len(digest) != 64 {
 		return 0, "", false
 	}
-	return dev, secret, true
+	return dev, digest, true
 }
 
 // exports is what every Sim of this process exported, by file: an import into another Sim

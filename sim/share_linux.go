@@ -1,8 +1,8 @@
 package sim
 
 import (
+	"crypto/subtle"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -69,8 +69,8 @@ func describeFile(f *os.File) (st store, size uint64, dev int, ok bool) {
 	if name == arenaName {
 		return openArena(f)
 	}
-	dev, secret, ok := parseFileName(name)
-	if !ok || secret == "" {
+	dev, sum, ok := parseFileName(name)
+	if !ok || sum == "" {
 		return nil, 0, 0, false
 	}
 	fi, err := f.Stat()
@@ -84,7 +84,8 @@ func describeFile(f *os.File) (st store, size uint64, dev int, ok bool) {
 // from the token, so nothing is opened for reading or writing until the file is known to
 // bear the token's device and secret: first a path-only descriptor (O_PATH: no open of
 // the file itself, so no device, pipe or regular file is touched), whose target must be a
-// memfd named with them; then the same file, reopened through that descriptor.
+// memfd named with them (the secret's digest); then the same file, reopened through that
+// descriptor.
 func openFabric(tok fabricToken) (*os.File, error) {
 	pfd, err := unix.Open(fmt.Sprintf("/proc/%d/fd/%d", tok.pid, tok.fd), unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -96,7 +97,7 @@ func openFabric(tok fabricToken) (*os.File, error) {
 		return nil, fmt.Errorf("descriptor %d of process %d is not a sim allocation", tok.fd, tok.pid)
 	}
 	// The device too: the importer takes the token's device for the memory's.
-	if dev, secret, ok := parseFileName(name); !ok || dev != int(tok.dev) || secret != hex.EncodeToString(tok.secret[:]) {
+	if dev, sum, ok := parseFileName(name); !ok || dev != int(tok.dev) || subtle.ConstantTimeCompare([]byte(sum), []byte(digest(&tok.secret))) != 1 {
 		return nil, fmt.Errorf("descriptor %d of process %d is not the token's allocation", tok.fd, tok.pid)
 	}
 	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_RDWR|unix.O_CLOEXEC, 0)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/cuvmm/cuvmm/cu"
@@ -374,4 +376,42 @@ func TestExportsShareOneFile(t *testing.T) {
 	require.NoError(t, s.Release(keeper))
 	require.True(t, s.Stats().Clean(), "%+v", s.Stats())
 	require.True(t, other.Stats().Clean(), "%+v", other.Stats())
+}
+
+// A fabric allocation's memfd is named after its secret's digest, not the secret: a
+// process that reads the exporter's descriptor links (here this one's) cannot make a
+// token from the name, even for memory never exported.
+func TestFabricNameMakesNoToken(t *testing.T) {
+	victim, err := sim.New(sim.PresetMNNVL())
+	require.NoError(t, err)
+	h, err := victim.Create(2<<20, devProp(0, cu.MEM_HANDLE_TYPE_FABRIC), 0)
+	require.NoError(t, err)
+	defer victim.Release(h)
+	ents, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	forged := 0
+	for _, e := range ents {
+		link, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		name, ok := strings.CutPrefix(strings.TrimSuffix(link, " (deleted)"), "/memfd:cuvmm-sim.f")
+		if !ok {
+			continue
+		}
+		dev, inName, _ := strings.Cut(name, ".")
+		b, err := hex.DecodeString(inName)
+		require.NoError(t, err)
+		var tok cu.MemFabricHandle
+		copy(tok[:16], "cuvmm-sim-fabric")
+		copy(tok[16:48], b)
+		fd, _ := strconv.Atoi(e.Name())
+		d, _ := strconv.Atoi(dev)
+		binary.LittleEndian.PutUint32(tok[48:], uint32(os.Getpid()))
+		binary.LittleEndian.PutUint32(tok[52:], uint32(fd))
+		binary.LittleEndian.PutUint32(tok[56:], uint32(d))
+		importer, err := sim.New(sim.PresetMNNVL())
+		require.NoError(t, err)
+		_, err = importer.ImportFabric(tok)
+		require.Error(t, err, "a token made from the name %s imported", link)
+		forged++
+	}
+	require.NotZero(t, forged, "no fabric memfd among this process's descriptors")
 }

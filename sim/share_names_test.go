@@ -33,7 +33,7 @@ func FuzzFileName(f *testing.F) {
 			want = fabricName + strconv.Itoa(dev) + "." + sec
 		}
 		if dev < 0 || dev > 9999 || name != want || (sec != "" && len(sec) != 2*len(secret)) {
-			t.Fatalf("%q parses to device %d, secret %q", name, dev, sec)
+			t.Fatalf("%q parses to device %d, digest %q", name, dev, sec)
 		}
 	})
 }

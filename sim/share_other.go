@@ -59,7 +59,7 @@ func newExportable(dev int, size uint64) (store, fileKey, error) {
 func exportFD(st store) (int, error) { return dupFD(st.(*fileStore).f.Fd()) }
 
 // openFabric opens the file a fabric token names: under os.TempDir, named after the
-// token's device and secret, so a forged token names no file. It must be a regular file,
+// token's device and its secret's digest, so a forged token names no file. It must be a regular file,
 // not a link to one, and the file opened must be the one looked at.
 func openFabric(tok fabricToken) (*os.File, error) {
 	path := filepath.Join(os.TempDir(), fileName(int(tok.dev), &tok.secret))
