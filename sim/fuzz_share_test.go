@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
@@ -93,11 +94,12 @@ func FuzzFabricToken(f *testing.F) {
 }
 
 // genuine reports whether tok is a token some Sim made: the file it leads to bears its
-// device and secret in its name (a memfd of the token's process on Linux, a file under the
-// temporary directory elsewhere).
+// device and its secret's SHA-256 in its name (a memfd of the token's process on Linux, a
+// file under the temporary directory elsewhere).
 func genuine(tok cu.MemFabricHandle) bool {
 	le := binary.LittleEndian
-	name := fmt.Sprintf("cuvmm-sim.f%d.%s", le.Uint32(tok[56:]), hex.EncodeToString(tok[16:48]))
+	sum := sha256.Sum256(tok[16:48])
+	name := fmt.Sprintf("cuvmm-sim.f%d.%s", le.Uint32(tok[56:]), hex.EncodeToString(sum[:]))
 	if runtime.GOOS != "linux" {
 		_, err := os.Stat(filepath.Join(os.TempDir(), name))
 		return err == nil

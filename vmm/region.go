@@ -445,7 +445,7 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	case g.r.m.foreign(a.m):
 		return nil, rangeErr(errForeign, "swap", g.Base()+cu.DevicePtr(off), a.Size())
 	default:
-		if err := a.enter(); err != nil { // held to the map: a stays open until then
+		if err := a.enter(); err != nil { // held to the map: a Close of a waits until then
 			return nil, rangeErr(err, "swap", g.Base()+cu.DevicePtr(off), a.Size())
 		}
 		defer a.l.exit()
@@ -465,7 +465,7 @@ func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, erro
 	if a == nil {
 		return c.Alloc, nil
 	}
-	mp, err := g.r.Map(off, a)
+	mp, err := g.r.mapPinned(off, a)
 	if err == nil && len(c.Access) > 0 {
 		if err = mp.SetAccess(c.Access...); err != nil {
 			if uerr := mp.Close(); uerr != nil {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cuvmm/cuvmm/cu"
 	"github.com/cuvmm/cuvmm/sim"
@@ -263,6 +264,45 @@ func TestSwapRefusesBeforeItUnmaps(t *testing.T) {
 		require.Equal(t, mappings, s.Stats().Mappings, "unmapped")
 		require.NotNil(t, g.Chunks(0, g.Size())[0].Alloc)
 	}
+	_, err = g.ReadAt(make([]byte, 16), 0)
+	require.NoError(t, err)
+}
+
+// unmapHook is the simulator with a hook run at the start of every Unmap.
+type unmapHook struct {
+	*sim.Sim
+	hook func()
+}
+
+func (u *unmapHook) Unmap(p cu.DevicePtr, size uint64) error {
+	if u.hook != nil {
+		u.hook()
+	}
+	return u.Sim.Unmap(p, size)
+}
+
+// A Close of the allocation Swap maps, begun while Swap unmaps what it replaces, waits for
+// the map: the chunk is not left awake with nothing mapped.
+func TestSwapHoldsTheAllocationToTheMap(t *testing.T) {
+	u := &unmapHook{Sim: newSim(t)}
+	m := vmm.New(u)
+	g, err := m.NewRegion(2*mib, 0)
+	require.NoError(t, err)
+	defer g.Close()
+	require.NoError(t, addRun(m, g, 0, 1))
+	a, err := m.Create(2*mib, vmm.DeviceProps(0))
+	require.NoError(t, err)
+	closed := make(chan error, 1)
+	u.hook = func() {
+		u.hook = nil
+		go func() { closed <- a.Close() }()
+		time.Sleep(200 * time.Millisecond) // the Close is waiting for Swap's pin by then
+	}
+	old, err := g.Swap(0, a, false)
+	require.NoError(t, err)
+	require.NoError(t, old.Close())
+	require.NoError(t, <-closed)
+	require.NotNil(t, g.Chunks(0, g.Size())[0].Alloc)
 	_, err = g.ReadAt(make([]byte, 16), 0)
 	require.NoError(t, err)
 }

@@ -112,19 +112,25 @@ func rangeErr(err error, op string, addr cu.DevicePtr, size uint64) error {
 // Map maps the whole of a at offset off of the reservation (the driver maps whole
 // allocations only).
 func (r *Reservation) Map(off uint64, a *Allocation) (*Mapping, error) {
+	if err := a.enter(); err != nil {
+		return nil, &Error{Op: "map", Args: rangeArgs(r.Base()+cu.DevicePtr(off), a.Size()), Err: err}
+	}
+	defer a.l.exit()
+	return r.mapPinned(off, a)
+}
+
+// mapPinned is Map of a, which the caller keeps pinned (Region.Swap pins it before it
+// unmaps what a replaces, which a Close of a begun meanwhile would otherwise leave empty).
+func (r *Reservation) mapPinned(off uint64, a *Allocation) (*Mapping, error) {
 	size := a.Size()
 	addr := r.Base() + cu.DevicePtr(off)
 	args := func() string { return rangeArgs(addr, size) }
-	// Both stay pinned until the mapping is recorded: a Close of the reservation waits and
-	// then unmaps it, and a Close of the allocation cannot release it mid-map.
+	// Pinned until the mapping is recorded: a Close of the reservation waits and then
+	// unmaps it, and a Close of the allocation cannot release it mid-map.
 	if err := r.enter(off, size); err != nil {
 		return nil, &Error{Op: "map", Args: args(), Err: err}
 	}
 	defer r.l.exit()
-	if err := a.enter(); err != nil {
-		return nil, &Error{Op: "map", Args: args(), Err: err}
-	}
-	defer a.l.exit()
 	if size == 0 {
 		return nil, &Error{Op: "map", Args: args(), Err: invalid("an allocation of unknown size")}
 	}

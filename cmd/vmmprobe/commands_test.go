@@ -204,6 +204,42 @@ func TestDaemon(t *testing.T) {
 	assert.Equal(t, "vmmprobe: daemon exit code=0 reason=signal removed="+path, lines[4])
 }
 
+// TestDaemonStopsWhileARefreshHangs: a stop is obeyed while a refresh hangs (a driver or
+// NVML call that does not return; a pipe whose reader stopped reading is the same), with a
+// warning, and the refresh, when it comes back, writes nothing over the removal.
+func TestDaemonStopsWhileARefreshHangs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cuvmm.json")
+	d, tick, stop := daemonDeps(noDriver)
+	var hung atomic.Bool
+	entered, gate := make(chan struct{}), make(chan struct{})
+	now := d.now
+	d.now = func() time.Time {
+		if _, err := os.Stat(path); err == nil && hung.CompareAndSwap(false, true) { // the second refresh
+			close(entered)
+			<-gate
+		}
+		return now()
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		var out, errb bytes.Buffer
+		code := run([]string{"report", "--backend=sim", "--preset=h100", "-o", "json", "--output-file", path, "--interval=1m"}, &out, &errb, d)
+		done <- outcome{code, out.String(), errb.String()}
+	}()
+	tick <- time.Time{}
+	<-entered
+	close(stop)
+	r := <-done
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stderr, "refresh n=2 still under way after")
+	_, err := os.Stat(path)
+	require.ErrorIs(t, err, os.ErrNotExist, "removed at stop")
+	close(gate)
+	time.Sleep(500 * time.Millisecond) // a write would come at once
+	_, err = os.Stat(path)
+	require.ErrorIs(t, err, os.ErrNotExist, "the refresh left behind wrote the output again")
+}
+
 func TestDaemonQuiet(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cuvmm.features")
 	d, tick, stop := daemonDeps(noDriver)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -54,6 +55,7 @@ func runDaemon(sel *opened, opts options, d deps, warnOut func(string)) int {
 	defer stopTick()
 	logf("start output=%s format=%s interval=%v backend=%s", opts.outputFile, opts.format, opts.interval, sel.info.Name)
 	var last []byte
+	var stopped atomic.Bool // a refresh left under way that has not begun its write does not write
 	logRefresh := func(n int, t0 time.Time, r refreshed) {
 		if r.err != nil {
 			warn(r.err.Error())
@@ -68,7 +70,7 @@ func runDaemon(sel *opened, opts options, d deps, warnOut func(string)) int {
 		// return: a driver or NVML call that hangs, a named pipe whose reader stopped
 		// reading.
 		done := make(chan refreshed, 1)
-		go func() { done <- refresh(sel, opts, d, warn) }()
+		go func() { done <- refresh(sel, opts, d, warn, &stopped) }()
 		var r refreshed
 		select {
 		case r = <-done:
@@ -79,6 +81,7 @@ func runDaemon(sel *opened, opts options, d deps, warnOut func(string)) int {
 			case <-time.After(stopGrace):
 				warn(fmt.Sprintf("daemon refresh n=%d still under way after %v: stopping without it", n, time.Since(t0).Round(time.Millisecond)))
 			}
+			stopped.Store(true)
 			return stopDaemon(opts.outputFile, warn, logf)
 		}
 		logRefresh(n, t0, r)
@@ -105,13 +108,16 @@ type refreshed struct {
 	err  error
 }
 
-// refresh probes, renders and writes the output once.
-func refresh(sel *opened, opts options, d deps, warn func(string)) refreshed {
+// refresh probes, renders and writes the output once, unless the daemon stopped meanwhile.
+func refresh(sel *opened, opts options, d deps, warn func(string), stopped *atomic.Bool) refreshed {
 	doc, code := probe(sel, opts, d, warn)
 	if doc == nil {
 		return refreshed{code: code}
 	}
 	out, err := render(doc, opts, d)
+	if stopped.Load() {
+		return refreshed{code: code}
+	}
 	if err == nil {
 		err = writeOutput(opts.outputFile, out)
 	}

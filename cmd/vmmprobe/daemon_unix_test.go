@@ -3,12 +3,10 @@
 package main
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,37 +39,3 @@ func TestRemoveOutputLeavesDevicesAndLinks(t *testing.T) {
 	assert.NoError(t, removeOutput(filepath.Join(dir, "never-written")))
 }
 
-// TestDaemonStopsWhileAWriteHangs: --output-file is a named pipe whose reader stopped
-// reading. Once the pipe is full a write never returns, and the stop signal still ends the
-// daemon, with a warning for the refresh it left.
-func TestDaemonStopsWhileAWriteHangs(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "cuvmm.json")
-	require.NoError(t, syscall.Mkfifo(path, 0o600))
-	rd, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // never read
-	require.NoError(t, err)
-	defer rd.Close()
-	d, tick, stop := daemonDeps(noDriver)
-	done := make(chan outcome, 1)
-	go func() {
-		var out, errb bytes.Buffer
-		code := run([]string{"check", "--backend=sim", "--preset=hgx8", "-o", "json", "--output-file", path, "--interval=1m"}, &out, &errb, d)
-		done <- outcome{code, out.String(), errb.String()}
-	}()
-	stuck := false // a tick not taken: the daemon is in a write
-	for i := 0; i < 100 && !stuck; i++ {
-		select {
-		case tick <- time.Time{}:
-		case <-time.After(time.Second):
-			stuck = true
-		}
-	}
-	require.True(t, stuck, "100 outputs fit in the pipe")
-	close(stop)
-	select {
-	case r := <-done:
-		assert.Equal(t, exitOK, r.code, r.stderr)
-		assert.Contains(t, r.stderr, "still under way after")
-	case <-time.After(stopGrace + 10*time.Second):
-		t.Fatal("the daemon did not stop while its write hung")
-	}
-}

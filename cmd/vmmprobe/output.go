@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 )
 
 // writeOutput writes data to the file the user named. vmmprobe often runs as root
@@ -139,6 +140,9 @@ func writeInPlace(path string, data []byte) error {
 
 // stdio returns this process's standard output or error when fi is the file it writes to.
 func stdio(fi fs.FileInfo) *os.File {
+	if runtime.GOOS == "windows" {
+		return nil // every pipe and device has file ID 0 there: SameFile would match them all
+	}
 	for _, f := range []*os.File{os.Stdout, os.Stderr} {
 		if sfi, err := f.Stat(); err == nil && os.SameFile(fi, sfi) {
 			return f

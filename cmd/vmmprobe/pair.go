@@ -107,6 +107,20 @@ func (p *pairOptions) check(command string) error {
 	case p.device < 0:
 		return fmt.Errorf("--device %d: must not be negative", p.device)
 	}
+	for flag, addr := range map[string]string{"--listen": p.listen, "--connect": p.connect} {
+		if addr == "" {
+			continue
+		}
+		// The port must be a number or a service name here: the dialer would retry a name
+		// that is neither until --timeout.
+		_, port, err := net.SplitHostPort(addr)
+		if err == nil {
+			_, err = net.LookupPort("tcp", port)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %q: %w", flag, addr, err)
+		}
+	}
 	return nil
 }
 
@@ -287,9 +301,6 @@ func (r *pairRun) export(addr string, dev int, warn func(string)) {
 	if err != nil {
 		r.fail(causeFailed, "cannot listen on "+addr, "choose a free port this process may bind", err)
 		r.code = exitFailure
-		if errors.As(err, new(*net.AddrError)) {
-			r.code = exitUsage
-		}
 		return
 	}
 	defer ln.Close()

@@ -310,8 +310,12 @@ func TestPairUsage(t *testing.T) {
 	}
 	t.Setenv(envPairSecret, testSecret)
 	for _, role := range []string{"--listen", "--connect"} {
-		r := runWith(t, noDriver, "pair", "--backend=sim", role, "no-port-here")
-		assert.Equal(t, exitUsage, r.code, "%s no-port-here: %s", role, r.stderr)
+		for _, addr := range []string{"no-port-here", "127.0.0.1:no-such-port"} {
+			r := runWith(t, noDriver, "pair", "--backend=sim", role, addr)
+			assert.Equal(t, exitUsage, r.code, "%s %s: %s", role, addr, r.stderr)
+			assert.Contains(t, r.stderr, role+` "`+addr+`"`)
+			assert.Empty(t, r.stdout)
+		}
 	}
 	t.Setenv(envPairSecret, "")
 	r := runWith(t, noDriver, "pair", "--backend=sim", "--connect", "127.0.0.1:1")

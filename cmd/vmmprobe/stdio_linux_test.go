@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/cuvmm/cuvmm/internal/reexec"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -16,7 +17,7 @@ func vmmprobe(t *testing.T, stdout *os.File, args ...string) (code int, stderr s
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
-	cmd := exec.Command(exe, args...)
+	cmd := reexec.Command(exe, args...)
 	cmd.Env = append(os.Environ(), envTestMain+"=1")
 	var errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = stdout, &errb
