@@ -38,4 +38,3 @@ func TestRemoveOutputLeavesDevicesAndLinks(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "what it names goes")
 	assert.NoError(t, removeOutput(filepath.Join(dir, "never-written")))
 }
-
