@@ -212,17 +212,17 @@ func (g *Region) WriteAt(p []byte, off int64) (int, error) { return g.copyAt(Vie
 func (g *Region) copyAt(cp func(View, []byte, int64) (int, error), p []byte, off int64) (int, error) {
 	if g != nil && off >= 0 {
 		g.mu.Lock()
-		var gone *Chunk // a chunk of the range asleep with nothing mapped
+		gone, asleep := uint64(0), false // a chunk of the range asleep with nothing mapped
 		if g.asleep > 0 {
 			g.each(uint64(off), uint64(len(p)), func(n *treap.Node[Chunk]) {
-				if n.Val.Alloc == nil && gone == nil {
-					gone = &n.Val
+				if n.Val.Alloc == nil && !asleep {
+					gone, asleep = n.Val.Off, true
 				}
 			})
 		}
 		g.mu.Unlock()
-		if gone != nil {
-			return 0, opErr(fmt.Errorf("%w (the chunk at +%s)", ErrAsleep, units.Size(gone.Off)), "copy",
+		if asleep {
+			return 0, opErr(fmt.Errorf("%w (the chunk at +%s)", ErrAsleep, units.Size(gone)), "copy",
 				"%s at offset %d", units.Size(uint64(len(p))), off)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -305,4 +306,30 @@ func TestSwapHoldsTheAllocationToTheMap(t *testing.T) {
 	require.NotNil(t, g.Chunks(0, g.Size())[0].Alloc)
 	_, err = g.ReadAt(make([]byte, 16), 0)
 	require.NoError(t, err)
+}
+
+// A read of a sleeping chunk racing the region's Close names that chunk, from what it saw
+// under the lock (go test -race: no access to a node Close frees).
+func TestCopyAtRacesClose(t *testing.T) {
+	m := vmm.New(newSim(t))
+	for range 300 {
+		g, err := m.NewRegion(4*mib, 0)
+		require.NoError(t, err)
+		require.NoError(t, addRun(m, g, 0, 2))
+		old, err := g.Swap(2*mib, nil, true)
+		require.NoError(t, err)
+		done := make(chan error, 1)
+		go func() {
+			var err error
+			for range 20 {
+				if _, e := g.ReadAt(make([]byte, 64), 2*mib); e != nil && !errors.Is(e, vmm.ErrClosed) && !strings.Contains(e.Error(), "the chunk at +2MiB") {
+					err = e
+				}
+			}
+			done <- err
+		}()
+		require.NoError(t, g.Close())
+		require.NoError(t, <-done)
+		require.NoError(t, old.Close())
+	}
 }

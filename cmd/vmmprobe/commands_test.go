@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -238,6 +240,70 @@ func TestDaemonStopsWhileARefreshHangs(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // a write would come at once
 	_, err = os.Stat(path)
 	require.ErrorIs(t, err, os.ErrNotExist, "the refresh left behind wrote the output again")
+}
+
+// hookWriter is a standard error that calls onWrite with each line the daemon writes.
+type hookWriter struct {
+	mu      sync.Mutex
+	b       bytes.Buffer
+	onWrite func(string)
+}
+
+func (w *hookWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.b.Write(p)
+	w.mu.Unlock()
+	w.onWrite(string(p))
+	return len(p), nil
+}
+
+// TestDaemonStopEndsWrites: a refresh let go just as the stop gives up waiting for it
+// writes while the stop ends the writes; the output is removed after that write, never
+// before it, whichever comes first.
+func TestDaemonStopEndsWrites(t *testing.T) {
+	for _, delay := range []time.Duration{100 * time.Microsecond, 400 * time.Microsecond, 1500 * time.Microsecond, 3 * time.Millisecond} {
+		t.Run(delay.String(), func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "cuvmm.features")
+			d, tick, stop := daemonDeps(noDriver)
+			// The second refresh hangs at its last reading of the clock, just before its write.
+			var calls, hangAt atomic.Int32
+			entered, gate := make(chan struct{}), make(chan struct{})
+			now := d.now
+			d.now = func() time.Time {
+				if calls.Add(1) == hangAt.Load() {
+					close(entered)
+					<-gate
+				}
+				return now()
+			}
+			var once sync.Once
+			w := &hookWriter{onWrite: func(s string) {
+				if strings.Contains(s, "still under way") {
+					once.Do(func() {
+						close(gate)
+						for t0 := time.Now(); time.Since(t0) < delay; {
+						}
+					})
+				}
+			}}
+			done := make(chan int, 1)
+			go func() {
+				done <- run([]string{"check", "--backend=sim", "--preset=h100", "-o", "labels", "--output-file", path, "--interval=1m"}, io.Discard, w, d)
+			}()
+			for _, err := os.Stat(path); err != nil; _, err = os.Stat(path) {
+				time.Sleep(time.Millisecond) // the first refresh writes after its last reading
+			}
+			hangAt.Store(2 * calls.Load())
+			tick <- time.Time{}
+			<-entered
+			close(stop)
+			require.Equal(t, exitOK, <-done, w.b.String())
+			time.Sleep(300 * time.Millisecond) // a write would come at once
+			_, err := os.Stat(path)
+			require.ErrorIs(t, err, os.ErrNotExist, "the output outlived the daemon")
+		})
+	}
 }
 
 func TestDaemonQuiet(t *testing.T) {

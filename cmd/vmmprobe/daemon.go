@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -55,7 +54,7 @@ func runDaemon(sel *opened, opts options, d deps, warnOut func(string)) int {
 	defer stopTick()
 	logf("start output=%s format=%s interval=%v backend=%s", opts.outputFile, opts.format, opts.interval, sel.info.Name)
 	var last []byte
-	var stopped atomic.Bool // a refresh left under way that has not begun its write does not write
+	var w writes
 	logRefresh := func(n int, t0 time.Time, r refreshed) {
 		if r.err != nil {
 			warn(r.err.Error())
@@ -70,19 +69,18 @@ func runDaemon(sel *opened, opts options, d deps, warnOut func(string)) int {
 		// return: a driver or NVML call that hangs, a named pipe whose reader stopped
 		// reading.
 		done := make(chan refreshed, 1)
-		go func() { done <- refresh(sel, opts, d, warn, &stopped) }()
+		go func() { done <- refresh(sel, opts, d, warn, &w) }()
 		var r refreshed
 		select {
 		case r = <-done:
 		case <-stop:
-			select { // a refresh about to finish may, so that nothing it writes outlives the removal
+			select { // a refresh about to finish may
 			case r = <-done:
 				logRefresh(n, t0, r)
 			case <-time.After(stopGrace):
 				warn(fmt.Sprintf("daemon refresh n=%d still under way after %v: stopping without it", n, time.Since(t0).Round(time.Millisecond)))
 			}
-			stopped.Store(true)
-			return stopDaemon(opts.outputFile, warn, logf)
+			return stopDaemon(opts.outputFile, &w, warn, logf)
 		}
 		logRefresh(n, t0, r)
 		if r.code == exitNoDriver || r.code == exitNoDevice {
@@ -91,7 +89,7 @@ func runDaemon(sel *opened, opts options, d deps, warnOut func(string)) int {
 		}
 		select {
 		case <-stop:
-			return stopDaemon(opts.outputFile, warn, logf)
+			return stopDaemon(opts.outputFile, &w, warn, logf)
 		case <-tick:
 		}
 	}
@@ -109,17 +107,17 @@ type refreshed struct {
 }
 
 // refresh probes, renders and writes the output once, unless the daemon stopped meanwhile.
-func refresh(sel *opened, opts options, d deps, warn func(string), stopped *atomic.Bool) refreshed {
+func refresh(sel *opened, opts options, d deps, warn func(string), w *writes) refreshed {
 	doc, code := probe(sel, opts, d, warn)
 	if doc == nil {
 		return refreshed{code: code}
 	}
 	out, err := render(doc, opts, d)
-	if stopped.Load() {
-		return refreshed{code: code}
-	}
 	if err == nil {
-		err = writeOutput(opts.outputFile, out)
+		var wrote bool
+		if wrote, err = w.do(func() error { return writeOutput(opts.outputFile, out) }); !wrote {
+			return refreshed{code: code}
+		}
 	}
 	if err != nil {
 		return refreshed{code: code, err: err}
@@ -127,8 +125,43 @@ func refresh(sel *opened, opts options, d deps, warn func(string), stopped *atom
 	return refreshed{out: out, code: code}
 }
 
-// stopDaemon removes the output and says so.
-func stopDaemon(path string, warn func(string), logf func(string, ...any)) int {
+// writes are the daemon's writes of its output: a refresh writes holding the lock, and the
+// stop ends them once none is under way, before it removes the output, so that no write
+// lands after the removal.
+type writes struct {
+	mu    sync.Mutex
+	ended bool
+}
+
+// do runs write unless the writes have ended, and reports whether it ran.
+func (w *writes) do(write func() error) (bool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended {
+		return false, nil
+	}
+	return true, write()
+}
+
+// end ends the writes, once the one under way, if any, is done; false, ending nothing,
+// when it is not done within wait (a write that hangs).
+func (w *writes) end(wait time.Duration) bool {
+	for deadline := time.Now().Add(wait); !w.mu.TryLock(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+	w.ended = true
+	w.mu.Unlock()
+	return true
+}
+
+// stopDaemon ends the writes, removes the output and says so.
+func stopDaemon(path string, w *writes, warn func(string), logf func(string, ...any)) int {
+	if !w.end(stopGrace) {
+		warn("output file " + path + ": a write is still under way: left in place, to expire")
+		return exitFailure
+	}
 	if err := removeOutput(path); err != nil {
 		warn(err.Error())
 		return exitFailure

@@ -114,8 +114,12 @@ func (p *pairOptions) check(command string) error {
 		// The port must be a number or a service name here: the dialer would retry a name
 		// that is neither until --timeout.
 		_, port, err := net.SplitHostPort(addr)
+		n := 0
 		if err == nil {
-			_, err = net.LookupPort("tcp", port)
+			n, err = net.LookupPort("tcp", port)
+		}
+		if err == nil && n == 0 && flag == "--connect" {
+			err = errors.New("no port: name the one the exporter listens on")
 		}
 		if err != nil {
 			return fmt.Errorf("%s %q: %w", flag, addr, err)

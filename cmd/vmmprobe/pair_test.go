@@ -309,8 +309,11 @@ func TestPairUsage(t *testing.T) {
 		assert.Empty(t, r.stdout, "%v", tc.args)
 	}
 	t.Setenv(envPairSecret, testSecret)
-	for _, role := range []string{"--listen", "--connect"} {
-		for _, addr := range []string{"no-port-here", "127.0.0.1:no-such-port"} {
+	for role, addrs := range map[string][]string{
+		"--listen":  {"no-port-here", "127.0.0.1:no-such-port"},
+		"--connect": {"no-port-here", "127.0.0.1:no-such-port", "127.0.0.1:", "127.0.0.1:0", "[::1]:0"},
+	} {
+		for _, addr := range addrs {
 			r := runWith(t, noDriver, "pair", "--backend=sim", role, addr)
 			assert.Equal(t, exitUsage, r.code, "%s %s: %s", role, addr, r.stderr)
 			assert.Contains(t, r.stderr, role+` "`+addr+`"`)
