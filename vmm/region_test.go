@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"math"
-	"sync/atomic"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
