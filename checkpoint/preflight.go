@@ -1,6 +1,8 @@
 package checkpoint
 
 import (
+	"bufio"
+	"bytes"
 	"io/fs"
 	"path"
 	"regexp"
@@ -71,9 +73,7 @@ func Preflight(fsys fs.FS, pid int) Report {
 		r.Hazards = append(r.Hazards, Hazard{"the process has exited", "name a running process"})
 	}
 	r.Resident = resident(fsys, pid)
-	if maps, err := fs.ReadFile(fsys, path.Join(dir, "maps")); err == nil {
-		r.CUDA = strings.Contains(string(maps), "/libcuda.so")
-	}
+	r.CUDA = mapsLibcuda(fsys, path.Join(dir, "maps"))
 	if !r.CUDA {
 		r.Hazards = append(r.Hazards, Hazard{"libcuda is not mapped in the process: it is no CUDA process (or /proc/PID/maps cannot be read from here)", "name the process that uses the GPU; reading another user's maps needs the same user or root"})
 	}
@@ -224,6 +224,23 @@ func stopped(fsys fs.FS, pid int) bool {
 			if _, state := statFields(string(b)); isStopped(state) {
 				return true
 			}
+		}
+	}
+	return false
+}
+
+// mapsLibcuda reports whether the maps file at name maps libcuda, read a line at a time:
+// the process decides how long the file is (up to vm.max_map_count lines of a path each).
+func mapsLibcuda(fsys fs.FS, name string) bool {
+	f, err := fsys.Open(name)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if bytes.Contains(sc.Bytes(), []byte("/libcuda.so")) {
+			return true
 		}
 	}
 	return false

@@ -2,6 +2,8 @@ package checkpoint_test
 
 import (
 	"io/fs"
+	"runtime"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -122,4 +124,19 @@ func FuzzPreflight(f *testing.F) {
 			t.Fatalf("%+v", r)
 		}
 	})
+}
+
+// The maps file is the inspected process's to make long (vm.max_map_count lines of a path
+// each): Preflight reads it a line at a time, and finds libcuda after 128 MiB of others.
+func TestPreflightLongMaps(t *testing.T) {
+	fsys := node()
+	line := "7f00-7f10 r--s 0 08:01 42 /" + strings.Repeat("d", 4000) + "\n"
+	maps := strings.Repeat(line, 128<<20/len(line)) + "x /usr/lib64/libcuda.so.1\n"
+	fsys["proc/100/maps"] = &fstest.MapFile{Data: []byte(maps)}
+	var a, b runtime.MemStats
+	runtime.ReadMemStats(&a)
+	r := checkpoint.Preflight(fsys, 100)
+	runtime.ReadMemStats(&b)
+	assert.True(t, r.CUDA)
+	assert.Less(t, b.TotalAlloc-a.TotalAlloc, uint64(8<<20), "allocated reading the maps")
 }

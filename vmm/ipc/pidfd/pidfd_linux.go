@@ -1,6 +1,8 @@
 package pidfd
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -362,18 +364,25 @@ func readManifest(fd int, t *Ticket) (manifest, unix.Stat_t, error) {
 // made it, and not a peer that left a sealed memory file of its own in the exporter's
 // descriptor table for a forged ticket to name.
 func madeBy(pid int, file unix.Stat_t) error {
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	// Read a line at a time: the exporter decides how long the file is (up to
+	// vm.max_map_count lines of a path each, hundreds of MiB).
+	maps, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		return fmt.Errorf("the exporter's mappings: %w", err)
 	}
+	defer maps.Close()
 	// ADDRESS PERMS OFFSET MAJOR:MINOR INODE [PATH], the device in hex.
-	dev := fmt.Sprintf("%02x:%02x", unix.Major(uint64(file.Dev)), unix.Minor(uint64(file.Dev)))
-	ino := strconv.FormatUint(uint64(file.Ino), 10)
-	for line := range strings.Lines(string(maps)) {
-		f := strings.Fields(line)
-		if len(f) >= 5 && f[3] == dev && f[4] == ino {
+	dev := fmt.Appendf(nil, "%02x:%02x", unix.Major(uint64(file.Dev)), unix.Minor(uint64(file.Dev)))
+	ino := strconv.AppendUint(nil, uint64(file.Ino), 10)
+	sc := bufio.NewScanner(maps)
+	for sc.Scan() {
+		f := bytes.Fields(sc.Bytes())
+		if len(f) >= 5 && bytes.Equal(f[3], dev) && bytes.Equal(f[4], ino) {
 			return nil
 		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("the exporter's mappings: %w", err)
 	}
 	return fmt.Errorf("%w: the manifest bears the ticket's secret but process %d did not make it (it does not map it): "+
 		"a sealed memory file that another process left there", errProtocol, pid)
