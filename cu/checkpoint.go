@@ -85,13 +85,16 @@ func CheckpointProcessRestoreThreadID(pid int) (int, error) {
 // limit, rounded up to milliseconds) for those in flight (cuCheckpointProcessLock). The
 // process must be running; on a timeout it stays running.
 func CheckpointProcessLock(pid int, timeout time.Duration) error {
+	ms := timeout / time.Millisecond // rounded up below: timeout+999999ns would overflow near the largest Duration
+	if timeout%time.Millisecond != 0 {
+		ms++
+	}
+	if timeout < 0 || ms > 1<<32-1 {
+		return wrap(ERROR_INVALID_VALUE, "cuCheckpointProcessLock", "pid %d, timeout %v", pid, timeout)
+	}
 	p, err := checkpointPID("cuCheckpointProcessLock", pid)
 	if err != nil {
 		return err
-	}
-	ms := (timeout + time.Millisecond - 1) / time.Millisecond
-	if timeout < 0 || ms > 1<<32-1 {
-		return wrap(ERROR_INVALID_VALUE, "cuCheckpointProcessLock", "pid %d, timeout %v", pid, timeout)
 	}
 	err = cuCheckpointProcessLock(p, &checkpointLockArgs{timeoutMs: uint32(ms)})
 	return wrap(err, "cuCheckpointProcessLock", "pid %d, timeout %v", pid, timeout)

@@ -97,6 +97,11 @@ func TestArgumentErrors(t *testing.T) {
 		_, err = CheckpointProcessRestoreThreadID(pid)
 		require.ErrorIs(t, err, ERROR_INVALID_VALUE, "pid %d", pid)
 	}
+	// The lock's timeout is milliseconds in 32 bits, rounded up without overflowing near
+	// the largest Duration ("forever" to some callers).
+	for _, d := range []time.Duration{-1, 1 << 32 * time.Millisecond, math.MaxInt64, math.MaxInt64 - 1} {
+		require.ErrorIs(t, CheckpointProcessLock(1234, d), ERROR_INVALID_VALUE, "timeout %v", d)
+	}
 }
 
 func TestErrorFormat(t *testing.T) {
