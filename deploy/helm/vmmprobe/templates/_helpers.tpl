@@ -18,6 +18,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- define "vmmprobe.outputPath" -}}
+{{- if not (trimSuffix "/" .Values.output.hostDir) -}}
+{{- fail "output.hostDir must name a directory other than /" -}}
+{{- end -}}
 {{- printf "%s/%s" (trimSuffix "/" .Values.output.hostDir) .Values.output.file -}}
 {{- end -}}
 
