@@ -67,9 +67,9 @@ func For(b vmm.Backend) Driver {
 	return unsupported{backend: name}
 }
 
-// ErrStopped is a lock refused because the process is stopped (SIGSTOP or a tracer): the
-// driver's lock of a stopped process does not return, whatever its timeout (recorded on an
-// H200, driver 580).
+// ErrStopped is a lock refused because the process is stopped (SIGSTOP, a tracer or a
+// frozen cgroup): the driver's lock of a stopped process does not return, whatever its
+// timeout (recorded on an H200, driver 580, for SIGSTOP; a frozen cgroup stops it alike).
 var ErrStopped = errors.New("the process is stopped")
 
 // ErrState is a call made in a state that does not allow it (locking a process that is
@@ -175,7 +175,7 @@ func (p *Process) Lock(timeout time.Duration) error {
 		return &Error{Pid: p.Pid(), Op: "lock", Err: errNoProcess}
 	}
 	if stopped(p.root, p.pid) { // (a stop between here and the driver's call still hangs it)
-		return &Error{Pid: p.pid, Op: "lock", Err: fmt.Errorf("%w (SIGSTOP or a tracer): the driver's lock would not return, whatever its timeout; continue it first", ErrStopped)}
+		return &Error{Pid: p.pid, Op: "lock", Err: fmt.Errorf("%w (SIGSTOP, a tracer or a frozen cgroup): the driver's lock would not return, whatever its timeout; continue it first", ErrStopped)}
 	}
 	return p.step("lock", cu.PROCESS_STATE_RUNNING, cu.PROCESS_STATE_LOCKED, func() error { return p.d.Lock(p.pid, timeout) })
 }

@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"testing/fstest"
 	"time"
@@ -160,8 +161,42 @@ func TestLockStopped(t *testing.T) {
 	p, _ := checkpoint.NewIn(node(), f, 200)
 	err := p.Lock(time.Second)
 	require.ErrorIs(t, err, checkpoint.ErrStopped)
-	assert.Contains(t, err.Error(), "checkpoint: lock pid 200: the process is stopped (SIGSTOP or a tracer)")
+	assert.Contains(t, err.Error(), "checkpoint: lock pid 200: the process is stopped (SIGSTOP, a tracer or a frozen cgroup)")
 	assert.Empty(t, f.calls)
+}
+
+// TestLockFrozen: a process of a frozen cgroup is as stopped as SIGSTOP leaves it, its
+// state S or D: cgroup v2 (cgroup.events) and v1 (the freezer's state); a cgroup thawed,
+// or outside this cgroup namespace, is not.
+func TestLockFrozen(t *testing.T) {
+	fsys := node()
+	add := func(pid int, cgroup string) {
+		p := fmt.Sprintf("proc/%d/", pid)
+		fsys[p+"stat"] = &fstest.MapFile{Data: []byte(fmt.Sprintf("%d (server) S 1 %d ...", pid, pid))}
+		fsys[p+"maps"] = &fstest.MapFile{Data: []byte("x /usr/lib64/libcuda.so.1\n")}
+		fsys[p+"cgroup"] = &fstest.MapFile{Data: []byte(cgroup)}
+	}
+	add(810, "0::/kubepods/pod1/c1\n")
+	fsys["sys/fs/cgroup/kubepods/pod1/c1/cgroup.events"] = &fstest.MapFile{Data: []byte("populated 1\nfrozen 1\n")}
+	add(820, "12:pids:/docker/a\n7:freezer:/docker/a\n0::/docker/a\n")
+	fsys["sys/fs/cgroup/freezer/docker/a/freezer.state"] = &fstest.MapFile{Data: []byte("FROZEN\n")}
+	add(830, "0::/kubepods/pod2\n")
+	fsys["sys/fs/cgroup/kubepods/pod2/cgroup.events"] = &fstest.MapFile{Data: []byte("populated 1\nfrozen 0\n")}
+	add(840, "0::/../../elsewhere\n")
+	fsys["sys/fs/cgroup/elsewhere/cgroup.events"] = &fstest.MapFile{Data: []byte("frozen 1\n")}
+	for pid, frozen := range map[int]bool{810: true, 820: true, 830: false, 840: false} {
+		f := &fake{}
+		p, err := checkpoint.NewIn(fsys, f, pid)
+		require.NoError(t, err)
+		err = p.Lock(time.Second)
+		if frozen {
+			require.ErrorIs(t, err, checkpoint.ErrStopped, "pid %d", pid)
+			assert.Empty(t, f.calls, "pid %d", pid)
+			require.NotEmpty(t, checkpoint.Preflight(fsys, pid).Hazards, "pid %d", pid)
+		} else {
+			require.NotErrorIs(t, err, checkpoint.ErrStopped, "pid %d", pid)
+		}
+	}
 }
 
 // TestLockTimeout: the driver's NOT_READY comes back as the error, the process running.

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func Preflight(fsys fs.FS, pid int) Report {
 	}
 	switch {
 	case r.State == "T" || r.State == "t":
-		r.Hazards = append(r.Hazards, Hazard{"the process is stopped (SIGSTOP or a tracer): the driver's lock of a stopped process does not return, whatever its timeout", "continue it (kill -CONT " + strconv.Itoa(pid) + ") before the checkpoint; the lock stops its CUDA calls"})
+		r.Hazards = append(r.Hazards, Hazard{"the process is stopped (SIGSTOP, a tracer or a frozen cgroup): the driver's lock of a stopped process does not return, whatever its timeout", "continue it (kill -CONT " + strconv.Itoa(pid) + ", or thaw its cgroup) before the checkpoint; the lock stops its CUDA calls"})
 	case exited && threads(fsys, pid) > 0:
 		r.Hazards = append(r.Hazards, Hazard{"its main thread has exited while other threads run: /proc shows little of such a process (its maps, its descriptors), and what the driver does with it was not recorded", "checkpoint a process whose main thread runs"})
 	case exited:
@@ -207,8 +208,11 @@ func threads(fsys fs.FS, pid int) int {
 
 // stopped says whether process pid, or one of its threads, is stopped (SIGSTOP) or
 // stopped by a tracer: the threads' /proc/PID/task/TID/stat, the leader's alone when
-// they cannot be read.
+// they cannot be read; or frozen.
 func stopped(fsys fs.FS, pid int) bool {
+	if frozen(fsys, pid) {
+		return true
+	}
 	isStopped := func(state string) bool { return state == "T" || state == "t" }
 	tasks, err := fs.ReadDir(fsys, path.Join("proc", strconv.Itoa(pid), "task"))
 	if err != nil || len(tasks) == 0 {
@@ -222,6 +226,37 @@ func stopped(fsys fs.FS, pid int) bool {
 				continue
 			}
 			if _, state := statFields(string(b)); isStopped(state) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// frozen says whether process pid's cgroup is frozen (docker pause, a freeze before a
+// checkpoint), which stops it as SIGSTOP does while its state reads D or S: cgroup v2's
+// cgroup.events says "frozen 1", v1's freezer.state is not THAWED. A cgroup outside this
+// process's cgroup namespace (a path with "..") cannot be read, and counts as not frozen.
+func frozen(fsys fs.FS, pid int) bool {
+	b, err := fs.ReadFile(fsys, path.Join("proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(b)) {
+		id, rest, _ := strings.Cut(strings.TrimSpace(line), ":")
+		controllers, dir, _ := strings.Cut(rest, ":")
+		if !strings.HasPrefix(dir, "/") || slices.Contains(strings.Split(dir, "/"), "..") {
+			continue
+		}
+		switch {
+		case id == "0" && controllers == "":
+			ev, err := fs.ReadFile(fsys, path.Join("sys/fs/cgroup", dir, "cgroup.events"))
+			if err == nil && strings.Contains("\n"+string(ev), "\nfrozen 1") {
+				return true
+			}
+		case slices.Contains(strings.Split(controllers, ","), "freezer"):
+			st, err := fs.ReadFile(fsys, path.Join("sys/fs/cgroup/freezer", dir, "freezer.state"))
+			if err == nil && strings.TrimSpace(string(st)) != "THAWED" {
 				return true
 			}
 		}
