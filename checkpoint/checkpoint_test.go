@@ -166,8 +166,9 @@ func TestLockStopped(t *testing.T) {
 }
 
 // TestLockFrozen: a process of a frozen cgroup is as stopped as SIGSTOP leaves it, its
-// state S or D: cgroup v2 (cgroup.events) and v1 (the freezer's state); a cgroup thawed,
-// or outside this cgroup namespace, is not.
+// state S or D: cgroup v2 (cgroup.events, also under unified/ on a hybrid host), v1 (the
+// freezer's state), a thread's own cgroup; a cgroup thawed, or outside this cgroup
+// namespace, is not.
 func TestLockFrozen(t *testing.T) {
 	fsys := node()
 	add := func(pid int, cgroup string) {
@@ -184,7 +185,17 @@ func TestLockFrozen(t *testing.T) {
 	fsys["sys/fs/cgroup/kubepods/pod2/cgroup.events"] = &fstest.MapFile{Data: []byte("populated 1\nfrozen 0\n")}
 	add(840, "0::/../../elsewhere\n")
 	fsys["sys/fs/cgroup/elsewhere/cgroup.events"] = &fstest.MapFile{Data: []byte("frozen 1\n")}
-	for pid, frozen := range map[int]bool{810: true, 820: true, 830: false, 840: false} {
+	// A hybrid host: v1's controllers, cgroup2 at /sys/fs/cgroup/unified.
+	add(850, "12:pids:/u\n0::/u\n")
+	fsys["sys/fs/cgroup/unified/u/cgroup.events"] = &fstest.MapFile{Data: []byte("frozen 1\n")}
+	// A thread of its own threaded cgroup, frozen; the leader's is not.
+	add(860, "0::/t\n")
+	fsys["proc/860/task/860/stat"] = &fstest.MapFile{Data: []byte("860 (server) S 1 860 ...")}
+	fsys["proc/860/task/860/cgroup"] = &fstest.MapFile{Data: []byte("0::/t\n")}
+	fsys["proc/860/task/861/stat"] = &fstest.MapFile{Data: []byte("861 (worker) S 1 860 ...")}
+	fsys["proc/860/task/861/cgroup"] = &fstest.MapFile{Data: []byte("0::/t/worker\n")}
+	fsys["sys/fs/cgroup/t/worker/cgroup.events"] = &fstest.MapFile{Data: []byte("frozen 1\n")}
+	for pid, frozen := range map[int]bool{810: true, 820: true, 830: false, 840: false, 850: true, 860: true} {
 		f := &fake{}
 		p, err := checkpoint.NewIn(fsys, f, pid)
 		require.NoError(t, err)

@@ -1,8 +1,8 @@
 package checkpoint
 
 import (
-	"bufio"
 	"bytes"
+	"io"
 	"io/fs"
 	"path"
 	"regexp"
@@ -210,18 +210,20 @@ func threads(fsys fs.FS, pid int) int {
 // stopped by a tracer: the threads' /proc/PID/task/TID/stat, the leader's alone when
 // they cannot be read; or frozen.
 func stopped(fsys fs.FS, pid int) bool {
-	if frozen(fsys, pid) {
-		return true
-	}
 	isStopped := func(state string) bool { return state == "T" || state == "t" }
-	tasks, err := fs.ReadDir(fsys, path.Join("proc", strconv.Itoa(pid), "task"))
+	dir := path.Join("proc", strconv.Itoa(pid))
+	tasks, err := fs.ReadDir(fsys, path.Join(dir, "task"))
 	if err != nil || len(tasks) == 0 {
 		_, state, _ := procStat(fsys, pid)
-		return isStopped(state)
+		return isStopped(state) || frozen(fsys, path.Join(dir, "cgroup"))
 	}
 	for _, t := range tasks {
 		if tid, err := strconv.Atoi(t.Name()); err == nil && tid > 0 {
-			b, err := fs.ReadFile(fsys, path.Join("proc", strconv.Itoa(pid), "task", t.Name(), "stat"))
+			task := path.Join(dir, "task", t.Name())
+			if frozen(fsys, path.Join(task, "cgroup")) { // a thread may have a cgroup of its own
+				return true
+			}
+			b, err := fs.ReadFile(fsys, path.Join(task, "stat"))
 			if err != nil {
 				continue
 			}
@@ -233,14 +235,20 @@ func stopped(fsys fs.FS, pid int) bool {
 	return false
 }
 
-// frozen says whether process pid's cgroup is frozen (docker pause, a freeze before a
-// checkpoint), which stops it as SIGSTOP does while its state reads D or S: cgroup v2's
-// cgroup.events says "frozen 1", v1's freezer.state is not THAWED. A cgroup outside this
-// process's cgroup namespace (a path with "..") cannot be read, and counts as not frozen.
-func frozen(fsys fs.FS, pid int) bool {
-	b, err := fs.ReadFile(fsys, path.Join("proc", strconv.Itoa(pid), "cgroup"))
+// frozen says whether the cgroup that the /proc cgroup file at name gives is frozen
+// (docker pause, a freeze before a checkpoint), which stops a process as SIGSTOP does while
+// its state reads D or S: cgroup v2's cgroup.events says "frozen 1" (under /sys/fs/cgroup,
+// or /sys/fs/cgroup/unified beside v1's controllers), v1's freezer.state is not THAWED. A
+// cgroup outside this process's cgroup namespace (a path with "..") cannot be read, nor can
+// one whose path is longer than PATH_MAX: either counts as not frozen.
+func frozen(fsys fs.FS, name string) bool {
+	b, err := fs.ReadFile(fsys, name)
 	if err != nil {
 		return false
+	}
+	read := func(file string) string {
+		b, _ := fs.ReadFile(fsys, file)
+		return string(b)
 	}
 	for line := range strings.Lines(string(b)) {
 		id, rest, _ := strings.Cut(strings.TrimSpace(line), ":")
@@ -250,13 +258,13 @@ func frozen(fsys fs.FS, pid int) bool {
 		}
 		switch {
 		case id == "0" && controllers == "":
-			ev, err := fs.ReadFile(fsys, path.Join("sys/fs/cgroup", dir, "cgroup.events"))
-			if err == nil && strings.Contains("\n"+string(ev), "\nfrozen 1") {
-				return true
+			for _, root := range []string{"sys/fs/cgroup", "sys/fs/cgroup/unified"} {
+				if strings.Contains("\n"+read(path.Join(root, dir, "cgroup.events")), "\nfrozen 1") {
+					return true
+				}
 			}
 		case slices.Contains(strings.Split(controllers, ","), "freezer"):
-			st, err := fs.ReadFile(fsys, path.Join("sys/fs/cgroup/freezer", dir, "freezer.state"))
-			if err == nil && strings.TrimSpace(string(st)) != "THAWED" {
+			if st := strings.TrimSpace(read(path.Join("sys/fs/cgroup/freezer", dir, "freezer.state"))); st != "" && st != "THAWED" {
 				return true
 			}
 		}
@@ -264,19 +272,33 @@ func frozen(fsys fs.FS, pid int) bool {
 	return false
 }
 
-// mapsLibcuda reports whether the maps file at name maps libcuda, read a line at a time:
-// the process decides how long the file is (up to vm.max_map_count lines of a path each).
+// mapsLibcuda reports whether the maps file at name maps libcuda. It reads a block at a
+// time and at most maxMaps bytes: the process decides how long the file is (up to
+// vm.max_map_count lines, each of a path that may be longer than any buffer).
 func mapsLibcuda(fsys fs.FS, name string) bool {
 	f, err := fsys.Open(name)
 	if err != nil {
 		return false
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if bytes.Contains(sc.Bytes(), []byte("/libcuda.so")) {
+	needle := []byte("/libcuda.so")
+	r := io.LimitReader(f, maxMaps)
+	buf := make([]byte, 64<<10)
+	keep := 0 // the end of the last block, where needle may begin
+	for {
+		n, err := r.Read(buf[keep:])
+		data := buf[:keep+n]
+		if bytes.Contains(data, needle) {
 			return true
 		}
+		if err != nil {
+			return false
+		}
+		keep = min(len(needle)-1, len(data))
+		copy(buf, data[len(data)-keep:])
 	}
-	return false
 }
+
+// maxMaps is the most of a process's /proc/PID/maps that Preflight reads (a second or so):
+// a process of 65,530 mappings of 1 KiB paths has 64 MiB.
+const maxMaps = 64 << 20

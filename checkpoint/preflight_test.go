@@ -126,17 +126,27 @@ func FuzzPreflight(f *testing.F) {
 	})
 }
 
-// The maps file is the inspected process's to make long (vm.max_map_count lines of a path
-// each): Preflight reads it a line at a time, and finds libcuda after 128 MiB of others.
+// The maps file is the inspected process's to make long (vm.max_map_count lines, each of a
+// path that may be longer than any buffer): Preflight reads a block at a time, finds libcuda
+// after 48 MiB of others and at the end of a 70 KiB path, and stops at 64 MiB.
 func TestPreflightLongMaps(t *testing.T) {
-	fsys := node()
 	line := "7f00-7f10 r--s 0 08:01 42 /" + strings.Repeat("d", 4000) + "\n"
-	maps := strings.Repeat(line, 128<<20/len(line)) + "x /usr/lib64/libcuda.so.1\n"
-	fsys["proc/100/maps"] = &fstest.MapFile{Data: []byte(maps)}
-	var a, b runtime.MemStats
-	runtime.ReadMemStats(&a)
-	r := checkpoint.Preflight(fsys, 100)
-	runtime.ReadMemStats(&b)
-	assert.True(t, r.CUDA)
-	assert.Less(t, b.TotalAlloc-a.TotalAlloc, uint64(8<<20), "allocated reading the maps")
+	for _, tc := range []struct {
+		maps string
+		cuda bool
+	}{
+		{strings.Repeat(line, 48<<20/len(line)) + "x /usr/lib64/libcuda.so.1\n", true},
+		{"x /" + strings.Repeat("d/", 35<<10) + "libcuda.so.1\n", true},
+		{strings.Repeat("d", 64<<10-5) + "/libcuda.so.1\n", true}, // across two blocks
+		{strings.Repeat(line, 65<<20/len(line)) + "x /usr/lib64/libcuda.so.1\n", false},
+	} {
+		fsys := node()
+		fsys["proc/100/maps"] = &fstest.MapFile{Data: []byte(tc.maps)}
+		var a, b runtime.MemStats
+		runtime.ReadMemStats(&a)
+		r := checkpoint.Preflight(fsys, 100)
+		runtime.ReadMemStats(&b)
+		assert.Equal(t, tc.cuda, r.CUDA, "%d bytes", len(tc.maps))
+		assert.Less(t, b.TotalAlloc-a.TotalAlloc, uint64(8<<20), "allocated reading the maps")
+	}
 }

@@ -158,11 +158,15 @@ func (w *writes) end(wait time.Duration) bool {
 
 // stopDaemon ends the writes, removes the output and says so.
 func stopDaemon(path string, w *writes, warn func(string), logf func(string, ...any)) int {
-	if !w.end(stopGrace) {
-		warn("output file " + path + ": a write is still under way: left in place, to expire")
-		return exitFailure
+	target, err := removable(path)
+	if err == nil && target != "" { // a pipe or device has nothing a late write could bring back
+		if !w.end(stopGrace) {
+			warn("output file " + path + ": a write is still under way: left in place, to expire")
+			return exitFailure
+		}
+		err = remove(path, target)
 	}
-	if err := removeOutput(path); err != nil {
+	if err != nil {
 		warn(err.Error())
 		return exitFailure
 	}
@@ -217,17 +221,32 @@ func changes(before, after []byte) string {
 // symbolic links, which stay). A device, a pipe or this process's standard output or error
 // is left alone, and a file already gone is no error.
 func removeOutput(path string) error {
+	target, err := removable(path)
+	if err != nil || target == "" {
+		return err
+	}
+	return remove(path, target)
+}
+
+// removable returns the regular file path names that removeOutput would remove, "" for
+// nothing to remove.
+func removable(path string) (string, error) {
 	target, err := filepath.EvalSymlinks(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return "", nil
 	}
 	if err != nil {
-		return fmt.Errorf("output file %s: %w", path, err)
+		return "", fmt.Errorf("output file %s: %w", path, err)
 	}
 	fi, err := os.Lstat(target)
 	if err != nil || !fi.Mode().IsRegular() || stdio(fi) != nil {
-		return nil
+		return "", nil
 	}
+	return target, nil
+}
+
+// remove removes target, what path names.
+func remove(path, target string) error {
 	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("output file %s: %w", path, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -360,12 +361,16 @@ func readManifest(fd int, t *Ticket) (manifest, unix.Stat_t, error) {
 	return m, st, err
 }
 
+// maxMaps is the most of an exporter's /proc/PID/maps that madeBy reads (a second or so):
+// a process of 65,530 mappings of 1 KiB paths has 64 MiB; one that has more is refused.
+const maxMaps = 64 << 20
+
 // madeBy checks that process pid maps the manifest file (see publish): that the exporter
 // made it, and not a peer that left a sealed memory file of its own in the exporter's
 // descriptor table for a forged ticket to name.
 func madeBy(pid int, file unix.Stat_t) error {
-	// Read a line at a time: the exporter decides how long the file is (up to
-	// vm.max_map_count lines of a path each, hundreds of MiB).
+	// Read a line at a time, at most maxMaps bytes: the exporter decides how long the file
+	// is (up to vm.max_map_count lines of a path each, no PATH_MAX on a path printed here).
 	maps, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		return fmt.Errorf("the exporter's mappings: %w", err)
@@ -374,15 +379,25 @@ func madeBy(pid int, file unix.Stat_t) error {
 	// ADDRESS PERMS OFFSET MAJOR:MINOR INODE [PATH], the device in hex.
 	dev := fmt.Appendf(nil, "%02x:%02x", unix.Major(uint64(file.Dev)), unix.Minor(uint64(file.Dev)))
 	ino := strconv.AppendUint(nil, uint64(file.Ino), 10)
-	sc := bufio.NewScanner(maps)
-	for sc.Scan() {
-		f := bytes.Fields(sc.Bytes())
-		if len(f) >= 5 && bytes.Equal(f[3], dev) && bytes.Equal(f[4], ino) {
+	lr := &io.LimitedReader{R: maps, N: maxMaps}
+	r := bufio.NewReader(lr)
+	for {
+		line, err := r.ReadSlice('\n') // a long line's start holds the fields; its path is skipped
+		if f := bytes.Fields(line); len(f) >= 5 && bytes.Equal(f[3], dev) && bytes.Equal(f[4], ino) {
 			return nil
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("the exporter's mappings: %w", err)
+		for err == bufio.ErrBufferFull {
+			_, err = r.ReadSlice('\n')
+		}
+		if err == io.EOF && lr.N == 0 {
+			return fmt.Errorf("%w: the exporter's mappings are over %d MiB: too many to look for the manifest in", errProtocol, maxMaps>>20)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("the exporter's mappings: %w", err)
+		}
 	}
 	return fmt.Errorf("%w: the manifest bears the ticket's secret but process %d did not make it (it does not map it): "+
 		"a sealed memory file that another process left there", errProtocol, pid)

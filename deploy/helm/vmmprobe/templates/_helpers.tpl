@@ -17,11 +17,17 @@ app.kubernetes.io/name: vmmprobe
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{- define "vmmprobe.outputPath" -}}
-{{- if not (trimSuffix "/" .Values.output.hostDir) -}}
-{{- fail "output.hostDir must name a directory other than /" -}}
+{{/* The host directory of the output, cleaned: an absolute path other than /. */}}
+{{- define "vmmprobe.hostDir" -}}
+{{- $dir := clean .Values.output.hostDir -}}
+{{- if or (not (isAbs $dir)) (eq $dir "/") -}}
+{{- fail (printf "output.hostDir %q: must be an absolute directory other than /" .Values.output.hostDir) -}}
 {{- end -}}
-{{- printf "%s/%s" (trimSuffix "/" .Values.output.hostDir) .Values.output.file -}}
+{{- $dir -}}
+{{- end -}}
+
+{{- define "vmmprobe.outputPath" -}}
+{{- printf "%s/%s" (include "vmmprobe.hostDir" .) .Values.output.file -}}
 {{- end -}}
 
 {{/* The pod spec both workloads share; .args is vmmprobe's command line. */}}
@@ -80,11 +86,11 @@ containers:
     {{- end }}
     volumeMounts:
       - name: output
-        mountPath: {{ trimSuffix "/" $v.output.hostDir }}
+        mountPath: {{ include "vmmprobe.hostDir" $.root }}
 volumes:
   - name: output
     hostPath:
-      path: {{ trimSuffix "/" $v.output.hostDir }}
+      path: {{ include "vmmprobe.hostDir" $.root }}
       type: DirectoryOrCreate
 {{- end -}}
 
