@@ -31,18 +31,9 @@ import (
 // output) and one at exit, each "vmmprobe: daemon EVENT key=value ..."; --quiet leaves
 // only warnings and errors.
 func runDaemon(sel *opened, opts options, d deps, warnOut func(string)) int {
-	// One writer at a time, the refresh's goroutine included, and none once the daemon
-	// has returned (a refresh it stopped without may still be under way).
-	var mu sync.Mutex
-	returned := false
-	defer func() { mu.Lock(); returned = true; mu.Unlock() }()
-	warn := func(msg string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !returned {
-			warnOut(msg)
-		}
-	}
+	// A refresh the daemon stopped without may still be under way.
+	warn, silence := untilReturn(warnOut)
+	defer silence()
 	logf := func(format string, a ...any) {
 		if !opts.quiet {
 			warn("daemon " + fmt.Sprintf(format, a...))

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -59,6 +60,21 @@ type deps struct {
 	// the CUDA devices with their free memory for a restore (cudaDevices; nil: none known).
 	checkpointer func(vmm.Backend) checkpoint.Driver
 	gpus         func(vmm.Backend) ([]device, error)
+}
+
+// untilReturn wraps warn for a command whose goroutines may outlive it (a step left at its
+// deadline): one writer at a time, and none once silence is called, as the command returns.
+func untilReturn(warn func(string)) (guarded func(string), silence func()) {
+	var mu sync.Mutex
+	done := false
+	guarded = func(msg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			warn(msg)
+		}
+	}
+	return guarded, func() { mu.Lock(); done = true; mu.Unlock() }
 }
 
 // program names this vmmprobe in what it writes.

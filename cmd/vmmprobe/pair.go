@@ -223,7 +223,9 @@ func (r *pairRun) wireFail(what string, err error) {
 	}
 }
 
-func runPair(sel *opened, opts options, d deps, stdout io.Writer, warn func(string)) int {
+func runPair(sel *opened, opts options, d deps, stdout io.Writer, warnOut func(string)) int {
+	warn, silence := untilReturn(warnOut) // the run may outlive its deadline
+	defer silence()
 	deadline := time.Now().Add(opts.pair.timeout)
 	secret, err := opts.pair.readSecret(os.Getenv)
 	if err != nil {
