@@ -1,6 +1,7 @@
 package checkpoint_test
 
 import (
+	"bytes"
 	"io/fs"
 	"runtime"
 	"strings"
@@ -110,6 +111,7 @@ func FuzzPreflight(f *testing.F) {
 	f.Add([]byte("100 (python3 (worker)) S 1 100"), "anon_inode:dmabuf", []byte("x /libcuda.so"))
 	f.Add([]byte("100 ()) T"), "/dev/nvidia99999999999999999999", []byte(""))
 	f.Add([]byte(")("), "/dev/nvidia-1", []byte("\x00"))
+	f.Add([]byte("frozen 1"), "0::/a", []byte("libcuda.so /libcuda.s"))
 	f.Fuzz(func(t *testing.T, stat []byte, target string, maps []byte) {
 		fsys := fstest.MapFS{
 			"proc/1/stat":                           {Data: stat},
@@ -118,10 +120,15 @@ func FuzzPreflight(f *testing.F) {
 			"proc/driver/nvidia/gpus/x/information": {Data: append([]byte("Device Minor: "), stat...)},
 			"proc/1/task/1/stat":                    {Data: stat},
 			"proc/1/task/2/stat":                    {Data: maps},
+			"proc/1/task/2/cgroup":                  {Data: []byte(target)},
+			"sys/fs/cgroup/a/cgroup.events":         {Data: stat},
 		}
 		r := checkpoint.Preflight(fsys, 1)
 		if r.Pid != 1 || r.Hazards == nil || r.Warnings == nil || r.GPUs == nil || len(r.GPUUUIDs) != len(r.GPUs) {
 			t.Fatalf("%+v", r)
+		}
+		if r.CUDA != bytes.Contains(maps, []byte("/libcuda.so")) {
+			t.Fatalf("CUDA %v for maps %q", r.CUDA, maps)
 		}
 	})
 }
