@@ -155,7 +155,7 @@ func stopDaemon(path string, w *writes, warn func(string), logf func(string, ...
 			warn("output file " + path + ": a write is still under way: left in place, to expire")
 			return exitFailure
 		}
-		err = remove(path, target)
+		err = removeOutput(path)
 	}
 	if err != nil {
 		warn(err.Error())
@@ -216,7 +216,10 @@ func removeOutput(path string) error {
 	if err != nil || target == "" {
 		return err
 	}
-	return remove(path, target)
+	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("output file %s: %w", path, err)
+	}
+	return nil
 }
 
 // removable returns the regular file path names that removeOutput would remove, "" for
@@ -236,13 +239,6 @@ func removable(path string) (string, error) {
 	return target, nil
 }
 
-// remove removes target, what path names.
-func remove(path, target string) error {
-	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("output file %s: %w", path, err)
-	}
-	return nil
-}
 
 // watchSignals closes stop when SIGTERM (Kubernetes stopping a pod) or SIGINT arrives.
 // Only the daemon watches: elsewhere the signals end vmmprobe as they normally do.
