@@ -399,11 +399,12 @@ func (g *Region) Close() error {
 
 // Swap puts a in the place of the chunk at offset off: it unmaps what is mapped there, maps
 // a whole (nil: nothing, for a chunk marked asleep only) with the chunk's access, and marks
-// the chunk asleep or awake (a that is there already is only marked). It returns what was mapped there before, which is
-// the caller's from then on. The region holds a until the next Swap gives it back, and
-// releases it on Close. On failure the chunk holds what is mapped there: the old
-// allocation when the unmap failed (and nothing is returned), nothing when the map failed
-// (and the old allocation is returned).
+// the chunk asleep or awake (a that is there already is only marked). It returns what was
+// mapped there before, which is the caller's from then on. The region holds a until the
+// next Swap gives it back, and releases it on Close. A closed a, or nil for an awake chunk,
+// is refused before anything is unmapped. On failure the chunk holds what is mapped there:
+// the old allocation when the unmap failed (and nothing is returned), nothing when the map
+// failed (and the old allocation is returned).
 func (g *Region) Swap(off uint64, a *Allocation, asleep bool) (*Allocation, error) {
 	if !g.usable() {
 		return nil, rangeErr(errNoRegion, "swap", g.Base()+cu.DevicePtr(off), a.Size())
