@@ -239,7 +239,6 @@ func removable(path string) (string, error) {
 	return target, nil
 }
 
-
 // watchSignals closes stop when SIGTERM (Kubernetes stopping a pod) or SIGINT arrives.
 // Only the daemon watches: elsewhere the signals end vmmprobe as they normally do.
 func watchSignals() (stop <-chan struct{}, release func()) {
