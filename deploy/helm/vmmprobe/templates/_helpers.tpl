@@ -12,9 +12,12 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
+{{/* A workload's pod labels; .component tells the DaemonSet's pods from the Job's, which
+carry no label set the DaemonSet selects (kubectl rollout status and logs -l count them). */}}
 {{- define "vmmprobe.selector" -}}
 app.kubernetes.io/name: vmmprobe
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
 {{/* The host directory of the output, cleaned: an absolute path other than /. */}}
