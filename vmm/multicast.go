@@ -193,9 +193,9 @@ func (mc *Multicast) bind(dev int, off uint64, a *Allocation, memOffset, size ui
 // BindAddress binds the size bytes mapped at device address addr at offset off of the
 // object, for device dev: memory of dev, or (CUDA 13.1) host NUMA memory of the node
 // closest to dev. It uses cuMulticastBindAddr_v2 where the driver has it and
-// cuMulticastBindAddr otherwise, which takes the device from the memory; where that fails
-// on host memory, the error matches ErrUnsupported and says that only the 13.1 call binds
-// it.
+// cuMulticastBindAddr otherwise, which takes the device from the memory: there dev must be
+// the memory's device (ErrInvalid otherwise), and where it fails on host memory, the error
+// matches ErrUnsupported and says that only the 13.1 call binds it.
 func (mc *Multicast) BindAddress(off uint64, addr cu.DevicePtr, dev int, size uint64) error {
 	args := func() string {
 		return rangeArgs(addr, size) + " at offset " + units.Size(off) + " for device " + strconv.Itoa(dev)
@@ -217,7 +217,8 @@ func (mc *Multicast) bound(dev int, off, size uint64) {
 	mc.mu.Unlock()
 }
 
-// Unbind unbinds the memory of device dev bound at [off, off+size) of the object.
+// Unbind unbinds the memory of device dev bound at [off, off+size) of the object: every
+// binding of dev inside the range.
 func (mc *Multicast) Unbind(dev int, off, size uint64) error {
 	if err := mc.enter(); err != nil {
 		return opErr(err, "multicast unbind", "device %d at offset %s+%s", dev, units.Size(off), units.Size(size))
@@ -230,8 +231,12 @@ func (mc *Multicast) unbind(b binding) error {
 	if err := mc.m.b.MulticastUnbind(mc.h, b.dev, b.off, b.size); err != nil {
 		return opErr(err, "multicast unbind", "device %d at offset %s+%s", b.dev, units.Size(b.off), units.Size(b.size))
 	}
+	// One unbind may cover several bindings of the device: forget each one inside the
+	// range, or Close would unbind it again and fail.
 	mc.mu.Lock()
-	mc.binds = slices.DeleteFunc(mc.binds, func(x binding) bool { return x == b })
+	mc.binds = slices.DeleteFunc(mc.binds, func(x binding) bool {
+		return x.dev == b.dev && x.off >= b.off && x.off+x.size <= b.off+b.size
+	})
 	mc.mu.Unlock()
 	return nil
 }
@@ -328,27 +333,36 @@ func (mc *Multicast) bindMem(dev int, off uint64, h cu.MemHandle, memOffset, siz
 	return mc.m.b.MulticastBindMem(mc.h, off, h, memOffset, size, 0)
 }
 
-// bindAddr binds the memory mapped at addr for device dev.
+// bindAddr binds the memory mapped at addr for device dev. The 13.0 call binds for the
+// memory's own device, so there dev must be that device: Unbind and Close name it.
 func (mc *Multicast) bindAddr(dev int, off uint64, addr cu.DevicePtr, size uint64) error {
 	made, err := mc.v2(func() error { return mc.m.b.MulticastBindAddrV2(mc.h, dev, off, addr, size, 0) })
 	if made {
 		return err
 	}
 	missing := err
+	loc, err := mc.locationAt(addr)
+	if err != nil {
+		return err
+	}
+	device := loc.Type == cu.MEM_LOCATION_TYPE_DEVICE
+	if device && int(loc.ID) != dev {
+		return invalid("memory of " + loc.String() + " is bound only for that device")
+	}
 	err = mc.m.b.MulticastBindAddr(mc.h, off, addr, size, 0)
-	if err != nil && mc.hostMemoryAt(addr) {
+	if err != nil && !device {
 		return needsV2(missing, err)
 	}
 	return err
 }
 
-// hostMemoryAt reports whether addr maps host memory, for the error of a failed 13.0 bind.
-func (mc *Multicast) hostMemoryAt(addr cu.DevicePtr) bool {
+// locationAt is where the memory mapped at addr lives.
+func (mc *Multicast) locationAt(addr cu.DevicePtr) (cu.MemLocation, error) {
 	h, err := mc.m.b.Retain(addr)
 	if err != nil {
-		return false
+		return cu.MemLocation{}, err
 	}
 	p, err := mc.m.b.Properties(h)
 	_ = mc.m.releaseRetained(h) // a refusal stays in the Manager's Pending list
-	return err == nil && p.Location.Type != cu.MEM_LOCATION_TYPE_DEVICE
+	return p.Location, err
 }

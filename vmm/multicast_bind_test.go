@@ -162,3 +162,47 @@ func TestBindArguments(t *testing.T) {
 	require.NoError(t, mc.Bind(0, a0, 0, size))
 	require.True(t, bytes.Equal([]byte{1}, writeThrough(t, m, mc, a0, []byte{1})))
 }
+
+// On a 13.0 driver cuMulticastBindAddr binds for the memory's own device: BindAddress
+// naming another device is refused before the call (Close would unbind for the device
+// named, where nothing is bound), and what it binds for the right one, Close unbinds.
+func TestBindAddressOn13_0IsForTheMemorysDevice(t *testing.T) {
+	s, m := hgx8(t, 13000)
+	mc, size := team(t, m)
+	a1 := create(t, m, size, vmm.OnDevice(1))
+	r, err := m.Reserve(size)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	mp, err := r.Map(0, a1)
+	require.NoError(t, err)
+	err = mc.BindAddress(0, mp.Addr(), 0, size)
+	require.ErrorIs(t, err, vmm.ErrInvalid)
+	require.Contains(t, err.Error(), "bound only for that device")
+	require.Zero(t, s.Stats().Calls["MulticastBindAddr"], "refused before the call")
+	require.NoError(t, mc.BindAddress(0, mp.Addr(), 1, size))
+	require.EqualValues(t, 1, s.Stats().Bindings)
+	require.NoError(t, mc.Close())
+	require.Zero(t, s.Stats().Bindings)
+}
+
+// An Unbind over several bindings of a device unbinds them all, as the driver does, so
+// that Close has none of them left to unbind.
+func TestUnbindOverTwoBindings(t *testing.T) {
+	s, m := hgx8(t, 13010)
+	props := vmm.MulticastProps{Devices: 2}
+	g, err := m.MulticastGranularity(props, true)
+	require.NoError(t, err)
+	props.Size = 2 * g
+	mc, err := m.CreateMulticast(props)
+	require.NoError(t, err)
+	for dev := range 2 {
+		require.NoError(t, mc.AddDevice(dev))
+	}
+	a, b := create(t, m, g, vmm.OnDevice(0)), create(t, m, g, vmm.OnDevice(0))
+	require.NoError(t, mc.Bind(0, a, 0, g))
+	require.NoError(t, mc.Bind(g, b, 0, g))
+	require.NoError(t, mc.Unbind(0, 0, 2*g))
+	require.Zero(t, s.Stats().Bindings)
+	require.NoError(t, mc.Close())
+	require.Zero(t, s.Stats().Multicast)
+}
