@@ -29,6 +29,9 @@ type Multicast struct {
 	size uint64
 	l    life
 
+	// mu is held across each bind and unbind and the change to binds it makes, so that
+	// binds is what the driver holds: a bind recorded after an unbind of the same range
+	// ran in between would leave Close a binding to unbind that is gone.
 	mu    sync.Mutex
 	binds []binding // what Close must unbind
 
@@ -182,11 +185,10 @@ func (mc *Multicast) bind(dev int, off uint64, a *Allocation, memOffset, size ui
 	case device && int(p.Location.ID) != dev:
 		return &Error{Op: "multicast bind", Args: args(), Err: invalid("memory of " + p.Location.String() + " is bound only for that device")}
 	}
-	if err := mc.bindMem(dev, off, a.h, memOffset, size, device); err != nil {
+	if err := mc.record(dev, off, size, func() error { return mc.bindMem(dev, off, a.h, memOffset, size, device) }); err != nil {
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
 	}
 	a.shared.Store(true) // other devices reach it through the object
-	mc.bound(dev, off, size)
 	return nil
 }
 
@@ -204,17 +206,21 @@ func (mc *Multicast) BindAddress(off uint64, addr cu.DevicePtr, dev int, size ui
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
 	}
 	defer mc.l.exit()
-	if err := mc.bindAddr(dev, off, addr, size); err != nil {
+	if err := mc.record(dev, off, size, func() error { return mc.bindAddr(dev, off, addr, size) }); err != nil {
 		return &Error{Op: "multicast bind", Args: args(), Err: err}
 	}
-	mc.bound(dev, off, size)
 	return nil
 }
 
-func (mc *Multicast) bound(dev int, off, size uint64) {
+// record makes a bind for dev at [off, off+size) and records it.
+func (mc *Multicast) record(dev int, off, size uint64, bind func() error) error {
 	mc.mu.Lock()
+	defer mc.mu.Unlock()
+	if err := bind(); err != nil {
+		return err
+	}
 	mc.binds = append(mc.binds, binding{dev, off, size})
-	mc.mu.Unlock()
+	return nil
 }
 
 // Unbind unbinds the memory of device dev bound at [off, off+size) of the object: every
@@ -228,16 +234,30 @@ func (mc *Multicast) Unbind(dev int, off, size uint64) error {
 }
 
 func (mc *Multicast) unbind(b binding) error {
+	mc.mu.Lock()
+	defer mc.mu.Unlock()
 	if err := mc.m.b.MulticastUnbind(mc.h, b.dev, b.off, b.size); err != nil {
 		return opErr(err, "multicast unbind", "device %d at offset %s+%s", b.dev, units.Size(b.off), units.Size(b.size))
 	}
-	// One unbind may cover several bindings of the device: forget each one inside the
-	// range, or Close would unbind it again and fail.
-	mc.mu.Lock()
-	mc.binds = slices.DeleteFunc(mc.binds, func(x binding) bool {
-		return x.dev == b.dev && x.off >= b.off && x.off+x.size <= b.off+b.size
-	})
-	mc.mu.Unlock()
+	// The driver unbound every binding of the device in the range. One record may be
+	// several of them (a BindAddress over several mappings) and one unbind may cover
+	// several records: keep of each record what lies outside the range.
+	end := b.off + b.size
+	var kept []binding // not in place: a record split in two would overwrite the next
+	for _, x := range mc.binds {
+		xend := x.off + x.size
+		if x.dev != b.dev || xend <= b.off || x.off >= end {
+			kept = append(kept, x)
+			continue
+		}
+		if x.off < b.off {
+			kept = append(kept, binding{x.dev, x.off, b.off - x.off})
+		}
+		if xend > end {
+			kept = append(kept, binding{x.dev, end, xend - end})
+		}
+	}
+	mc.binds = kept
 	return nil
 }
 
