@@ -140,7 +140,7 @@ func (mc *Multicast) AddDevice(dev int) error {
 // device). It uses cuMulticastBindMem_v2 where the driver has it (CUDA 13.1), and
 // cuMulticastBindMem otherwise.
 func (mc *Multicast) Bind(off uint64, a *Allocation, memOffset, size uint64) error {
-	return mc.bind(-1, off, a, memOffset, size)
+	return mc.bind(false, 0, off, a, memOffset, size)
 }
 
 // BindFor binds size bytes of a, from memOffset, at offset off of the object, for device
@@ -149,14 +149,14 @@ func (mc *Multicast) Bind(off uint64, a *Allocation, memOffset, size uint64) err
 // with an error matching ErrUnsupported (and cu.ERROR_NOT_SUPPORTED) that says so. Device
 // memory is bound with the 13.0 call where the driver has no other.
 func (mc *Multicast) BindFor(dev int, off uint64, a *Allocation, memOffset, size uint64) error {
-	return mc.bind(dev, off, a, memOffset, size)
+	return mc.bind(true, dev, off, a, memOffset, size)
 }
 
-// bind is Bind (dev -1: the memory's device) and BindFor.
-func (mc *Multicast) bind(dev int, off uint64, a *Allocation, memOffset, size uint64) error {
+// bind is Bind (named false: for the memory's device) and BindFor.
+func (mc *Multicast) bind(named bool, dev int, off uint64, a *Allocation, memOffset, size uint64) error {
 	args := func() string {
 		s := units.Size(size) + " of " + a.Handle().String() + " at offset " + units.Size(off)
-		if dev >= 0 {
+		if named {
 			s += " for device " + strconv.Itoa(dev)
 		}
 		return s
@@ -178,10 +178,12 @@ func (mc *Multicast) bind(dev int, off uint64, a *Allocation, memOffset, size ui
 	}
 	device := p.Location.Type == cu.MEM_LOCATION_TYPE_DEVICE
 	switch {
-	case dev < 0 && !device:
+	case !named && !device:
 		return &Error{Op: "multicast bind", Args: args(), Err: invalid(p.Location.String() + " memory: name the device it is bound for with BindFor")}
-	case dev < 0:
+	case !named:
 		dev = int(p.Location.ID)
+	case dev < 0:
+		return &Error{Op: "multicast bind", Args: args(), Err: invalid("no device " + strconv.Itoa(dev))}
 	case device && int(p.Location.ID) != dev:
 		return &Error{Op: "multicast bind", Args: args(), Err: invalid("memory of " + p.Location.String() + " is bound only for that device")}
 	}

@@ -151,6 +151,9 @@ func TestBindArguments(t *testing.T) {
 	err = mc.Bind(0, h, 0, size)
 	require.ErrorIs(t, err, vmm.ErrInvalid)
 	require.Contains(t, err.Error(), "BindFor")
+	err = mc.BindFor(-1, 0, a0, 0, size)
+	require.ErrorIs(t, err, vmm.ErrInvalid, "a device named -1 is no device, not the memory's")
+	require.Contains(t, err.Error(), "no device -1")
 	require.Zero(t, s.Stats().Calls["MulticastBindMemV2"])
 
 	// A driver's refusal is returned, not taken for a missing call.
