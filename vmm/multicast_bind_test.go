@@ -26,20 +26,28 @@ func hgx8(t *testing.T, driver int) (*sim.Sim, *vmm.Manager) {
 	return s, vmm.New(s)
 }
 
-// team creates a multicast object of size bytes over devices 0 and 1, both added.
+// team creates a multicast object of one granule over devices 0 and 1, both added, closed
+// when the test ends; it returns the object and the granule.
 func team(t *testing.T, m *vmm.Manager) (*vmm.Multicast, uint64) {
 	t.Helper()
+	mc, g := teamOf(t, m, 1)
+	t.Cleanup(func() { require.NoError(t, mc.Close()) })
+	return mc, g
+}
+
+// teamOf is team of n granules, which the caller closes.
+func teamOf(t *testing.T, m *vmm.Manager, n uint64) (*vmm.Multicast, uint64) {
+	t.Helper()
 	props := vmm.MulticastProps{Devices: 2}
-	size, err := m.MulticastGranularity(props, true)
+	g, err := m.MulticastGranularity(props, true)
 	require.NoError(t, err)
-	props.Size = size
+	props.Size = n * g
 	mc, err := m.CreateMulticast(props)
 	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, mc.Close()) })
 	for dev := range 2 {
 		require.NoError(t, mc.AddDevice(dev))
 	}
-	return mc, size
+	return mc, g
 }
 
 func create(t *testing.T, m *vmm.Manager, size uint64, loc vmm.Location) *vmm.Allocation {
@@ -192,15 +200,7 @@ func TestBindAddressOn13_0IsForTheMemorysDevice(t *testing.T) {
 // that Close has none of them left to unbind.
 func TestUnbindOverTwoBindings(t *testing.T) {
 	s, m := hgx8(t, 13010)
-	props := vmm.MulticastProps{Devices: 2}
-	g, err := m.MulticastGranularity(props, true)
-	require.NoError(t, err)
-	props.Size = 2 * g
-	mc, err := m.CreateMulticast(props)
-	require.NoError(t, err)
-	for dev := range 2 {
-		require.NoError(t, mc.AddDevice(dev))
-	}
+	mc, g := teamOf(t, m, 2)
 	a, b := create(t, m, g, vmm.OnDevice(0)), create(t, m, g, vmm.OnDevice(0))
 	require.NoError(t, mc.Bind(0, a, 0, g))
 	require.NoError(t, mc.Bind(g, b, 0, g))
@@ -213,25 +213,17 @@ func TestUnbindOverTwoBindings(t *testing.T) {
 // bindAcross makes a multicast object of n granules over devices 0 and 1, maps n
 // allocations of device 0 one after another, and binds them at offset 0 with one
 // BindAddress: the driver holds n bindings, one per mapping.
-func bindAcross(t *testing.T, s *sim.Sim, m *vmm.Manager, n int) (*vmm.Multicast, uint64) {
+func bindAcross(t *testing.T, s *sim.Sim, m *vmm.Manager, n uint64) (*vmm.Multicast, uint64) {
 	t.Helper()
-	props := vmm.MulticastProps{Devices: 2}
-	g, err := m.MulticastGranularity(props, true)
-	require.NoError(t, err)
-	props.Size = uint64(n) * g
-	mc, err := m.CreateMulticast(props)
-	require.NoError(t, err)
-	for dev := range 2 {
-		require.NoError(t, mc.AddDevice(dev))
-	}
-	r, err := m.Reserve(props.Size)
+	mc, g := teamOf(t, m, n)
+	r, err := m.Reserve(n * g)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, r.Close()) })
 	for i := range n {
-		_, err := r.Map(uint64(i)*g, create(t, m, g, vmm.OnDevice(0)))
+		_, err := r.Map(i*g, create(t, m, g, vmm.OnDevice(0)))
 		require.NoError(t, err)
 	}
-	require.NoError(t, mc.BindAddress(0, r.Base(), 0, props.Size))
+	require.NoError(t, mc.BindAddress(0, r.Base(), 0, n*g))
 	require.EqualValues(t, n, s.Stats().Bindings)
 	return mc, g
 }
@@ -263,16 +255,11 @@ func TestUnbindPiecesOfBindAddress(t *testing.T) {
 // nothing, and Close failed on it for good).
 func TestBindUnbindRace(t *testing.T) {
 	s, m := hgx8(t, 13010)
-	props := vmm.MulticastProps{Devices: 2}
-	g, err := m.MulticastGranularity(props, true)
-	require.NoError(t, err)
-	props.Size = g
-	a := create(t, m, g, vmm.OnDevice(0))
+	var a *vmm.Allocation
 	for i := range 5000 {
-		mc, err := m.CreateMulticast(props)
-		require.NoError(t, err)
-		for dev := range 2 {
-			require.NoError(t, mc.AddDevice(dev))
+		mc, g := teamOf(t, m, 1)
+		if a == nil {
+			a = create(t, m, g, vmm.OnDevice(0))
 		}
 		done := make(chan error, 1)
 		go func() { done <- mc.Bind(0, a, 0, g) }()
